@@ -1,0 +1,246 @@
+"""``bnnpred train | eval | report | data``.
+
+``train`` is a Hydra application (single runs and ``-m`` sweeps with any Hydra launcher). Before Hydra
+starts, every run of the call is composed and checked, so a bad name, key, type or value is a one-line
+error with exit status 2 and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from bnnpred.errors import BnnpredError
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+USAGE = """usage: bnnpred <command> [args]
+
+commands:
+  train [-m] [group=option ...] [key=value ...]   train and evaluate one run (or sweep with -m)
+  eval run_dir=PATH [predictive=KIND] [predictive.n_samples=S ...]   re-evaluate a saved run
+  report DIR [DIR ...] [--out DIR] [--select-by valid_nll]          tables over run directories
+  data fetch|verify NAME [--root PATH] [--force]                    data files with checksums
+"""
+
+log = logging.getLogger("bnnpred")
+_failures: list[str] = []
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        sys.exit(0 if argv else 2)
+    command, args = argv[0], argv[1:]
+    commands = {"train": train_command, "eval": eval_command, "report": report_command, "data": data_command}
+    try:
+        if command not in commands:
+            raise BnnpredError(f"unknown command '{command}'; valid choices: {', '.join(commands)}")
+        commands[command](args)
+    except BnnpredError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+# ---------------------------------------------------------------- composition and checks
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """The config Hydra would build for these overrides (``hydra.*`` overrides are ignored here)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from bnnpred.config import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    own = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            cfg = hydra_compose(config_name="config", overrides=own)
+        OmegaConf.resolve(cfg)
+        return cfg
+    except Exception as e:  # Hydra and OmegaConf raise many types; all become one line
+        raise BnnpredError(one_line(e)) from e
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def one_line(e: BaseException) -> str:
+    """A Hydra / OmegaConf error as one line: unknown options list the valid ones, keys are named."""
+    from hydra.errors import MissingConfigException
+
+    cause = e
+    while isinstance(cause, MissingConfigException) is False and cause.__cause__ is not None:
+        cause = cause.__cause__
+    if isinstance(cause, MissingConfigException) and cause.missing_cfg_file:
+        group, _, name = cause.missing_cfg_file.rpartition("/")
+        if cause.options:
+            return f"unknown {group or 'config'} '{name}'; valid choices: {', '.join(sorted(cause.options))}"
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    keep = [ln for ln in lines if not ln.startswith(("object_type=", "reference_type=", "Set the environment",
+                                                      "To append", "full_key:"))]
+    full_key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), None)
+    text = "; ".join(dict.fromkeys(keep)) or type(e).__name__
+    return f"{full_key}: {text}" if full_key and full_key not in text else text
+
+
+def expand_sweep(overrides: list[str]) -> list[list[str]]:
+    """Every job's override list for a ``-m`` call (the cartesian product of sweep values)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as e:
+        raise BnnpredError(one_line(e)) from e
+    return [job for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
+
+
+def check_job(overrides: list[str]) -> None:
+    """Compose, type and value-check one job and make sure its data can be read."""
+    from bnnpred.data import load_dataset
+    from bnnpred.runner import check_config, typed
+
+    cfg = compose(overrides)
+    try:
+        typed_cfg = typed(cfg)
+    except OmegaConfBaseException as e:
+        raise BnnpredError(one_line(e)) from e
+    check_config(typed_cfg)
+    load_dataset(typed_cfg.dataset)
+
+
+# ---------------------------------------------------------------- train
+
+
+def train_command(args: list[str]) -> None:
+    multirun = any(a in ("-m", "--multirun") for a in args)
+    overrides = [a for a in args if not a.startswith("-")]
+    jobs = expand_sweep(overrides) if multirun else [overrides]
+    for job in jobs:
+        check_job(job)
+    _run_hydra(args)
+    if _failures:
+        raise BnnpredError(f"{len(_failures)} run(s) failed: {' | '.join(_failures)}")
+
+
+def _run_hydra(args: list[str]) -> None:
+    import hydra
+
+    from bnnpred.config import register_configs
+
+    register_configs()
+
+    @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
+    def task(cfg: DictConfig) -> float | None:
+        from hydra.core.hydra_config import HydraConfig
+
+        from bnnpred.runner import train
+
+        run_dir = Path(HydraConfig.get().runtime.output_dir)
+        try:
+            document = train(cfg, run_dir)
+        except BnnpredError as e:
+            log.error("error: %s", e)
+            print(f"error: {e} ({run_dir})", file=sys.stderr)
+            _failures.append(str(e))
+            return None
+        return document["info"].get("log_marglik")
+
+    saved = sys.argv
+    sys.argv = ["bnnpred", *args]
+    try:
+        task()
+    finally:
+        sys.argv = saved
+
+
+# ---------------------------------------------------------------- eval
+
+
+def eval_command(args: list[str]) -> None:
+    from bnnpred.runner import evaluate_run
+
+    run_dirs = [a.split("=", 1)[1] for a in args if a.startswith("run_dir=")]
+    if len(run_dirs) != 1:
+        raise BnnpredError("eval needs exactly one run_dir=PATH (a finished bnnpred train run)")
+    overrides = [a for a in args if not a.startswith("run_dir=")]
+    evaluate_run(Path(run_dirs[0]), predictive_overrides(overrides))
+
+
+def predictive_overrides(overrides: list[str]) -> DictConfig:
+    """The ``predictive`` / ``plot`` settings an ``eval`` call changes, as a partial config."""
+    allowed = ("predictive", "plot", "device")
+    bad = [o for o in overrides if not o.split("=", 1)[0].split(".", 1)[0].split("/")[0] in allowed]
+    if bad:
+        raise BnnpredError(f"eval only changes predictive, plot and device settings, not: {' '.join(bad)}")
+    group = [o for o in overrides if o.startswith("predictive=")]
+    partial = OmegaConf.create({})
+    if group:
+        partial.predictive = compose(group).predictive
+    dotted = [o for o in overrides if "." in o.split("=", 1)[0] or o.startswith("device=")]
+    try:
+        return OmegaConf.merge(partial, OmegaConf.from_dotlist(dotted))
+    except OmegaConfBaseException as e:
+        raise BnnpredError(one_line(e)) from e
+
+
+# ---------------------------------------------------------------- report and data
+
+
+def report_command(args: list[str]) -> None:
+    from bnnpred.report.tables import write_report
+
+    parser = _parser("report")
+    parser.add_argument("dirs", nargs="+", help="run directories or folders containing them")
+    parser.add_argument("--out", default="outputs/report", help="folder for the tables")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--select-by", choices=["none", "valid_nll"], default="none",
+                        help="pick δ per (group, seed, predictive) by validation NLL before averaging")
+    ns = parser.parse_args(args)
+    written = write_report([Path(d) for d in ns.dirs], Path(ns.out), split=ns.split, select_by=ns.select_by)
+    for path in written:
+        print(path)
+
+
+def data_command(args: list[str]) -> None:
+    from bnnpred.data.root import FILES, data_root, fetch, verify
+
+    parser = _parser("data")
+    parser.add_argument("action", choices=["fetch", "verify"])
+    parser.add_argument("name", help=f"one of: {', '.join(FILES)}")
+    parser.add_argument("--root", default=None, help="data root (default: $BNNPRED_DATA_DIR)")
+    parser.add_argument("--force", action="store_true", help="download again even if the file is valid")
+    ns = parser.parse_args(args)
+    if ns.name not in FILES:
+        raise BnnpredError(f"unknown dataset '{ns.name}'; valid choices: {', '.join(sorted(FILES))}")
+    root = data_root(ns.root)
+    if ns.action == "fetch":
+        for path in fetch(ns.name, root, force=ns.force):
+            print(path)
+        return
+    results = verify(ns.name, root)
+    for path, status in results:
+        print(f"{status:8s} {path}")
+    if any(status != "ok" for _, status in results):
+        raise BnnpredError(f"{ns.name}: some files are missing or corrupt; run: bnnpred data fetch {ns.name}")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+        raise BnnpredError(f"{self.prog}: {message}")
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    return _Parser(prog=f"bnnpred {command}")
+
+
+if __name__ == "__main__":
+    main()

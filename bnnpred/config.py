@@ -1,0 +1,97 @@
+"""Structured config schemas registered in Hydra's ConfigStore, so typos and wrong types fail at start.
+
+The root schema types the fixed nodes (prior, likelihood, predictive, selection, plot); each dataset, model
+and inference method registers its own dataclass under ``schema/<group>/<name>``, which the group's YAML
+extends (``defaults: [/schema/<group>/<name>@_here_, _self_]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Optional
+
+import numpy as np
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+from bnnpred.data import dataset_schemas
+from bnnpred.inference import METHODS
+from bnnpred.models import MODELS
+from bnnpred.predictive import GPSubset, PredictiveKind
+from bnnpred.selection import SelectionConfig
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class DType(str, Enum):
+    float32 = "float32"
+    float64 = "float64"
+
+
+@dataclass
+class PriorConfig:
+    delta: float = 1.0  # prior precision δ: θ ~ N(0, δ⁻¹ I)
+
+
+@dataclass
+class LikelihoodConfig:
+    sigma2: float = 0.1  # Gaussian noise variance (regression only)
+
+
+@dataclass
+class PredictiveConfig:
+    kinds: list[PredictiveKind] = field(default_factory=lambda: [PredictiveKind.glm])
+    n_samples: int = 1000
+    gp_subset_size: Optional[int] = None  # None: all N training points
+    gp_subset: GPSubset = GPSubset.random
+
+
+@dataclass
+class PlotConfig:
+    enabled: bool = True  # figures for 1-D and 2-D inputs
+    grid_points: int = 100  # per axis
+    n_function_samples: int = 3
+
+
+@dataclass
+class Config:
+    dataset: Any = MISSING
+    model: Any = MISSING
+    inference: Any = MISSING
+    predictive: PredictiveConfig = field(default_factory=PredictiveConfig)
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+    prior: PriorConfig = field(default_factory=PriorConfig)
+    likelihood: LikelihoodConfig = field(default_factory=LikelihoodConfig)
+    plot: PlotConfig = field(default_factory=PlotConfig)
+    seed: int = 0
+    device: Device = Device.auto
+    dtype: DType = DType.float64
+    progress: bool = True
+    task_name: str = "train"
+    tags: list[str] = field(default_factory=list)
+
+
+def logspace(start: float, stop: float, num: int) -> list[float]:
+    """``${logspace:-2,2,9}`` in a config: ``num`` values from ``10**start`` to ``10**stop``."""
+    return [float(v) for v in np.logspace(float(start), float(stop), int(num))]
+
+
+def register_configs() -> None:
+    """Register the root schema, every group's schemas and the ``logspace`` resolver (idempotent)."""
+    if not OmegaConf.has_resolver("logspace"):
+        OmegaConf.register_new_resolver("logspace", logspace)
+    cs = ConfigStore.instance()
+    cs.store(name="bnnpred_schema", node=Config)
+    groups: dict[str, dict[str, type]] = {
+        "dataset": dataset_schemas(),
+        "model": {name: schema for name, (schema, _) in MODELS.items()},
+        "inference": {name: schema for name, (schema, _) in METHODS.items()},
+    }
+    for group, schemas in groups.items():
+        for name, schema in schemas.items():
+            cs.store(group=f"schema/{group}", name=name, node=schema)

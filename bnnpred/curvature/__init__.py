@@ -1,0 +1,1 @@
+"""Jacobians and curvature (GGN, empirical Fisher) of a network, computed with ``torch.func``."""

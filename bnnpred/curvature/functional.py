@@ -1,0 +1,47 @@
+"""A network as a function of one flat parameter vector ``θ`` ``[P]``, for ``torch.func`` transforms."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call
+
+
+class FlatModel:
+    """Wraps ``module`` so that ``f(θ, X)`` evaluates it at the flat parameters ``θ`` ``[P]``.
+
+    The order of ``θ`` is ``module.named_parameters()``; buffers are taken from the module as they are.
+    """
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        self.names = [n for n, _ in named]
+        self.shapes = [p.shape for _, p in named]
+        self.sizes = [p.numel() for _, p in named]
+        self.buffers = dict(module.named_buffers())
+
+    @property
+    def n_params(self) -> int:
+        return sum(self.sizes)
+
+    def theta(self) -> Tensor:
+        """The module's current parameters as a detached flat vector ``[P]``."""
+        params = dict(self.module.named_parameters())
+        return torch.cat([params[n].detach().reshape(-1) for n in self.names])
+
+    def unflatten(self, theta: Tensor) -> dict[str, Tensor]:
+        """``[P]`` -> ``{name: tensor}`` (differentiable views)."""
+        chunks = torch.split(theta, self.sizes)
+        return {n: c.view(s) for n, c, s in zip(self.names, chunks, self.shapes)}
+
+    def load(self, theta: Tensor) -> None:
+        """Copy ``θ`` into the module's parameters."""
+        with torch.no_grad():
+            params = dict(self.module.named_parameters())
+            for n, value in self.unflatten(theta).items():
+                params[n].copy_(value)
+
+    def __call__(self, theta: Tensor, X: Tensor) -> Tensor:
+        """Outputs ``f(X; θ)`` ``[B, C]`` for inputs ``X`` ``[B, ...]``."""
+        return functional_call(self.module, {**self.unflatten(theta), **self.buffers}, (X,))

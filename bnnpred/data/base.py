@@ -1,0 +1,43 @@
+"""The one interface every dataset returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from torch import Tensor
+
+
+class Task(str, Enum):
+    regression = "regression"
+    binary = "binary"
+    multiclass = "multiclass"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Train / validation / test tensors of one dataset.
+
+    Inputs are float64 ``[N, *input_shape]``; targets are float64 ``[N]`` for regression and int64 ``[N]``
+    class labels in ``0..n_classes-1`` otherwise. A split may be empty (``N = 0``).
+    """
+
+    name: str
+    task: Task
+    n_classes: int  # 1 for regression
+    input_shape: tuple[int, ...]
+    X_train: Tensor
+    y_train: Tensor
+    X_valid: Tensor
+    y_valid: Tensor
+    X_test: Tensor
+    y_test: Tensor
+
+    @property
+    def output_dim(self) -> int:
+        """Number of network outputs: one for regression and binary (a single logit), C otherwise."""
+        return self.n_classes if self.task is Task.multiclass else 1
+
+    def split(self, name: str) -> tuple[Tensor, Tensor]:
+        """``(X, y)`` of ``"train"``, ``"valid"`` or ``"test"``."""
+        return getattr(self, f"X_{name}"), getattr(self, f"y_{name}")

@@ -1,0 +1,26 @@
+"""Inference methods: each is a module with a config dataclass and ``fit(problem, cfg) -> Fit``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bnnpred.errors import unknown_choice
+from bnnpred.inference.base import Fit, Problem
+from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, fit_laplace_ggn
+from bnnpred.inference.map import MapOnlyConfig, fit_map
+
+METHODS: dict[str, tuple[type, Callable[[Problem, Any], Fit]]] = {
+    "map": (MapOnlyConfig, fit_map),
+    "laplace_ggn": (LaplaceGGNConfig, fit_laplace_ggn),
+}
+
+
+def fit(problem: Problem, cfg: Any) -> Fit:
+    """Run the inference method named ``cfg.name``."""
+    if cfg.name not in METHODS:
+        raise unknown_choice("inference method", cfg.name, METHODS)
+    return METHODS[cfg.name][1](problem, cfg)
+
+
+__all__ = ["METHODS", "Fit", "Problem", "fit"]

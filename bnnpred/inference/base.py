@@ -1,0 +1,43 @@
+"""What every inference method receives and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from bnnpred.curvature.functional import FlatModel
+from bnnpred.likelihoods import Likelihood
+from bnnpred.posteriors import Posterior
+
+
+@dataclass
+class Problem:
+    """A training problem: network, likelihood, data, prior ``N(0, diag(prior_precision)⁻¹)``, start point."""
+
+    model: FlatModel
+    likelihood: Likelihood
+    X: Tensor  # [N, ...]
+    y: Tensor  # [N]
+    prior_precision: Tensor  # [P]
+    theta0: Tensor  # [P] initial parameters
+    generator: torch.Generator
+    progress: bool = False
+
+
+@dataclass
+class Fit:
+    """Result of an inference method.
+
+    Attributes:
+        theta: the point the predictives linearise at, ``θ*`` ``[P]`` (the MAP for Laplace).
+        posterior: the Gaussian over ``θ``, or ``None`` for a point estimate.
+        info: scalar diagnostics (final gradient norm, steps, log marginal likelihood, ...).
+        trace: per-step records, e.g. ``{"step": 100, "loss": 0.31}``.
+    """
+
+    theta: Tensor
+    posterior: Posterior | None
+    info: dict[str, float] = field(default_factory=dict)
+    trace: list[dict[str, float]] = field(default_factory=list)

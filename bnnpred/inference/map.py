@@ -1,0 +1,99 @@
+r"""MAP estimation with Adam (notes-000 eq. 2.2; notes-004 eq. 3).
+
+Objective (sum form): ``Σ_i log p(y_i | f(x_i; θ)) - ½ θᵀ diag(δ) θ``. Each step minimises the per-example
+average ``-(1/B) Σ_{i∈batch} log p - (1/2N) θᵀ diag(δ) θ``, an unbiased rescaling with the same optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from bnnpred.errors import BnnpredError
+from bnnpred.inference.base import Fit, Problem
+
+
+@dataclass
+class MapConfig:
+    lr: float = 1e-3
+    steps: int = 10000
+    batch_size: Optional[int] = None  # None: full batch
+    log_every: int = 100
+
+
+@dataclass
+class MapOnlyConfig:
+    """``inference=map``: the point estimate alone (only the ``map`` predictive applies)."""
+
+    name: str = "map"
+    map: MapConfig = field(default_factory=MapConfig)
+
+
+def neg_log_joint(problem: Problem, theta: Tensor, rows: Tensor | slice) -> Tensor:
+    """Per-example negative log joint on a batch: ``-(1/B) Σ log p - (1/2N) θᵀΔθ`` ``[]``."""
+    f = problem.model(theta, problem.X[rows])
+    nll = -problem.likelihood.log_prob(f, problem.y[rows]).mean()
+    return nll + 0.5 * (problem.prior_precision * theta.square()).sum() / len(problem.X)
+
+
+def log_joint_grad_norm(problem: Problem, theta: Tensor) -> float:
+    """``‖∇_θ [Σ log p + log prior]‖`` over the full data (the stationarity check of notes-000 §7 F.21)."""
+    theta = theta.detach().requires_grad_(True)
+    loss = neg_log_joint(problem, theta, slice(None)) * len(problem.X)
+    (grad,) = torch.autograd.grad(loss, theta)
+    return float(grad.norm())
+
+
+def train_map(problem: Problem, cfg: MapConfig) -> Fit:
+    """Adam on the negative log joint from ``problem.theta0``; a NaN or inf loss stops with an error."""
+    _check_map_config(cfg)
+    N = len(problem.X)
+    theta = problem.theta0.detach().clone().requires_grad_(True)
+    optimizer = torch.optim.Adam([theta], lr=cfg.lr)
+    batches = _batches(N, cfg.batch_size, problem.generator)
+    trace: list[dict[str, float]] = []
+    for step in tqdm(range(1, cfg.steps + 1), desc="MAP", disable=not problem.progress, leave=False):
+        rows = next(batches)
+        optimizer.zero_grad(set_to_none=True)
+        loss = neg_log_joint(problem, theta, rows)
+        if not math.isfinite(loss.item()):
+            raise BnnpredError(
+                f"MAP loss became {loss.item()} at step {step}; lower inference.map.lr or raise prior.delta"
+            )
+        loss.backward()
+        optimizer.step()
+        if step % cfg.log_every == 0 or step == cfg.steps:
+            trace.append({"step": step, "loss": loss.item()})
+    theta = theta.detach()
+    return Fit(theta=theta, posterior=None, info={"grad_norm": log_joint_grad_norm(problem, theta)}, trace=trace)
+
+
+def _batches(N: int, batch_size: int | None, generator: torch.Generator) -> Iterator[Tensor | slice]:
+    """Full batch forever, or shuffled minibatches epoch after epoch (the last partial batch dropped)."""
+    if batch_size is None or batch_size >= N:
+        while True:
+            yield slice(None)
+    while True:
+        perm = torch.randperm(N, generator=generator)
+        for start in range(0, N - batch_size + 1, batch_size):
+            yield perm[start : start + batch_size]
+
+
+def _check_map_config(cfg: MapConfig) -> None:
+    if not cfg.lr > 0:
+        raise BnnpredError(f"inference.map.lr must be positive, got {cfg.lr}")
+    if cfg.steps < 0:
+        raise BnnpredError(f"inference.map.steps must be >= 0, got {cfg.steps}")
+    if cfg.batch_size is not None and cfg.batch_size < 1:
+        raise BnnpredError(f"inference.map.batch_size must be >= 1 or null, got {cfg.batch_size}")
+
+
+def fit_map(problem: Problem, cfg: MapOnlyConfig) -> Fit:
+    """``inference=map``."""
+    return train_map(problem, cfg.map)

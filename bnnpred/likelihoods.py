@@ -1,0 +1,160 @@
+r"""GLM likelihoods in natural form ``p(y|f) = h(y) exp{<y, f> - A(f)}``; notes-000 Table 2.1.
+
+Each likelihood gives, for network outputs ``f`` ``[B, C]``:
+
+- ``log_prob(f, y)``: ``log p(y_i | f_i)`` ``[B]``;
+- ``inv_link(f)``: ``E[y] = g^{-1}(f)`` ``[B, C]``;
+- ``residual(f, y)``: ``r = ∇_f log p(y|f)`` ``[B, C]`` (Lemma 2.1: ``y - g^{-1}(f)``, over σ² for the Gaussian);
+- ``hessian(f)``: ``Λ = -∇²_f log p(y|f)`` ``[B, C, C]``;
+- ``hessian_sqrt(f)``: ``L`` ``[B, C, C]`` with ``Lᵀ L = Λ``, so the GGN is ``Σ_i (L_i J_i)ᵀ (L_i J_i)``;
+- ``predict_samples(f_s)`` / ``predict_gaussian(mean, cov)``: the predictive over ``y`` from latent samples
+  ``[S, B, C]`` (Monte Carlo) or from a Gaussian over the latent (closed form: exact for the Gaussian,
+  probit for classification).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from bnnpred.data.base import Task
+from bnnpred.errors import BnnpredError
+from bnnpred.prediction import ClassPrediction, Prediction, RegPrediction
+
+LOG_2PI = math.log(2 * math.pi)
+
+
+class Likelihood(ABC):
+    """A GLM likelihood over network outputs ``f`` ``[B, C]``."""
+
+    @abstractmethod
+    def log_prob(self, f: Tensor, y: Tensor) -> Tensor: ...
+
+    @abstractmethod
+    def inv_link(self, f: Tensor) -> Tensor: ...
+
+    @abstractmethod
+    def residual(self, f: Tensor, y: Tensor) -> Tensor: ...
+
+    @abstractmethod
+    def hessian_sqrt(self, f: Tensor) -> Tensor: ...
+
+    @abstractmethod
+    def predict_samples(self, f_samples: Tensor) -> Prediction: ...
+
+    @abstractmethod
+    def predict_gaussian(self, mean: Tensor, cov: Tensor) -> Prediction: ...
+
+    def hessian(self, f: Tensor) -> Tensor:
+        """``Λ(f) = -∇²_f log p(y|f)`` ``[B, C, C]`` (independent of ``y`` for GLMs)."""
+        L = self.hessian_sqrt(f)
+        return L.transpose(1, 2) @ L
+
+    def predict_point(self, f: Tensor) -> Prediction:
+        """Plug-in predictive ``p(y | f(x; θ*))`` for outputs ``[B, C]`` (the MAP predictive)."""
+        return self.predict_samples(f.unsqueeze(0))
+
+
+class Gaussian(Likelihood):
+    r"""``y ~ N(f, σ²)`` with a single output; ``Λ = σ^{-2}``, ``r = (y - f)/σ²``."""
+
+    def __init__(self, sigma2: float):
+        if not sigma2 > 0:
+            raise BnnpredError(f"likelihood.sigma2 must be positive, got {sigma2}; set likelihood.sigma2=0.1")
+        self.sigma2 = float(sigma2)
+
+    def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
+        return -0.5 * (LOG_2PI + math.log(self.sigma2) + (y - f[:, 0]) ** 2 / self.sigma2)
+
+    def inv_link(self, f: Tensor) -> Tensor:
+        return f
+
+    def residual(self, f: Tensor, y: Tensor) -> Tensor:
+        return (y.unsqueeze(1) - f) / self.sigma2
+
+    def hessian_sqrt(self, f: Tensor) -> Tensor:
+        return torch.full_like(f, self.sigma2**-0.5).unsqueeze(2)
+
+    def predict_samples(self, f_samples: Tensor) -> RegPrediction:
+        loc = f_samples[..., 0]
+        return RegPrediction(loc=loc, var=torch.full_like(loc, self.sigma2))
+
+    def predict_gaussian(self, mean: Tensor, cov: Tensor) -> RegPrediction:
+        """Exact: ``y* ~ N(f*, J Σ Jᵀ + σ²)`` (notes-000 §5.1, GLM = BLR for the Gaussian)."""
+        return RegPrediction(loc=mean[:, 0].unsqueeze(0), var=(cov[:, 0, 0] + self.sigma2).unsqueeze(0))
+
+
+class Bernoulli(Likelihood):
+    r"""``y ~ Bernoulli(σ(f))`` with one logit; ``Λ = σ(f)(1 - σ(f))``."""
+
+    def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
+        return -F.binary_cross_entropy_with_logits(f[:, 0], y.to(f.dtype), reduction="none")
+
+    def inv_link(self, f: Tensor) -> Tensor:
+        return torch.sigmoid(f)
+
+    def residual(self, f: Tensor, y: Tensor) -> Tensor:
+        return y.to(f.dtype).unsqueeze(1) - torch.sigmoid(f)
+
+    def hessian_sqrt(self, f: Tensor) -> Tensor:
+        p = torch.sigmoid(f)
+        return (p * (1 - p)).sqrt().unsqueeze(2)
+
+    def predict_samples(self, f_samples: Tensor) -> ClassPrediction:
+        p1 = torch.sigmoid(f_samples[..., 0])  # [S, B]
+        return _class_prediction(torch.stack([1 - p1, p1], dim=-1))
+
+    def predict_gaussian(self, mean: Tensor, cov: Tensor) -> ClassPrediction:
+        """Probit approximation ``σ(μ / sqrt(1 + π v / 8))`` (MacKay 1992)."""
+        p1 = torch.sigmoid(_probit_scale(mean[:, 0], cov[:, 0, 0]))
+        return ClassPrediction(probs=torch.stack([1 - p1, p1], dim=-1))
+
+
+class Categorical(Likelihood):
+    r"""``y ~ Cat(softmax(f))``; ``Λ = diag(p) - p pᵀ`` (rank C - 1)."""
+
+    def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
+        return -F.cross_entropy(f, y.long(), reduction="none")
+
+    def inv_link(self, f: Tensor) -> Tensor:
+        return torch.softmax(f, dim=-1)
+
+    def residual(self, f: Tensor, y: Tensor) -> Tensor:
+        return F.one_hot(y.long(), f.shape[1]).to(f.dtype) - torch.softmax(f, dim=-1)
+
+    def hessian_sqrt(self, f: Tensor) -> Tensor:
+        """``L = diag(√p) - √p pᵀ``; ``Lᵀ L = diag(p) - p pᵀ`` because ``Σ_c p_c = 1``."""
+        p = torch.softmax(f, dim=-1)
+        s = p.sqrt()
+        return torch.diag_embed(s) - s.unsqueeze(2) * p.unsqueeze(1)
+
+    def predict_samples(self, f_samples: Tensor) -> ClassPrediction:
+        return _class_prediction(torch.softmax(f_samples, dim=-1))
+
+    def predict_gaussian(self, mean: Tensor, cov: Tensor) -> ClassPrediction:
+        """Multiclass probit: ``softmax(μ_c / sqrt(1 + π Σ_cc / 8))`` (Lu et al. 2020 mean-field)."""
+        var = torch.diagonal(cov, dim1=1, dim2=2)
+        return ClassPrediction(probs=torch.softmax(_probit_scale(mean, var), dim=-1))
+
+
+def _probit_scale(mean: Tensor, var: Tensor) -> Tensor:
+    return mean / torch.sqrt(1 + math.pi / 8 * var)
+
+
+def _class_prediction(sample_probs: Tensor) -> ClassPrediction:
+    """Average sampled probabilities ``[S, B, C]``; aleatoric ``E[Σ p(1-p)]``, epistemic ``Σ Var[p]``."""
+    probs = sample_probs.mean(0)
+    aleatoric = (sample_probs * (1 - sample_probs)).sum(-1).mean(0)
+    epistemic = sample_probs.var(0, unbiased=False).sum(-1)
+    return ClassPrediction(probs=probs, aleatoric=aleatoric, epistemic=epistemic)
+
+
+def likelihood_for(task: Task, sigma2: float) -> Likelihood:
+    """The likelihood a task implies: Gaussian(σ²) for regression, one-logit Bernoulli, or categorical."""
+    if task is Task.regression:
+        return Gaussian(sigma2)
+    return Bernoulli() if task is Task.binary else Categorical()

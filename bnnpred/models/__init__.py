@@ -1,0 +1,29 @@
+"""Model registry: a config dataclass and a builder per architecture."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from torch import nn
+
+from bnnpred.errors import BnnpredError, unknown_choice
+from bnnpred.models.mlp import ACTIVATIONS, MLPConfig, build_mlp
+
+MODELS = {"mlp": (MLPConfig, build_mlp)}
+
+
+def build_model(cfg: Any, input_shape: tuple[int, ...], out_features: int) -> nn.Module:
+    """Build the network named ``cfg.name`` for inputs ``input_shape`` and ``out_features`` outputs."""
+    if cfg.name not in MODELS:
+        raise unknown_choice("model", cfg.name, MODELS)
+    if getattr(cfg, "activation", None) not in (None, *ACTIVATIONS):
+        raise unknown_choice("activation", cfg.activation, ACTIVATIONS)
+    if getattr(cfg, "depth", 0) < 0 or getattr(cfg, "width", 1) < 1:
+        raise BnnpredError(f"model depth must be >= 0 and width >= 1, got {cfg.depth} and {cfg.width}")
+    return MODELS[cfg.name][1](cfg, math.prod(input_shape), out_features)
+
+
+def n_params(model: nn.Module) -> int:
+    """Number of trainable parameters P."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

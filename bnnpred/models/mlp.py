@@ -1,0 +1,29 @@
+"""Fully connected networks (notes-000 §6.1: 5 hidden layers of 25 tanh units, P = 2676 / 2701)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "softplus": nn.Softplus, "sigmoid": nn.Sigmoid}
+
+
+@dataclass
+class MLPConfig:
+    name: str = "mlp"
+    depth: int = 2  # number of hidden layers
+    width: int = 50
+    activation: str = "tanh"
+    bias: bool = True
+
+
+def build_mlp(cfg: MLPConfig, in_features: int, out_features: int) -> nn.Sequential:
+    """``in -> [width, act] x depth -> out`` with PyTorch's default initialisation."""
+    layers: list[nn.Module] = []
+    fan_in = in_features
+    for _ in range(cfg.depth):
+        layers += [nn.Linear(fan_in, cfg.width, bias=cfg.bias), ACTIVATIONS[cfg.activation]()]
+        fan_in = cfg.width
+    layers.append(nn.Linear(fan_in, out_features, bias=cfg.bias))
+    return nn.Sequential(*layers)

@@ -1,0 +1,27 @@
+"""Gaussian posterior structures; each is built from a mean and a precision of its own shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+
+from bnnpred.posteriors.base import Posterior
+from bnnpred.posteriors.diag import DiagPosterior
+from bnnpred.posteriors.full import FullPosterior
+
+STRUCTURES: dict[str, type[Posterior]] = {"full": FullPosterior, "diag": DiagPosterior}
+
+
+def posterior_from_precision(structure: str, mean: Tensor, precision: Tensor) -> Posterior:
+    """``N(mean, precision⁻¹)`` with ``precision`` ``[P, P]`` (full) or ``[P]`` (diag)."""
+    return STRUCTURES[structure](mean, precision)
+
+
+def load_posterior(state: dict[str, Any]) -> Posterior:
+    """Rebuild a posterior saved with ``Posterior.state()``."""
+    return STRUCTURES[state["structure"]].from_state(state)
+
+
+__all__ = ["Posterior", "FullPosterior", "DiagPosterior", "STRUCTURES", "posterior_from_precision",
+           "load_posterior"]

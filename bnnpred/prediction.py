@@ -1,0 +1,67 @@
+"""Predictive distributions over targets, the common currency of predictives and metrics."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+
+class ClassPrediction(NamedTuple):
+    """Predictive class probabilities, with the Kwon et al. (2020) variance split when sampled.
+
+    Attributes:
+        probs: ``[B, C]`` with ``C >= 2`` (a single Bernoulli logit is expanded to two classes).
+        aleatoric: ``[B]`` ``E_s[sum_c p_sc (1 - p_sc)]``, or ``None`` for closed-form predictives.
+        epistemic: ``[B]`` ``sum_c Var_s[p_sc]``, or ``None`` for closed-form predictives.
+    """
+
+    probs: Tensor
+    aleatoric: Tensor | None = None
+    epistemic: Tensor | None = None
+
+    def log_prob(self, y: Tensor) -> Tensor:
+        """``log p(y_i | x_i, D)`` for integer labels ``y`` ``[B]``; returns ``[B]``."""
+        p = self.probs.gather(1, y.long().view(-1, 1)).squeeze(1)
+        return torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))
+
+    @property
+    def mean(self) -> Tensor:
+        return self.probs
+
+
+class RegPrediction(NamedTuple):
+    """An equal-weight Gaussian mixture over a scalar target (K = 1 for a closed form).
+
+    Attributes:
+        loc: ``[K, B]`` component means (e.g. one per posterior sample).
+        var: ``[K, B]`` component variances (the noise σ², plus ``J Σ Jᵀ`` for a closed form).
+    """
+
+    loc: Tensor
+    var: Tensor
+
+    def log_prob(self, y: Tensor) -> Tensor:
+        """Mixture log density ``log (1/K) Σ_k N(y | loc_k, var_k)``; ``y`` ``[B]`` -> ``[B]``."""
+        comp = -0.5 * (math.log(2 * math.pi) + self.var.log() + (y - self.loc) ** 2 / self.var)
+        return torch.logsumexp(comp, dim=0) - math.log(self.loc.shape[0])
+
+    @property
+    def mean(self) -> Tensor:
+        """Predictive mean ``[B]``."""
+        return self.loc.mean(0)
+
+    @property
+    def variance(self) -> Tensor:
+        """Total predictive variance ``[B]`` (law of total variance over the components)."""
+        return self.var.mean(0) + self.loc.var(0, unbiased=False)
+
+    @property
+    def epistemic(self) -> Tensor:
+        """Variance of the latent function ``[B]``: spread of the component means, or the closed-form part."""
+        return self.loc.var(0, unbiased=False)
+
+
+Prediction = ClassPrediction | RegPrediction

@@ -1,0 +1,211 @@
+r"""Posterior predictives, each usable on any Gaussian posterior (notes-000 §5.1, notes-004 §2.4).
+
+- ``map``: ``p(y | f(x; θ*))``.
+- ``nn`` (NN sampling, eq. 3.14): ``θ_s ~ q``, ``(1/S) Σ_s p(y | f(x; θ_s))``.
+- ``glm`` (GLM sampling, eq. 3.15): ``θ_s ~ q``, ``(1/S) Σ_s p(y | f_lin(x; θ_s))`` with
+  ``f_lin(x; θ) = f(x; θ*) + J(x; θ*)(θ - θ*)``; the linearisation point stays ``θ*``.
+- ``closed``: the latent ``f* ~ N(f(x;θ*) + J(µ - θ*), J Σ Jᵀ)`` pushed through the likelihood in closed
+  form (exact for the Gaussian, probit for classification).
+- ``gp`` (notes-004 eqs. 14-16, notes-000 eq. 3.13): the function-space GP with kernel ``J S₀ Jᵀ`` on all N
+  or a subset of M training points, latent ``N(f(x*;θ*), K** - K*M (K_MM + W⁻¹)⁻¹ K_M*)``, sampled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+from torch import Tensor
+from torch.func import vmap
+
+from bnnpred.curvature.functional import FlatModel
+from bnnpred.curvature.jacobians import iter_jacobians, jacobians
+from bnnpred.errors import BnnpredError
+from bnnpred.likelihoods import Gaussian, Likelihood
+from bnnpred.posteriors import Posterior
+from bnnpred.posteriors.linalg import robust_cholesky
+from bnnpred.prediction import Prediction
+
+# Network evaluations for NN sampling are batched over this many (sample, input) pairs.
+MAX_PAIRS = 2**18
+
+
+class PredictiveKind(str, Enum):
+    map = "map"
+    nn = "nn"
+    glm = "glm"
+    closed = "closed"
+    gp = "gp"
+
+
+class GPSubset(str, Enum):
+    random = "random"
+    top_lambda = "top_lambda"  # the M points with the largest tr Λ(x)
+
+
+@dataclass
+class Context:
+    """What the predictives need: the network at ``θ*``, the posterior and the prior.
+
+    Attributes:
+        model, likelihood: network and likelihood.
+        theta: linearisation point ``θ*`` ``[P]`` (the MAP for Laplace).
+        posterior: Gaussian over ``θ``, or ``None`` for a point estimate.
+        prior_precision: ``[P]``, the diagonal of ``S₀⁻¹`` (the GP kernel's prior).
+        X_train: training inputs ``[N, ...]`` (the GP predictive conditions on them).
+    """
+
+    model: FlatModel
+    likelihood: Likelihood
+    theta: Tensor
+    posterior: Posterior | None
+    prior_precision: Tensor
+    X_train: Tensor
+
+    def require_posterior(self, kind: str) -> Posterior:
+        if self.posterior is None:
+            raise BnnpredError(
+                f"predictive '{kind}' needs a posterior, but the run has a point estimate; "
+                "use inference=laplace_ggn or predictive=map"
+            )
+        return self.posterior
+
+
+def map_predictive(ctx: Context, X: Tensor) -> Prediction:
+    """Plug-in predictive at ``θ*``."""
+    with torch.no_grad():
+        return ctx.likelihood.predict_point(ctx.model(ctx.theta, X))
+
+
+def nn_samples(ctx: Context, X: Tensor, thetas: Tensor) -> Tensor:
+    """``f(X; θ_s)`` ``[S, B, C]`` for parameter draws ``θ_s`` ``[S, P]``, in bounded batches."""
+    forward = vmap(ctx.model, in_dims=(0, None))
+    x_step = min(len(X), 4096)
+    s_step = max(1, MAX_PAIRS // max(1, x_step))
+    with torch.no_grad():
+        return torch.cat(
+            [
+                torch.cat([forward(thetas[s : s + s_step], X[i : i + x_step]) for s in range(0, len(thetas), s_step)])
+                for i in range(0, len(X), x_step)
+            ],
+            dim=1,
+        )
+
+
+def glm_samples(ctx: Context, X: Tensor, thetas: Tensor) -> Tensor:
+    """``f_lin(X; θ_s) = f(X; θ*) + J(X; θ*)(θ_s - θ*)`` ``[S, B, C]`` (joint over inputs)."""
+    delta = thetas - ctx.theta
+    chunks = [f + torch.einsum("bcp,sp->sbc", J, delta) for _, f, J in iter_jacobians(ctx.model, ctx.theta, X)]
+    return torch.cat(chunks, dim=1)
+
+
+def nn_predictive(ctx: Context, X: Tensor, n_samples: int, generator: torch.Generator) -> Prediction:
+    thetas = ctx.require_posterior("nn").sample(n_samples, generator)
+    return ctx.likelihood.predict_samples(nn_samples(ctx, X, thetas))
+
+
+def glm_predictive(ctx: Context, X: Tensor, n_samples: int, generator: torch.Generator) -> Prediction:
+    thetas = ctx.require_posterior("glm").sample(n_samples, generator)
+    return ctx.likelihood.predict_samples(glm_samples(ctx, X, thetas))
+
+
+def glm_latent(ctx: Context, X: Tensor) -> tuple[Tensor, Tensor]:
+    """Latent GLM marginal ``N(f(x;θ*) + J(µ - θ*), J Σ Jᵀ)``: mean ``[B, C]``, covariance ``[B, C, C]``."""
+    post = ctx.require_posterior("closed")
+    shift = post.mean - ctx.theta
+    means, covs = [], []
+    for _, f, J in iter_jacobians(ctx.model, ctx.theta, X):
+        means.append(f + J @ shift)
+        covs.append(post.functional_cov(J))
+    return torch.cat(means), torch.cat(covs)
+
+
+def closed_predictive(ctx: Context, X: Tensor) -> Prediction:
+    mean, cov = glm_latent(ctx, X)
+    return ctx.likelihood.predict_gaussian(mean, cov)
+
+
+def gp_latent(ctx: Context, X: Tensor, subset: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Function-space Laplace-GP latent at ``X`` conditioned on training rows ``subset`` (notes-000 eq. 3.13).
+
+    With ``W = blockdiag(Λ_i) = LᵀL``, ``(K + W⁻¹)⁻¹ = Lᵀ (I + L K Lᵀ)⁻¹ L`` (Rasmussen & Williams §3.4),
+    which stays finite for the singular softmax ``Λ``. With all N points this equals the weight-space
+    ``J Σ Jᵀ`` of the full Laplace-GGN posterior exactly (Woodbury).
+
+    Returns:
+        mean ``[B, C]`` (``f(x;θ*)``, plus ``J(µ - θ*)`` for a posterior mean away from ``θ*``) and
+        covariance ``[B, C, C]``.
+    """
+    s0 = 1 / ctx.prior_precision  # diagonal prior covariance S₀ [P]
+    f_m, J_m = jacobians(ctx.model, ctx.theta, ctx.X_train[subset])  # [M, C], [M, C, P]
+    M, C, P = J_m.shape
+    L = torch.block_diag(*ctx.likelihood.hessian_sqrt(f_m.detach()))  # [MC, MC]
+    LJ = L @ J_m.detach().reshape(M * C, P)  # [MC, P]
+    B_mat = torch.eye(M * C, dtype=LJ.dtype, device=LJ.device) + (LJ * s0) @ LJ.T
+    chol = robust_cholesky(B_mat, "GP matrix I + L K Lᵀ")
+    shift = None if ctx.posterior is None else ctx.posterior.mean - ctx.theta
+    means, covs = [], []
+    for _, f, J in iter_jacobians(ctx.model, ctx.theta, X):
+        k_star = (J * s0) @ J.mT  # K** [b, C, C]
+        V = torch.linalg.solve_triangular(chol, LJ @ (J * s0).reshape(-1, P).T, upper=False)  # [MC, bC]
+        Vb = V.T.reshape(len(J), C, M * C)
+        covs.append(k_star - Vb @ Vb.mT)
+        means.append(f if shift is None else f + J @ shift)
+    return torch.cat(means), torch.cat(covs)
+
+
+def gp_subset(
+    ctx: Context, size: int | None, how: GPSubset, generator: torch.Generator
+) -> Tensor:
+    """Training rows for the GP: all N (``size`` None or >= N), a seeded random M, or the top-M by tr Λ."""
+    N = len(ctx.X_train)
+    if size is None or size >= N:
+        return torch.arange(N)
+    if size < 1:
+        raise BnnpredError(f"predictive.gp_subset_size must be >= 1, got {size}")
+    if how is GPSubset.random:
+        return torch.randperm(N, generator=generator)[:size].sort().values
+    with torch.no_grad():
+        trace = ctx.likelihood.hessian(ctx.model(ctx.theta, ctx.X_train)).diagonal(dim1=1, dim2=2).sum(-1)
+    return trace.topk(size).indices.sort().values.cpu()
+
+
+def sample_gaussian_latent(mean: Tensor, cov: Tensor, n_samples: int, generator: torch.Generator) -> Tensor:
+    """Draws ``[S, B, C]`` from independent per-input Gaussians ``N(mean_b, cov_b)``."""
+    chol = torch.linalg.cholesky(cov + 1e-12 * torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device))
+    z = torch.randn((n_samples, *mean.shape), generator=generator, dtype=mean.dtype, device=mean.device)
+    return mean + torch.einsum("bij,sbj->sbi", chol, z)
+
+
+def gp_predictive(
+    ctx: Context, X: Tensor, n_samples: int, generator: torch.Generator, subset: Tensor
+) -> Prediction:
+    """GP predictive (eq. 16): exact Gaussian for regression, latent samples pushed through the likelihood."""
+    mean, cov = gp_latent(ctx, X, subset)
+    if isinstance(ctx.likelihood, Gaussian):
+        return ctx.likelihood.predict_gaussian(mean, cov)
+    return ctx.likelihood.predict_samples(sample_gaussian_latent(mean, cov, n_samples, generator))
+
+
+def predictor(
+    kind: PredictiveKind, ctx: Context, *, n_samples: int, seed: int, gp_subset_size: int | None,
+    gp_subset_how: GPSubset,
+) -> Callable[[Tensor], Prediction]:
+    """A function ``X -> Prediction`` for one predictive; each call reuses the same random stream start."""
+    device = ctx.theta.device
+
+    def gen() -> torch.Generator:
+        return torch.Generator(device=device).manual_seed(seed)
+
+    if kind is PredictiveKind.map:
+        return lambda X: map_predictive(ctx, X)
+    if kind is PredictiveKind.nn:
+        return lambda X: nn_predictive(ctx, X, n_samples, gen())
+    if kind is PredictiveKind.glm:
+        return lambda X: glm_predictive(ctx, X, n_samples, gen())
+    if kind is PredictiveKind.closed:
+        return lambda X: closed_predictive(ctx, X)
+    subset = gp_subset(ctx, gp_subset_size, gp_subset_how, torch.Generator().manual_seed(seed))
+    return lambda X: gp_predictive(ctx, X, n_samples, gen(), subset)

@@ -1,0 +1,1 @@
+"""Reports of experiment results: figures and tables."""

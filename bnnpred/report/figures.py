@@ -1,0 +1,301 @@
+"""Figures of predictives and hyperparameter sweeps, written as PNG files.
+
+Every function takes numpy arrays (or CPU tensors), writes one PNG atomically (a temporary ``.png`` in the
+target directory, then ``os.replace``), closes its figure and returns the path written.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import torch
+
+from bnnpred.errors import BnnpredError
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.contour import QuadContourSet  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+ArrayLike = np.ndarray | torch.Tensor
+
+PROB_CMAP = "RdBu_r"
+PROB_LEVELS = np.linspace(0.0, 1.0, 21)
+PANEL_SIZE = 4.0
+
+
+def plot_1d_predictive(
+    path: str | Path,
+    x_grid: ArrayLike,
+    mean: ArrayLike,
+    std: ArrayLike,
+    X_train: ArrayLike,
+    y_train: ArrayLike,
+    samples: ArrayLike | None = None,
+    true_fn_values: ArrayLike | None = None,
+    title: str = "",
+    gap: tuple[float, float] | None = None,
+) -> Path:
+    """A 1-D regression predictive: mean, ±2 std band, data, a few function samples.
+
+    Args:
+        path: output PNG file.
+        x_grid: sorted inputs ``[G]``.
+        mean: predictive mean on the grid ``[G]``.
+        std: predictive standard deviation on the grid ``[G]``.
+        X_train: training inputs ``[N]``.
+        y_train: training targets ``[N]``.
+        samples: function samples ``[S, G]``; the first 3 are drawn as thin lines.
+        true_fn_values: the data-generating function on the grid ``[G]``, drawn dashed.
+        title: axes title.
+        gap: ``(lo, hi)`` input interval without training data, shaded.
+    """
+    x, mu, sd = _np(x_grid), _np(mean), _np(std)
+    fig, ax = plt.subplots(figsize=(6.0, 4.0), layout="constrained")
+    if gap is not None:
+        ax.axvspan(*gap, color="0.9", label="gap")
+    ax.fill_between(x, mu - 2 * sd, mu + 2 * sd, color="C0", alpha=0.25, label="±2 std")
+    if samples is not None:
+        for i, sample in enumerate(_np(samples)[:3]):
+            ax.plot(x, sample, color="C0", lw=0.7, alpha=0.7, label="samples" if i == 0 else None)
+    if true_fn_values is not None:
+        ax.plot(x, _np(true_fn_values), "k--", lw=1.0, label="true function")
+    ax.plot(x, mu, color="C0", lw=2.0, label="mean")
+    ax.scatter(_np(X_train), _np(y_train), s=10, color="C3", zorder=3, label="data")
+    ax.set(xlabel="x", ylabel="y", title=title)
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def plot_2d_predictive(
+    path: str | Path,
+    xx: ArrayLike,
+    yy: ArrayLike,
+    prob: ArrayLike,
+    X_train: ArrayLike,
+    y_train: ArrayLike,
+    maps: Mapping[str, ArrayLike] | None = None,
+    title: str = "",
+) -> Path:
+    """A 2-D binary classification predictive ``p(y=1|x)`` next to per-input maps such as uncertainties.
+
+    Args:
+        path: output PNG file.
+        xx: first input coordinate on the grid ``[H, W]``.
+        yy: second input coordinate on the grid ``[H, W]``.
+        prob: predictive probability of class 1 ``[H, W]``.
+        X_train: training inputs ``[N, 2]``.
+        y_train: binary training labels ``[N]``.
+        maps: named maps ``[H, W]`` (e.g. ``{"aleatoric": ..., "epistemic": ...}``), one panel each.
+        title: figure title.
+    """
+    maps = maps or {}
+    xx, yy, X, y = _np(xx), _np(yy), _np(X_train), _np(y_train)
+    fig, axes = _panel_row(1 + len(maps))
+    filled = _probability_panel(axes[0], xx, yy, _np(prob), X, y)
+    axes[0].set_title("p(y=1 | x)")
+    fig.colorbar(filled, ax=axes[0])
+    for ax, (name, values) in zip(axes[1:], maps.items(), strict=True):
+        mesh = ax.pcolormesh(xx, yy, _np(values), shading="nearest", cmap="viridis")
+        ax.scatter(X[:, 0], X[:, 1], c="w", s=6, edgecolors="k", linewidths=0.3)
+        ax.set_title(name)
+        fig.colorbar(mesh, ax=ax)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_panels_2d(
+    path: str | Path,
+    xx: ArrayLike,
+    yy: ArrayLike,
+    probs: Mapping[str, ArrayLike],
+    X_train: ArrayLike,
+    y_train: ArrayLike,
+    title: str = "",
+) -> Path:
+    """A row of 2-D predictive means ``p(y=1|x)`` (e.g. MAP / NN / GLM / GP) on one colour scale 0..1.
+
+    Args:
+        path: output PNG file.
+        xx: first input coordinate on the grid ``[H, W]``.
+        yy: second input coordinate on the grid ``[H, W]``.
+        probs: predictive probability of class 1 ``[H, W]`` per panel title.
+        X_train: training inputs ``[N, 2]``.
+        y_train: binary training labels ``[N]``.
+        title: figure title.
+    """
+    xx, yy, X, y = _np(xx), _np(yy), _np(X_train), _np(y_train)
+    fig, axes = _panel_row(len(probs))
+    for ax, (name, prob) in zip(axes, probs.items(), strict=True):
+        filled = _probability_panel(ax, xx, yy, _np(prob), X, y)
+        ax.set_title(name)
+    fig.colorbar(filled, ax=list(axes))
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_evidence_1d(
+    path: str | Path,
+    grid: ArrayLike,
+    curves: Mapping[str, ArrayLike],
+    xlabel: str = "prior precision δ",
+    marks: Mapping[str, float] | None = None,
+) -> Path:
+    """Stacked curves over one hyperparameter (e.g. log evidence / N, train and test log-lik) on a log x-axis.
+
+    Args:
+        path: output PNG file.
+        grid: positive hyperparameter values ``[G]``, sorted ascending.
+        curves: one curve ``[G]`` per panel, keyed by its y-label; NaN allowed.
+        xlabel: label of the shared x-axis.
+        marks: named hyperparameter values (e.g. ``{"evidence argmax": 0.13}``), drawn on every panel as a
+            dashed vertical line with a star on the curve.
+    """
+    marks = marks or {}
+    if not curves:
+        raise BnnpredError("plot_evidence_1d needs at least one curve")
+    x = _np(grid)
+    fig, axes = plt.subplots(
+        len(curves), 1, sharex=True, squeeze=False, figsize=(6.0, 2.2 * len(curves)), layout="constrained"
+    )
+    for ax, (name, values) in zip(axes[:, 0], curves.items(), strict=True):
+        y = _np(values)
+        ax.plot(x, y, color="k", lw=1.5)
+        for colour, (label, at) in enumerate(marks.items(), start=1):
+            y_at = np.interp(np.log10(at), np.log10(x), y)
+            ax.axvline(at, color=f"C{colour}", ls="--", lw=1.0)
+            ax.plot([at], [y_at], marker="*", ms=12, color=f"C{colour}", ls="none", label=label)
+        ax.set_xscale("log")
+        ax.set_ylabel(name)
+    if marks:
+        axes[0, 0].legend(fontsize="small")
+    axes[-1, 0].set_xlabel(xlabel)
+    return _save(fig, path)
+
+
+def plot_evidence_2d(
+    path: str | Path,
+    x_grid: ArrayLike,
+    y_grid: ArrayLike,
+    panels: Mapping[str, ArrayLike],
+    xlabel: str = "noise variance σ²",
+    ylabel: str = "prior precision δ",
+    star: tuple[float, float] | None = None,
+    letters: Mapping[str, tuple[float, float]] | None = None,
+) -> Path:
+    """Heat maps over two hyperparameters on log axes (e.g. log evidence and test log-lik over σ² and δ).
+
+    Args:
+        path: output PNG file.
+        x_grid: positive values of the horizontal hyperparameter ``[A]``, sorted ascending.
+        y_grid: positive values of the vertical hyperparameter ``[B]``, sorted ascending.
+        panels: one map ``[B, A]`` per panel title (rows follow ``y_grid``, columns ``x_grid``).
+        xlabel: horizontal axis label.
+        ylabel: vertical axis label.
+        star: ``(x, y)`` point marked with a star on every panel (e.g. the evidence optimum).
+        letters: text labels at ``(x, y)`` points on every panel (e.g. ``{"A": (0.1, 1.0)}``).
+    """
+    letters = letters or {}
+    x_edges, y_edges = _log_cell_edges(_np(x_grid)), _log_cell_edges(_np(y_grid))
+    fig, axes = _panel_row(len(panels))
+    for ax, (name, values) in zip(axes, panels.items(), strict=True):
+        mesh = ax.pcolormesh(x_edges, y_edges, _np(values), shading="flat", cmap="viridis")
+        if star is not None:
+            ax.plot(*star, marker="*", ms=14, color="r", markeredgecolor="w", ls="none")
+        for letter, (x, y) in letters.items():
+            ax.text(x, y, letter, ha="center", va="center", fontweight="bold", color="w")
+        ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=name)
+        fig.colorbar(mesh, ax=ax)
+    return _save(fig, path)
+
+
+def plot_metric_vs_hyper(
+    path: str | Path,
+    grid: ArrayLike,
+    series: Mapping[str, ArrayLike],
+    ylabel: str,
+    xlabel: str = "prior precision δ",
+) -> Path:
+    """One metric over a hyperparameter for several methods, on a log x-axis.
+
+    Args:
+        path: output PNG file.
+        grid: positive hyperparameter values ``[G]``.
+        series: one metric curve ``[G]`` per method (legend label); NaN entries leave gaps.
+        ylabel: metric name.
+        xlabel: hyperparameter name.
+    """
+    x = _np(grid)
+    fig, ax = plt.subplots(figsize=(6.0, 4.0), layout="constrained")
+    for name, values in series.items():
+        ax.plot(x, _np(values), marker="o", ms=4, label=name)
+    ax.set(xscale="log", xlabel=xlabel, ylabel=ylabel)
+    if series:
+        ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def _probability_panel(
+    ax: Axes, xx: np.ndarray, yy: np.ndarray, prob: np.ndarray, X: np.ndarray, y: np.ndarray
+) -> QuadContourSet:
+    """Filled contours of ``prob`` on 0..1, the 0.5 contour and the labelled data; returns the fill."""
+    filled = ax.contourf(xx, yy, prob, levels=PROB_LEVELS, cmap=PROB_CMAP, vmin=0.0, vmax=1.0)
+    if prob.min() < 0.5 < prob.max():
+        ax.contour(xx, yy, prob, levels=[0.5], colors="k", linewidths=1.5)
+    ax.scatter(X[:, 0], X[:, 1], c=y, cmap=PROB_CMAP, vmin=0, vmax=1, s=12, edgecolors="k", linewidths=0.5)
+    return filled
+
+
+def _panel_row(n_panels: int) -> tuple[Figure, np.ndarray]:
+    """A figure with ``n_panels`` axes side by side; returns the figure and a 1-D array of axes."""
+    if n_panels < 1:
+        raise BnnpredError("a figure needs at least one panel; got an empty dict of panels")
+    fig, axes = plt.subplots(
+        1, n_panels, squeeze=False, figsize=(PANEL_SIZE * n_panels + 1.0, PANEL_SIZE), layout="constrained"
+    )
+    return fig, axes[0]
+
+
+def _log_cell_edges(centres: np.ndarray) -> np.ndarray:
+    """Cell edges ``[n + 1]`` around positive sorted ``centres`` ``[n]``, halfway between them in log space.
+
+    The outer edges mirror the nearest inner ones; a single centre gets a cell one decade wide.
+    """
+    log_c = np.log10(centres)
+    if len(log_c) == 1:
+        return 10.0 ** (log_c[0] + np.array([-0.5, 0.5]))
+    mid = (log_c[:-1] + log_c[1:]) / 2
+    first, last = 2 * log_c[0] - mid[0], 2 * log_c[-1] - mid[-1]
+    return 10.0 ** np.concatenate([[first], mid, [last]])
+
+
+def _np(values: ArrayLike) -> np.ndarray:
+    """``values`` as a numpy array (tensors are detached and moved to the CPU)."""
+    if isinstance(values, torch.Tensor):
+        return values.detach().cpu().numpy()
+    return np.asarray(values)
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    """Write ``fig`` to ``path`` as PNG via a temporary file in the same directory, then close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp_name = tempfile.mkstemp(suffix=".png", prefix=f".{path.stem}-", dir=path.parent)
+    os.close(handle)
+    try:
+        fig.savefig(tmp_name, format="png", dpi=120)
+        os.replace(tmp_name, path)
+    except BaseException:
+        os.unlink(tmp_name)
+        raise
+    finally:
+        plt.close(fig)
+    return path

@@ -1,0 +1,111 @@
+"""Figures of one run: the predictive over a 1-D or 2-D input grid, and the evidence over the grid searched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bnnpred.data import Task
+from bnnpred.prediction import ClassPrediction
+from bnnpred.predictive import Context, PredictiveKind, glm_samples, nn_samples
+from bnnpred.report import figures
+
+# notes-000 §8 item 23: plot 1.5 beyond the data in 1-D, 1.0 around it in 2-D.
+MARGIN_1D = 1.5
+MARGIN_2D = 1.0
+
+
+def run_figures(out: Path, s: Any, ctx: Context, rows: list[dict]) -> None:
+    """Write the figures that fit this run's inputs and selection into ``out``."""
+    from bnnpred.runner import predictors
+
+    dim = s.data.X_train.shape[1] if s.data.X_train.dim() == 2 else 0
+    predict = predictors(s, ctx)
+    if dim == 1 and s.data.task is Task.regression:
+        _figures_1d(out, s, ctx, predict)
+    elif dim == 2 and s.data.task is Task.binary:
+        _figures_2d(out, s, predict)
+    if len(rows) > 1:
+        evidence_figure(out / "selection.png", pd.DataFrame(rows))
+
+
+def _figures_1d(out: Path, s: Any, ctx: Context, predict: dict) -> None:
+    X = s.data.X_train[:, 0]
+    lo, hi = float(X.min()) - MARGIN_1D, float(X.max()) + MARGIN_1D
+    grid = torch.linspace(lo, hi, 4 * s.cfg.plot.grid_points, dtype=X.dtype, device=X.device).unsqueeze(1)
+    gen = torch.Generator(device=ctx.theta.device).manual_seed(s.cfg.seed + 1)
+    for kind, fn in predict.items():
+        pred = fn(grid)
+        samples = _function_samples(kind, ctx, grid, s.cfg.plot.n_function_samples, gen)
+        figures.plot_1d_predictive(
+            out / f"predictive_{kind}.png", grid[:, 0].cpu(), pred.mean.cpu(), pred.variance.sqrt().cpu(),
+            X.cpu(), s.data.y_train.cpu(), samples=samples, title=f"{s.data.name}: {kind} predictive",
+        )
+
+
+def _function_samples(kind: str, ctx: Context, grid: torch.Tensor, n: int, gen: torch.Generator):
+    """Joint function draws ``[n, G]`` through the network (nn) or its linearisation (glm)."""
+    if ctx.posterior is None or n == 0 or kind not in (PredictiveKind.nn.value, PredictiveKind.glm.value):
+        return None
+    thetas = ctx.posterior.sample(n, gen)
+    draw = nn_samples if kind == PredictiveKind.nn.value else glm_samples
+    return draw(ctx, grid, thetas)[..., 0].cpu()
+
+
+def _figures_2d(out: Path, s: Any, predict: dict) -> None:
+    X = s.data.X_train
+    n = s.cfg.plot.grid_points
+    axes = [torch.linspace(float(X[:, i].min()) - MARGIN_2D, float(X[:, i].max()) + MARGIN_2D, n,
+                           dtype=X.dtype, device=X.device) for i in range(2)]
+    xx, yy = torch.meshgrid(*axes, indexing="xy")
+    points = torch.stack([xx.reshape(-1), yy.reshape(-1)], dim=1)
+    means = {}
+    for kind, fn in predict.items():
+        pred: ClassPrediction = fn(points)
+        prob = pred.probs[:, 1].reshape(n, n).cpu().numpy()
+        means[kind] = prob
+        maps = {} if pred.aleatoric is None else {
+            "aleatoric": pred.aleatoric.reshape(n, n).cpu().numpy(),
+            "epistemic": pred.epistemic.reshape(n, n).cpu().numpy(),
+        }
+        figures.plot_2d_predictive(out / f"predictive_{kind}.png", xx.cpu().numpy(), yy.cpu().numpy(), prob,
+                                   X.cpu().numpy(), s.data.y_train.cpu().numpy(), maps=maps,
+                                   title=f"{s.data.name}: {kind} predictive")
+    if len(means) > 1:
+        figures.plot_panels_2d(out / "predictive_means.png", xx.cpu().numpy(), yy.cpu().numpy(), means,
+                               X.cpu().numpy(), s.data.y_train.cpu().numpy(), title=s.data.name)
+
+
+def evidence_figure(path: Path, table: pd.DataFrame) -> Path | None:
+    """Evidence and plug-in train / test log-likelihood against δ (and σ² if it varies); notes-000 Figs 5.2-5.3."""
+    curves = {c: label for c, label in [("log_marglik_per_n", "log evidence / N"), ("valid_nll", "valid NLL"),
+                                        ("train_ll_map", "train log-lik"), ("test_ll_map", "test log-lik")]
+              if c in table}
+    if table["delta"].nunique() < 2 or not curves:
+        return None
+    sigma2 = table["sigma2"].dropna().unique()
+    if len(sigma2) > 1:
+        return _evidence_2d(path, table, curves)
+    table = table.sort_values("delta")
+    best = _best(table)
+    return figures.plot_evidence_1d(path, table["delta"].to_numpy(),
+                                    {label: table[c].to_numpy() for c, label in curves.items()},
+                                    marks={"selected": float(best["delta"])})
+
+
+def _best(table: pd.DataFrame) -> pd.Series:
+    if "log_marglik" in table:
+        return table.loc[table["log_marglik"].idxmax()]
+    return table.loc[table["valid_nll"].idxmin()]
+
+
+def _evidence_2d(path: Path, table: pd.DataFrame, curves: dict[str, str]) -> Path:
+    panels = {label: table.pivot_table(index="delta", columns="sigma2", values=c).to_numpy()
+              for c, label in curves.items()}
+    best = _best(table)
+    return figures.plot_evidence_2d(path, np.sort(table["sigma2"].unique()), np.sort(table["delta"].unique()),
+                                    panels, star=(float(best["sigma2"]), float(best["delta"])))

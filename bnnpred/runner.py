@@ -1,0 +1,328 @@
+"""One run: data, network, inference (with hyperparameter selection), predictives, metrics, files.
+
+A run directory holds ``config.yaml`` (resolved), ``metrics.json`` (written last: its presence marks a
+finished run), ``posterior.pt``, ``predictions.npz``, ``selection.csv``, ``trace.csv`` and figures. Files are
+staged in ``.incomplete/`` and moved in only when the run succeeds, so a failed run leaves no results.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from bnnpred import inference, metrics
+from bnnpred.config import Config, Device, DType
+from bnnpred.curvature.functional import FlatModel
+from bnnpred.data import Dataset, Task, load_dataset
+from bnnpred.errors import BnnpredError
+from bnnpred.inference import Fit, Problem
+from bnnpred.io import read_json, save_npz, save_torch, write_json, write_text
+from bnnpred.likelihoods import Gaussian, likelihood_for
+from bnnpred.marglik import evidence_at_mode
+from bnnpred.models import build_model
+from bnnpred.posteriors import load_posterior
+from bnnpred.prediction import ClassPrediction, Prediction
+from bnnpred.predictive import Context, PredictiveKind, predictor
+from bnnpred.selection import Candidate, SelectionMethod, select
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass
+class Setup:
+    """Everything a run builds before inference: typed config, data on the device, the network."""
+
+    cfg: Config
+    data: Dataset
+    model: FlatModel
+    device: torch.device
+    dtype: torch.dtype
+
+
+def typed(cfg: DictConfig) -> Config:
+    """The composed config as dataclass instances (enums and all), interpolations resolved."""
+    return OmegaConf.to_object(cfg)
+
+
+def resolve_device(device: Device) -> torch.device:
+    """``auto`` picks CUDA when available; asking for CUDA without it is an error."""
+    if device is Device.cuda and not torch.cuda.is_available():
+        raise BnnpredError("device=cuda but no CUDA device is available; use device=auto or device=cpu")
+    if device is Device.cpu or not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda")
+
+
+def check_config(cfg: Config) -> None:
+    """Value checks the schema cannot express; each failure names the key and a fix."""
+    if not cfg.prior.delta > 0:
+        raise BnnpredError(f"prior.delta must be positive, got {cfg.prior.delta}; e.g. prior.delta=1.0")
+    if not cfg.likelihood.sigma2 > 0:
+        raise BnnpredError(f"likelihood.sigma2 must be positive, got {cfg.likelihood.sigma2}")
+    if cfg.predictive.n_samples < 1:
+        raise BnnpredError(f"predictive.n_samples must be >= 1, got {cfg.predictive.n_samples}")
+    if not cfg.predictive.kinds:
+        raise BnnpredError("predictive.kinds is empty; e.g. predictive=glm")
+    if cfg.inference.name == "map" and set(cfg.predictive.kinds) - {PredictiveKind.map}:
+        raise BnnpredError("inference=map gives a point estimate; use predictive=map or inference=laplace_ggn")
+
+
+def setup(cfg: Config) -> Setup:
+    check_config(cfg)
+    torch.manual_seed(cfg.seed)
+    device = resolve_device(cfg.device)
+    dtype = torch.float64 if cfg.dtype is DType.float64 else torch.float32
+    data = to_device(load_dataset(cfg.dataset), device, dtype)
+    if data.task is Task.regression and cfg.inference.name != "map" and len(data.X_train) == 0:
+        raise BnnpredError(f"dataset {data.name} has no training points")
+    module = build_model(cfg.model, data.input_shape, data.output_dim).to(device=device, dtype=dtype)
+    model = FlatModel(module)
+    log.info("model %s: P = %d parameters", cfg.model.name, model.n_params)
+    return Setup(cfg=cfg, data=data, model=model, device=device, dtype=dtype)
+
+
+def to_device(data: Dataset, device: torch.device, dtype: torch.dtype) -> Dataset:
+    """Inputs (and regression targets) in ``dtype`` on ``device``; class labels as int64."""
+    y_dtype = dtype if data.task is Task.regression else torch.int64
+    moved = {}
+    for split in SPLITS:
+        X, y = data.split(split)
+        moved[f"X_{split}"] = X.to(device=device, dtype=dtype)
+        moved[f"y_{split}"] = y.to(device=device, dtype=y_dtype)
+    return replace(data, **moved)
+
+
+def plugin_loglik(s: Setup, theta: torch.Tensor, likelihood: Any) -> dict[str, float]:
+    """Average ``log p(y | f(x; θ*))`` per split (notes-000 eq. 5.1)."""
+    out = {}
+    with torch.no_grad():
+        for split in SPLITS:
+            X, y = s.data.split(split)
+            if len(X):
+                out[f"{split}_ll_map"] = float(likelihood.log_prob(s.model(theta, X), y).mean())
+    return out
+
+
+def make_context(s: Setup, fit: Fit, likelihood: Any, prior_precision: torch.Tensor) -> Context:
+    return Context(s.model, likelihood, fit.theta, fit.posterior, prior_precision, s.data.X_train)
+
+
+def predictors(s: Setup, ctx: Context) -> dict[str, Callable[[torch.Tensor], Prediction]]:
+    p = s.cfg.predictive
+    return {
+        kind.value: predictor(kind, ctx, n_samples=p.n_samples, seed=s.cfg.seed,
+                              gp_subset_size=p.gp_subset_size, gp_subset_how=p.gp_subset)
+        for kind in p.kinds
+    }
+
+
+def evaluate_all(s: Setup, ctx: Context) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, Prediction]]:
+    """Metrics ``{split: {kind: {metric: value}}}`` and the test-set predictions per kind."""
+    results: dict[str, dict[str, dict[str, float]]] = {split: {} for split in SPLITS}
+    test_predictions: dict[str, Prediction] = {}
+    for kind, predict in predictors(s, ctx).items():
+        for split in SPLITS:
+            X, y = s.data.split(split)
+            if not len(X):
+                continue
+            start = time.perf_counter()
+            pred = predict(X)
+            results[split][kind] = {**metrics.evaluate(pred, y), "seconds": time.perf_counter() - start}
+            if split == "test":
+                test_predictions[kind] = pred
+    return results, test_predictions
+
+
+class Trainer:
+    """Fits the configured method at given hyperparameters; ``select`` drives it over grids."""
+
+    def __init__(self, s: Setup):
+        self.s = s
+        self.theta0 = s.model.theta()
+
+    def fit_at(self, delta: float, sigma2: float | None, warm: torch.Tensor | None) -> Candidate:
+        s = self.s
+        likelihood = likelihood_for(s.data.task, sigma2 if sigma2 is not None else 1.0)
+        prior = torch.full_like(self.theta0, delta)
+        problem = Problem(
+            model=s.model, likelihood=likelihood, X=s.data.X_train, y=s.data.y_train, prior_precision=prior,
+            theta0=self.theta0 if warm is None else warm, generator=torch.Generator().manual_seed(s.cfg.seed),
+            progress=s.cfg.progress,
+        )
+        fit = inference.fit(problem, s.cfg.inference)
+        row = {"delta": delta, "sigma2": sigma2 if sigma2 is not None else float("nan"), **fit.info,
+               **plugin_loglik(s, fit.theta, likelihood)}
+        if "log_marglik" in fit.info:
+            row["log_marglik_per_n"] = fit.info["log_marglik"] / len(s.data.X_train)
+        if s.cfg.selection.method is SelectionMethod.valid_nll:
+            row["valid_nll"] = self.valid_nll(fit, likelihood, prior)
+        return Candidate(delta=delta, sigma2=sigma2, fit=(fit, likelihood, prior), row=row)
+
+    def valid_nll(self, fit: Fit, likelihood: Any, prior: torch.Tensor) -> float:
+        X, y = self.s.data.split("valid")
+        if not len(X):
+            raise BnnpredError("selection=valid_nll needs a validation split; set dataset.n_valid or a fraction")
+        first = self.s.cfg.predictive.kinds[0]
+        predict = predictors(replace(self.s, cfg=_only_kind(self.s.cfg, first)),
+                             make_context(self.s, fit, likelihood, prior))[first.value]
+        return metrics.nll(predict(X), y)
+
+    def frozen_evidence(self, cand: Candidate) -> Any:
+        fit, likelihood, prior = cand.fit
+        if fit.posterior is None:
+            raise BnnpredError("selection=marglik_gradient needs a Laplace posterior; use inference=laplace_ggn")
+        with torch.no_grad():
+            f = self.s.model(fit.theta, self.s.data.X_train)
+        sigma2 = likelihood.sigma2 if isinstance(likelihood, Gaussian) else None
+        return evidence_at_mode(fit.theta, _precision(fit.posterior), prior, f, self.s.data.y_train,
+                                fit.info.get("train_loglik_map", 0.0), sigma2)
+
+
+def _precision(posterior: Any) -> torch.Tensor:
+    return posterior.precision
+
+
+def _only_kind(cfg: Config, kind: PredictiveKind) -> Config:
+    return replace(cfg, predictive=replace(cfg.predictive, kinds=[kind]))
+
+
+@contextmanager
+def staged(run_dir: Path) -> Iterator[Path]:
+    """A staging folder whose files move into ``run_dir`` on success (``metrics.json`` last)."""
+    stage = run_dir / ".incomplete"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    try:
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    names = sorted(os.listdir(stage), key=lambda n: n == "metrics.json")
+    for name in names:
+        os.replace(stage / name, run_dir / name)
+    stage.rmdir()
+
+
+def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """``bnnpred train``: fit, select, evaluate and write one run directory; returns ``metrics.json``."""
+    from bnnpred.report.run_figures import run_figures
+
+    cfg = typed(cfg_dict)
+    start = time.perf_counter()
+    s = setup(cfg)
+    trainer = Trainer(s)
+    sigma2 = cfg.likelihood.sigma2 if s.data.task is Task.regression else None
+    chosen, rows = select(cfg.selection, trainer.fit_at, cfg.prior.delta, sigma2, trainer.frozen_evidence)
+    fit, likelihood, prior = chosen.fit
+    ctx = make_context(s, fit, likelihood, prior)
+    results, test_predictions = evaluate_all(s, ctx)
+    summary = run_summary(s, chosen, time.perf_counter() - start)
+    with staged(run_dir) as stage:
+        write_text(stage / "config.yaml", OmegaConf.to_yaml(cfg_dict, resolve=True))
+        save_torch(stage / "posterior.pt", saved_fit(s, fit, chosen))
+        save_npz(stage / "predictions.npz", prediction_arrays(test_predictions, s.data.y_test))
+        write_text(stage / "selection.csv", pd.DataFrame(rows).to_csv(index=False))
+        write_text(stage / "trace.csv", pd.DataFrame(fit.trace).to_csv(index=False))
+        if cfg.plot.enabled:
+            run_figures(stage, s, ctx, rows)
+        document = {"run": summary, "info": fit.info, "metrics": results}
+        write_json(stage / "metrics.json", document)
+    print_table(results, summary)
+    return document
+
+
+def run_summary(s: Setup, chosen: Candidate, seconds: float) -> dict[str, Any]:
+    cfg = s.cfg
+    return {
+        "dataset": s.data.name, "task": s.data.task.value, "model": cfg.model.name,
+        "inference": cfg.inference.name, "structure": getattr(getattr(cfg.inference, "structure", None), "value", None),
+        "selection": cfg.selection.method.value, "seed": cfg.seed, "delta": chosen.delta, "sigma2": chosen.sigma2,
+        "n_params": s.model.n_params, "n_train": len(s.data.X_train), "seconds": seconds, "tags": list(cfg.tags),
+    }
+
+
+def saved_fit(s: Setup, fit: Fit, chosen: Candidate) -> dict[str, Any]:
+    return {
+        "theta": fit.theta.cpu(),
+        "posterior": None if fit.posterior is None else {k: (v.cpu() if torch.is_tensor(v) else v)
+                                                          for k, v in fit.posterior.state().items()},
+        "delta": chosen.delta,
+        "sigma2": chosen.sigma2,
+        "n_params": s.model.n_params,
+    }
+
+
+def prediction_arrays(predictions: dict[str, Prediction], y: torch.Tensor) -> dict[str, np.ndarray]:
+    arrays = {"y": y.cpu().numpy()}
+    for kind, pred in predictions.items():
+        if isinstance(pred, ClassPrediction):
+            arrays[f"{kind}_probs"] = pred.probs.cpu().numpy()
+        else:
+            arrays[f"{kind}_mean"] = pred.mean.cpu().numpy()
+            arrays[f"{kind}_var"] = pred.variance.cpu().numpy()
+    return arrays
+
+
+def print_table(results: dict[str, dict[str, dict[str, float]]], summary: dict[str, Any]) -> None:
+    """Test metrics, one row per predictive."""
+    table = pd.DataFrame(results["test"]).T.drop(columns="seconds", errors="ignore")
+    header = (f"{summary['dataset']} | {summary['inference']} {summary['structure'] or ''} | "
+              f"δ = {summary['delta']:.4g}" + (f", σ² = {summary['sigma2']:.4g}" if summary["sigma2"] else "")
+              + f" | P = {summary['n_params']}")
+    print(header)
+    print(table.to_string(float_format=lambda v: f"{v:.4f}"))
+
+
+def load_run(run_dir: Path) -> tuple[DictConfig, dict[str, Any]]:
+    """The saved config and fit of a finished run directory."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "metrics.json").is_file() or not (run_dir / "posterior.pt").is_file():
+        raise BnnpredError(f"{run_dir} is not a finished run (no metrics.json / posterior.pt); train it first")
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    return cfg, torch.load(run_dir / "posterior.pt", weights_only=False)
+
+
+def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, Any]:
+    """``bnnpred eval``: re-evaluate a saved run with other predictives; merges into ``metrics.json``."""
+    from bnnpred.config import register_configs
+    from bnnpred.report.run_figures import run_figures
+
+    register_configs()
+    saved_cfg, saved = load_run(run_dir)
+    merged = OmegaConf.merge(OmegaConf.structured(Config), saved_cfg, predictive_overrides)
+    cfg = typed(merged)
+    s = setup(cfg)
+    theta = saved["theta"].to(device=s.device, dtype=s.dtype)
+    s.model.load(theta)
+    posterior = None
+    if saved["posterior"] is not None:
+        state = {k: (v.to(device=s.device, dtype=s.dtype) if torch.is_tensor(v) else v)
+                 for k, v in saved["posterior"].items()}
+        posterior = load_posterior(state)
+    likelihood = likelihood_for(s.data.task, saved["sigma2"] if saved["sigma2"] is not None else 1.0)
+    prior = torch.full_like(theta, saved["delta"])
+    ctx = Context(s.model, likelihood, theta, posterior, prior, s.data.X_train)
+    results, _ = evaluate_all(s, ctx)
+    document = read_json(Path(run_dir) / "metrics.json")
+    for split, by_kind in results.items():
+        document["metrics"].setdefault(split, {}).update(by_kind)
+    with staged(Path(run_dir)) as stage:
+        if cfg.plot.enabled:
+            run_figures(stage, s, ctx, [])
+        write_json(stage / "metrics.json", document)
+    print_table(results, document["run"])
+    return document

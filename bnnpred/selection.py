@@ -1,0 +1,99 @@
+"""Hyperparameter selection inside one run: the prior precision δ (and σ² for regression) chosen by the
+Laplace-GGN marginal likelihood on a grid or by gradient ascent, or by validation NLL on a grid.
+
+Because δ and σ² enter the MAP objective, every grid point trains its own network (notes-000 §5.2).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Optional
+
+from bnnpred.errors import BnnpredError
+
+log = logging.getLogger(__name__)
+
+
+class SelectionMethod(str, Enum):
+    none = "none"
+    marglik_grid = "marglik_grid"
+    marglik_gradient = "marglik_gradient"
+    valid_nll = "valid_nll"
+
+
+@dataclass
+class SelectionConfig:
+    method: SelectionMethod = SelectionMethod.none
+    delta_grid: list[float] = field(default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0])
+    sigma2_grid: Optional[list[float]] = None  # regression only; None keeps likelihood.sigma2
+    rounds: int = 5  # marglik_gradient: MAP retrainings
+    steps: int = 200  # marglik_gradient: Adam steps on the hyperparameters per round
+    lr: float = 0.1
+
+
+@dataclass
+class Candidate:
+    """One trained point: its hyperparameters, the run's fit object and a row of diagnostics."""
+
+    delta: float
+    sigma2: Optional[float]
+    fit: Any
+    row: dict[str, float]
+
+
+FitAt = Callable[[float, Optional[float], Any], Candidate]
+
+
+def select(cfg: SelectionConfig, fit_at: FitAt, delta: float, sigma2: Optional[float],
+           frozen_evidence: Callable[[Candidate], Any] | None = None) -> tuple[Candidate, list[dict]]:
+    """Run the configured selection and return the chosen candidate and one row per trained point."""
+    if cfg.method is SelectionMethod.none:
+        chosen = fit_at(delta, sigma2, None)
+        return chosen, [chosen.row]
+    if cfg.method is SelectionMethod.marglik_gradient:
+        return _gradient(cfg, fit_at, delta, sigma2, frozen_evidence)
+    return _grid(cfg, fit_at, sigma2)
+
+
+def _grid(cfg: SelectionConfig, fit_at: FitAt, sigma2: Optional[float]) -> tuple[Candidate, list[dict]]:
+    _check_grid("selection.delta_grid", cfg.delta_grid)
+    sigma2s = [sigma2] if sigma2 is None or cfg.sigma2_grid is None else cfg.sigma2_grid
+    if cfg.sigma2_grid is not None:
+        _check_grid("selection.sigma2_grid", cfg.sigma2_grid)
+    key, sign = ("log_marglik", 1.0) if cfg.method is SelectionMethod.marglik_grid else ("valid_nll", -1.0)
+    best, rows = None, []
+    for s2, d in itertools.product(sigma2s, cfg.delta_grid):
+        cand = fit_at(d, s2, None)
+        rows.append(cand.row)
+        log.info("δ=%g σ²=%s %s=%.4f", d, s2, key, cand.row[key])
+        if best is None or sign * cand.row[key] > sign * best.row[key]:
+            best = cand
+    return best, rows
+
+
+def _gradient(cfg: SelectionConfig, fit_at: FitAt, delta: float, sigma2: Optional[float],
+              frozen_evidence: Callable[[Candidate], Any] | None) -> tuple[Candidate, list[dict]]:
+    """MacKay-style alternation: train the MAP, then ascend the evidence at that mode; repeat."""
+    from bnnpred.marglik import maximise_evidence
+
+    if frozen_evidence is None:
+        raise BnnpredError("selection=marglik_gradient needs a Laplace posterior; use inference=laplace_ggn")
+    rows, cand, warm = [], None, None
+    for _ in range(cfg.rounds):
+        cand = fit_at(delta, sigma2, warm)
+        rows.append(cand.row)
+        delta, sigma2 = maximise_evidence(frozen_evidence(cand), delta, sigma2, steps=cfg.steps, lr=cfg.lr)
+        log.info("evidence ascent: δ=%.4g σ²=%s log evidence=%.4f", delta, sigma2, cand.row["log_marglik"])
+        warm = cand.fit.theta
+    cand = fit_at(delta, sigma2, warm)
+    rows.append(cand.row)
+    return cand, rows
+
+
+def _check_grid(name: str, grid: list[float]) -> None:
+    if not grid or any(not v > 0 for v in grid):
+        raise BnnpredError(f"{name} must be a non-empty list of positive values, got {list(grid)}")

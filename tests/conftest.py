@@ -1,0 +1,20 @@
+"""Shared pytest fixtures for the bnnpred test suite.
+
+- ``data_root``: the real data folder (``BNNPRED_DATA_DIR``, else ``shared/data`` next to the repository);
+  skips the test when it is absent and points ``BNNPRED_DATA_DIR`` at it for the test's duration.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def data_root(monkeypatch: pytest.MonkeyPatch) -> Path:
+    configured = os.environ.get("BNNPRED_DATA_DIR")
+    root = Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "data"
+    if not root.is_dir():
+        pytest.skip("real data root not found: set BNNPRED_DATA_DIR to the shared data folder")
+    monkeypatch.setenv("BNNPRED_DATA_DIR", str(root))
+    return root

@@ -1,0 +1,258 @@
+"""Data layer: loaders, splits, the data root, checksum checks and fetching (network mocked)."""
+
+import io
+import shutil
+import urllib.error
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from bnnpred.data import DATASETS, Task, dataset_schemas, load_dataset
+from bnnpred.data.root import FILES, fetch, require_file, verify
+from bnnpred.data.root import data_root as resolve_data_root
+from bnnpred.data.toy import (
+    BananaConfig,
+    SnelsonConfig,
+    SnelsonGapConfig,
+    TwoMoonsConfig,
+    load_banana,
+    load_snelson,
+    load_snelson_gap,
+    load_two_moons,
+    snelson_function,
+)
+from bnnpred.errors import BnnpredError
+
+
+def _same(a, b) -> bool:
+    """Whether two datasets hold identical tensors in every split."""
+    splits = ("train", "valid", "test")
+    return all(torch.equal(x, y) for s in splits for x, y in zip(a.split(s), b.split(s), strict=True))
+
+
+# --- two moons ------------------------------------------------------------------------------------------
+
+
+def test_two_moons_shapes_balance_and_dtypes():
+    ds = load_two_moons(TwoMoonsConfig(seed=0))
+    assert ds.task is Task.binary and ds.n_classes == 2 and ds.input_shape == (2,)
+    assert ds.X_train.shape == (150, 2) and ds.X_valid.shape == (150, 2) and ds.X_test.shape == (1000, 2)
+    assert ds.X_train.dtype == torch.float64 and ds.y_train.dtype == torch.int64
+    assert ds.y_train.sum().item() == 75 and ds.y_test.sum().item() == 500
+
+
+def test_two_moons_deterministic_by_seed_and_splits_differ():
+    a, b, c = (load_two_moons(TwoMoonsConfig(seed=s)) for s in (3, 3, 4))
+    assert _same(a, b)
+    assert not torch.equal(a.X_train, c.X_train)
+    assert not torch.equal(a.X_train, a.X_valid)
+
+
+# --- snelson with gap -----------------------------------------------------------------------------------
+
+
+@pytest.mark.data
+def test_snelson_gap_train_avoids_gap_and_noise_matches(data_root):
+    cfg = SnelsonGapConfig(seed=0)
+    ds = load_snelson_gap(cfg, data_root)
+    x_train = ds.X_train.numpy().ravel()
+    assert ds.X_train.shape == (150, 1) and ds.y_train.shape == (150,)
+    assert not ((x_train > 1.5) & (x_train < 2.4)).any()
+    assert ds.X_test.shape == (1000, 1) and ds.X_valid.shape == (150, 1)
+    assert ((ds.X_test > 1.5) & (ds.X_test < 2.4)).any()  # gap_in_test=False: test covers the gap
+    f = snelson_function(data_root, cfg)
+    x_all = torch.cat([ds.X_train, ds.X_valid, ds.X_test]).numpy().ravel()
+    y_all = torch.cat([ds.y_train, ds.y_valid, ds.y_test]).numpy()
+    assert np.var(y_all - f(x_all)) == pytest.approx(0.09, rel=0.3)
+
+
+@pytest.mark.data
+def test_snelson_gap_deterministic_and_gap_in_test(data_root):
+    a, b = (load_snelson_gap(SnelsonGapConfig(seed=5), data_root) for _ in range(2))
+    assert _same(a, b)
+    assert not torch.equal(a.X_train, load_snelson_gap(SnelsonGapConfig(seed=6), data_root).X_train)
+    filtered = load_snelson_gap(SnelsonGapConfig(seed=5, gap_in_test=True), data_root)
+    assert not ((filtered.X_test > 1.5) & (filtered.X_test < 2.4)).any()
+
+
+@pytest.mark.data
+def test_snelson_function_interpolates_real_data(data_root):
+    with np.load(data_root / "snelson" / "snelson.npz") as npz:
+        x, y = npz["x_train"], npz["y_train"]
+    f = snelson_function(data_root, SnelsonGapConfig(seed=0))
+    assert f(x).shape == x.shape and f(x.reshape(-1, 1)).shape == (200, 1)
+    assert np.var(y - f(x)) < 0.1
+
+
+# --- snelson (real points) ------------------------------------------------------------------------------
+
+
+@pytest.mark.data
+def test_snelson_real_splits_cover_all_points(data_root):
+    ds = load_snelson(SnelsonConfig(seed=0), data_root)
+    sizes = [ds.split(s)[0].shape[0] for s in ("train", "valid", "test")]
+    assert sizes == [160, 20, 20]
+    x_all = torch.cat([ds.X_train, ds.X_valid, ds.X_test]).numpy().ravel()
+    with np.load(data_root / "snelson" / "snelson.npz") as npz:
+        assert np.array_equal(np.sort(x_all), np.sort(npz["x_train"]))
+
+
+@pytest.mark.data
+def test_snelson_real_gap_drops_training_points_only(data_root):
+    full = load_snelson(SnelsonConfig(seed=0), data_root)
+    gapped = load_snelson(SnelsonConfig(seed=0, gap=[1.5, 2.4]), data_root)
+    assert not ((gapped.X_train > 1.5) & (gapped.X_train < 2.4)).any()
+    assert gapped.X_train.shape[0] < full.X_train.shape[0]
+    assert torch.equal(gapped.X_test, full.X_test) and torch.equal(gapped.X_valid, full.X_valid)
+
+
+# --- banana ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.data
+def test_banana_stratified_standardised_splits(data_root):
+    ds = load_banana(BananaConfig(seed=0), data_root)
+    splits = [ds.split(s) for s in ("train", "valid", "test")]
+    assert sum(y.shape[0] for _, y in splits) == 5300
+    y_all = torch.cat([y for _, y in splits])
+    assert set(y_all.unique().tolist()) == {0, 1}
+    ratio = y_all.double().mean().item()
+    assert ratio == pytest.approx(2376 / 5300)
+    for _, y in splits:
+        assert abs(y.double().mean().item() - ratio) < 0.01
+    assert torch.allclose(ds.X_train.mean(0), torch.zeros(2, dtype=torch.float64), atol=1e-10)
+    assert torch.allclose(ds.X_train.std(0, unbiased=False), torch.ones(2, dtype=torch.float64))
+
+
+@pytest.mark.data
+def test_banana_subsampled_training_split(data_root):
+    ds = load_banana(BananaConfig(seed=1, n_train=200), data_root)
+    assert ds.X_train.shape == (200, 2)
+    assert abs(ds.y_train.double().mean().item() - 2376 / 5300) < 0.01
+    with pytest.raises(BnnpredError, match="n_train"):
+        load_banana(BananaConfig(seed=1, n_train=10_000), data_root)
+
+
+# --- registry and config validation ---------------------------------------------------------------------
+
+
+@pytest.mark.data
+def test_load_dataset_from_dictconfig_follows_run_seed(data_root):
+    run = OmegaConf.create({"seed": 7, "dataset": {"name": "snelson_gap", "seed": "${seed}", "n_train": 20}})
+    ds = load_dataset(run.dataset)
+    assert ds.X_train.shape == (20, 1)
+    assert _same(ds, load_snelson_gap(SnelsonGapConfig(seed=7, n_train=20), data_root))
+
+
+def test_load_dataset_rejects_unknown_name_and_key():
+    with pytest.raises(BnnpredError, match="unknown dataset 'nope'"):
+        load_dataset(OmegaConf.create({"name": "nope"}))
+    with pytest.raises(BnnpredError, match="unknown key"):
+        load_dataset(OmegaConf.create({"name": "two_moons", "seed": 0, "colour": "red"}))
+
+
+def test_unresolved_seed_is_a_user_error():
+    with pytest.raises(BnnpredError, match="seed must be a non-negative integer"):
+        load_dataset(TwoMoonsConfig())
+
+
+def test_schemas_match_registry():
+    assert dataset_schemas() == {name: schema for name, (schema, _) in DATASETS.items()}
+    for name, schema in dataset_schemas().items():
+        assert OmegaConf.structured(schema).name == name
+
+
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        (SnelsonConfig(seed=0, valid_fraction=0.6, test_fraction=0.5), "must be < 1"),
+        (SnelsonConfig(seed=0, test_fraction=1.0), r"in \[0, 1\)"),
+        (SnelsonConfig(seed=0, gap=[2.0, 1.0]), "lo < hi"),
+        (SnelsonGapConfig(seed=0, n_train=0), "n_train must be positive"),
+        (SnelsonGapConfig(seed=0, gap=[-1.0, 7.0]), "covers the whole interval"),
+        (BananaConfig(seed=0, valid_fraction=-0.1), "valid_fraction"),
+    ],
+)
+def test_invalid_settings_raise_before_reading_files(tmp_path, cfg, message):
+    with pytest.raises(BnnpredError, match=message):
+        DATASETS[cfg.name][1](cfg, tmp_path)
+
+
+# --- data root, checksums, fetch ------------------------------------------------------------------------
+
+
+def test_data_root_prefers_config_then_env(monkeypatch, tmp_path):
+    monkeypatch.delenv("BNNPRED_DATA_DIR", raising=False)
+    with pytest.raises(BnnpredError, match="no data root: set BNNPRED_DATA_DIR or dataset.root=PATH"):
+        resolve_data_root(None)
+    monkeypatch.setenv("BNNPRED_DATA_DIR", str(tmp_path))
+    assert resolve_data_root(None) == tmp_path
+    assert resolve_data_root("/elsewhere") == Path("/elsewhere")
+
+
+def test_require_file_missing_and_corrupt(tmp_path):
+    with pytest.raises(BnnpredError, match="missing data file .*run: bnnpred data fetch banana"):
+        require_file(tmp_path, "banana", "banana/banana.csv")
+    (tmp_path / "banana").mkdir()
+    (tmp_path / "banana" / "banana.csv").write_text("1.0,2.0,1\n")
+    with pytest.raises(BnnpredError, match=r"corrupt data file .*bnnpred data fetch banana --force"):
+        require_file(tmp_path, "banana", "banana/banana.csv")
+    assert verify("banana", tmp_path) == [("banana/banana.csv", "corrupt")]
+
+
+def _serve(monkeypatch, payload: bytes) -> list[str]:
+    """Make urlopen return ``payload``; returns the list of requested URLs."""
+    requested = []
+
+    def urlopen(url, timeout):
+        requested.append(url)
+        return io.BytesIO(payload)
+
+    monkeypatch.setattr("urllib.request.urlopen", urlopen)
+    return requested
+
+
+@pytest.mark.data
+def test_fetch_writes_verified_file_and_skips_valid_ones(monkeypatch, tmp_path, data_root):
+    (remote,) = FILES["banana"]
+    requested = _serve(monkeypatch, (data_root / remote.path).read_bytes())
+    assert fetch("banana", tmp_path) == [tmp_path / remote.path]
+    assert verify("banana", tmp_path) == [(remote.path, "ok")]
+    assert require_file(tmp_path, "banana", remote.path) == tmp_path / remote.path
+    fetch("banana", tmp_path)
+    assert requested == [remote.url]
+    fetch("banana", tmp_path, force=True)
+    assert requested == [remote.url, remote.url]
+    assert sorted(p.name for p in (tmp_path / "banana").iterdir()) == ["banana.csv"]
+
+
+def test_fetch_rejects_wrong_payload_and_leaves_nothing(monkeypatch, tmp_path):
+    _serve(monkeypatch, b"not the banana data\n")
+    with pytest.raises(BnnpredError, match="sha256"):
+        fetch("banana", tmp_path)
+    assert list((tmp_path / "banana").iterdir()) == []
+
+
+@pytest.mark.data
+def test_fetch_force_failure_keeps_existing_file(monkeypatch, tmp_path, data_root):
+    (remote,) = FILES["snelson"]
+    (tmp_path / "snelson").mkdir()
+    shutil.copy(data_root / remote.path, tmp_path / remote.path)
+    _serve(monkeypatch, b"truncated")
+    with pytest.raises(BnnpredError):
+        fetch("snelson", tmp_path, force=True)
+    assert verify("snelson", tmp_path) == [(remote.path, "ok")]
+
+
+def test_fetch_network_failure_is_one_line(monkeypatch, tmp_path):
+    def offline(url, timeout):
+        raise urllib.error.URLError("no route to host")
+
+    monkeypatch.setattr("urllib.request.urlopen", offline)
+    with pytest.raises(BnnpredError, match=r"^could not download https://\S+: no route to host$"):
+        fetch("snelson", tmp_path)
+    with pytest.raises(BnnpredError, match="unknown dataset to fetch 'mnist'"):
+        fetch("mnist", tmp_path)

@@ -1,0 +1,81 @@
+"""Every figure function writes a non-empty PNG atomically on tiny inputs."""
+
+import numpy as np
+import pytest
+import torch
+
+from bnnpred.report import figures
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_only_png(tmp_path, path):
+    assert path.read_bytes().startswith(PNG_SIGNATURE)
+    assert list(tmp_path.iterdir()) == [path]
+
+
+@pytest.fixture
+def grid_2d():
+    xx, yy = np.meshgrid(np.linspace(-1, 1, 6), np.linspace(-1, 1, 5))
+    prob = 1 / (1 + np.exp(-3 * xx))
+    X = np.array([[-0.5, 0.2], [0.5, -0.3], [0.1, 0.8]])
+    return xx, yy, prob, X, np.array([0, 1, 1])
+
+
+def test_plot_1d_predictive(tmp_path):
+    x = np.linspace(-2, 2, 9)
+    path = figures.plot_1d_predictive(
+        tmp_path / "1d.png",
+        torch.tensor(x),
+        np.sin(x),
+        np.full(9, 0.3),
+        np.array([-1.5, 1.5]),
+        np.array([-1.0, 1.0]),
+        samples=np.sin(x) + np.random.default_rng(0).normal(size=(5, 9)) * 0.1,
+        true_fn_values=np.sin(x),
+        title="toy",
+        gap=(-0.5, 0.5),
+    )
+    assert_only_png(tmp_path, path)
+
+
+def test_plot_2d_predictive(tmp_path, grid_2d):
+    xx, yy, prob, X, y = grid_2d
+    maps = {"aleatoric": prob * (1 - prob), "epistemic": np.abs(yy)}
+    path = figures.plot_2d_predictive(tmp_path / "2d.png", xx, yy, prob, X, y, maps=maps, title="banana")
+    assert_only_png(tmp_path, path)
+
+
+def test_plot_panels_2d(tmp_path, grid_2d):
+    xx, yy, prob, X, y = grid_2d
+    probs = {"MAP": prob, "GLM": 0.5 + 0.5 * (prob - 0.5), "GP": np.full_like(prob, 0.5)}
+    path = figures.plot_panels_2d(tmp_path / "panels.png", xx, yy, probs, X, y, title="banana")
+    assert_only_png(tmp_path, path)
+
+
+def test_plot_evidence_1d(tmp_path):
+    grid = np.logspace(-2, 2, 7)
+    curves = {"log evidence / N": -(np.log(grid) ** 2), "test log-lik": np.where(grid > 10, np.nan, -grid)}
+    path = figures.plot_evidence_1d(tmp_path / "ev1d.png", grid, curves, marks={"evidence argmax": 1.0})
+    assert_only_png(tmp_path, path)
+
+
+def test_plot_evidence_2d(tmp_path):
+    x_grid, y_grid = np.logspace(-3, 0, 4), np.logspace(-2, 2, 5)
+    panel = -np.add.outer(np.log(y_grid) ** 2, np.log(x_grid) ** 2)
+    path = figures.plot_evidence_2d(
+        tmp_path / "ev2d.png",
+        x_grid,
+        y_grid,
+        {"log evidence": panel, "test log-lik": 2 * panel},
+        star=(0.1, 1.0),
+        letters={"A": (0.01, 0.1), "B": (0.5, 50.0)},
+    )
+    assert_only_png(tmp_path, path)
+
+
+def test_plot_metric_vs_hyper(tmp_path):
+    grid = np.logspace(-2, 2, 5)
+    series = {"glm": np.array([0.3, 0.25, np.nan, 0.3, 0.4]), "bnn": np.linspace(0.5, 0.4, 5)}
+    path = figures.plot_metric_vs_hyper(tmp_path / "metric.png", grid, series, ylabel="test NLL")
+    assert_only_png(tmp_path, path)

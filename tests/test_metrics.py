@@ -1,0 +1,109 @@
+"""Metrics against values computed by hand or by reference implementations."""
+
+import math
+
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+from torch.distributions import Normal
+
+from bnnpred import metrics
+from bnnpred.errors import BnnpredError
+from bnnpred.prediction import ClassPrediction, RegPrediction
+
+DTYPE = torch.float64
+
+
+def tensor(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=DTYPE)
+
+
+def random_probs(n: int, generator: torch.Generator) -> torch.Tensor:
+    weights = torch.rand(n, 4, dtype=DTYPE, generator=generator)
+    return weights / weights.sum(1, keepdim=True)
+
+
+def test_ece_on_four_points_with_a_confidence_on_a_bin_edge():
+    probs = tensor([[0.9, 0.1], [0.15, 0.85], [0.6, 0.4], [0.3, 0.7]])
+    y = torch.tensor([0, 0, 0, 0])
+    # Bin (0.8, 0.9]: confidences 0.9 (right) and 0.85 (wrong): 2/4 * |0.5 - 0.875| = 0.1875.
+    # Bin (0.5, 0.6]: confidence 0.6 (right), on the edge so in the lower bin: 1/4 * |1 - 0.6| = 0.1.
+    # Bin (0.6, 0.7]: confidence 0.7 (wrong): 1/4 * |0 - 0.7| = 0.175.
+    assert metrics.ece(probs, y) == pytest.approx(0.4625, abs=1e-12)
+
+
+def test_accuracy_and_brier_on_three_points():
+    probs = tensor([[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6]])
+    y = torch.tensor([0, 2, 2])
+    assert metrics.accuracy(probs, y) == pytest.approx(2 / 3, abs=1e-12)
+    # Per point: 0.25 + 0.09 + 0.04 = 0.38; 0.01 + 0.36 + 0.49 = 0.86; 0.04 + 0.04 + 0.16 = 0.24.
+    assert metrics.brier(probs, y) == pytest.approx((0.38 + 0.86 + 0.24) / 3, abs=1e-12)
+
+
+def test_class_nll_is_minus_mean_log_probability_of_the_true_class():
+    pred = ClassPrediction(tensor([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]]))
+    y = torch.tensor([0, 1])
+    assert metrics.nll(pred, y) == pytest.approx(-(math.log(0.7) + math.log(0.8)) / 2, abs=1e-12)
+
+
+def test_regression_nll_with_one_component_is_the_gaussian_nll():
+    loc, var, y = tensor([[0.0, 1.0, -2.0]]), tensor([[1.0, 0.5, 3.0]]), tensor([0.3, 2.0, -1.0])
+    expected = -Normal(loc[0], var[0].sqrt()).log_prob(y).mean().item()
+    assert metrics.nll(RegPrediction(loc, var), y) == pytest.approx(expected, abs=1e-12)
+
+
+def test_regression_nll_of_a_two_component_mixture():
+    pred = RegPrediction(loc=tensor([[0.0], [2.0]]), var=tensor([[1.0], [4.0]]))
+    # 0.5 N(1 | 0, 1) + 0.5 N(1 | 2, 4) = 0.5 (e^{-1/2} / √(2π) + e^{-1/8} / (2 √(2π))).
+    density = 0.5 * (math.exp(-0.5) + math.exp(-0.125) / 2) / math.sqrt(2 * math.pi)
+    assert metrics.nll(pred, tensor([1.0])) == pytest.approx(-math.log(density), abs=1e-12)
+
+
+def test_gaussian_ll_matches_torch_normal():
+    mean, var, y = tensor([0.5, -1.0, 2.0]), tensor([0.2, 1.5, 4.0]), tensor([0.0, 0.0, 3.0])
+    expected = Normal(mean, var.sqrt()).log_prob(y).mean().item()
+    assert metrics.gaussian_ll(mean, var, y) == pytest.approx(expected, abs=1e-12)
+
+
+def test_rmse():
+    assert metrics.rmse(tensor([1.0, 2.0]), tensor([0.0, 4.0])) == pytest.approx(math.sqrt(2.5), abs=1e-12)
+
+
+def test_entropy_of_uniform_is_log_c_and_of_one_hot_is_zero():
+    probs = tensor([[0.25] * 4, [0.0, 1.0, 0.0, 0.0]])
+    assert torch.equal(metrics.entropy(probs), tensor([math.log(4), 0.0]))
+
+
+def test_ood_auc_matches_sklearn_with_ties():
+    generator = torch.Generator().manual_seed(0)
+    probs_in = random_probs(30, generator)
+    probs_out = random_probs(20, generator) + 0.2
+    probs_out /= probs_out.sum(1, keepdim=True)
+    tied = torch.eye(4, dtype=DTYPE)[torch.randint(0, 4, (6,), generator=generator)]
+    probs_in, probs_out = torch.cat([probs_in, tied]), torch.cat([probs_out, tied[:3], probs_in[:5]])
+    scores = metrics.entropy(torch.cat([probs_in, probs_out]))
+    assert len(scores.unique()) < len(scores)
+    labels = [0] * len(probs_in) + [1] * len(probs_out)
+    expected = roc_auc_score(labels, scores.numpy())
+    assert metrics.ood_auc(probs_in, probs_out) == pytest.approx(expected, abs=1e-12)
+
+
+def test_ood_auc_extremes():
+    one_hot, uniform = tensor([[1.0, 0.0]]), tensor([[0.5, 0.5]])
+    assert metrics.ood_auc(one_hot, uniform) == 1.0
+    assert metrics.ood_auc(uniform, one_hot) == 0.0
+    assert metrics.ood_auc(uniform, uniform) == 0.5
+    with pytest.raises(BnnpredError):
+        metrics.ood_auc(uniform, uniform[:0])
+
+
+def test_evaluate_dispatches_on_the_prediction_type():
+    classification = metrics.evaluate(ClassPrediction(tensor([[0.9, 0.1], [0.4, 0.6]])), torch.tensor([0, 1]))
+    assert set(classification) == {"nll", "accuracy", "ece", "brier"}
+    assert classification["accuracy"] == 1.0
+    pred = RegPrediction(loc=tensor([[0.0, 1.0]]), var=tensor([[1.0, 1.0]]))
+    regression = metrics.evaluate(pred, tensor([0.0, 3.0]))
+    assert set(regression) == {"nll", "ll", "rmse", "gaussian_ll"}
+    assert regression["ll"] == -regression["nll"]
+    assert regression["gaussian_ll"] == pytest.approx(regression["ll"], abs=1e-12)
+    assert regression["rmse"] == pytest.approx(math.sqrt(2.0), abs=1e-12)
