@@ -95,3 +95,19 @@ def register_configs() -> None:
     for group, schemas in groups.items():
         for name, schema in schemas.items():
             cs.store(group=f"schema/{group}", name=name, node=schema)
+
+
+def retyped(saved: Any) -> Any:
+    """A saved (plain, resolved) run config merged back onto its schemas, looked up by each node's ``name``."""
+    from bnnpred.errors import unknown_choice
+
+    registries = {"dataset": dataset_schemas(),
+                  "model": {name: schema for name, (schema, _) in MODELS.items()},
+                  "inference": {name: schema for name, (schema, _) in METHODS.items()}}
+    cfg = OmegaConf.merge(OmegaConf.structured(Config), {k: v for k, v in saved.items() if k not in registries})
+    for group, schemas in registries.items():
+        name = saved[group]["name"]
+        if name not in schemas:
+            raise unknown_choice(group, name, schemas)
+        cfg[group] = OmegaConf.merge(OmegaConf.structured(schemas[name]), saved[group])
+    return cfg

@@ -298,13 +298,11 @@ def load_run(run_dir: Path) -> tuple[DictConfig, dict[str, Any]]:
 
 def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, Any]:
     """``bnnpred eval``: re-evaluate a saved run with other predictives; merges into ``metrics.json``."""
-    from bnnpred.config import register_configs
+    from bnnpred.config import retyped
     from bnnpred.report.run_figures import run_figures
 
-    register_configs()
     saved_cfg, saved = load_run(run_dir)
-    merged = OmegaConf.merge(OmegaConf.structured(Config), saved_cfg, predictive_overrides)
-    cfg = typed(merged)
+    cfg = typed(OmegaConf.merge(retyped(saved_cfg), predictive_overrides))
     s = setup(cfg)
     theta = saved["theta"].to(device=s.device, dtype=s.dtype)
     s.model.load(theta)

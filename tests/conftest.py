@@ -18,3 +18,14 @@ def data_root(monkeypatch: pytest.MonkeyPatch) -> Path:
         pytest.skip("real data root not found: set BNNPRED_DATA_DIR to the shared data folder")
     monkeypatch.setenv("BNNPRED_DATA_DIR", str(root))
     return root
+
+
+@pytest.fixture(autouse=True)
+def float64_default():
+    """Identities are checked in float64."""
+    import torch
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)

@@ -1,0 +1,39 @@
+# bnnpred: `make run` (the main job) and `make test` each set up the virtualenv themselves.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BNNPRED := $(VENV)/bin/bnnpred
+# The real data root; tests that need it skip when it is absent.
+export BNNPRED_DATA_DIR ?= $(abspath ../shared/data)
+
+.PHONY: setup run test lint bench reproduce-toys clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	@# the CPU build of torch from this machine's disk; a bare `torch` requirement could pull a CUDA build
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+# Two moons, MAP + full Laplace-GGN, δ by marginal likelihood, GLM / NN / MAP predictives; figures in runs/make-run
+run: setup
+	$(BNNPRED) train predictive.kinds=[map,nn,glm] hydra.run.dir=runs/make-run
+	@echo "figures and metrics: runs/make-run/"
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check bnnpred tests bench scripts
+
+bench: setup
+	$(PY) bench/laplace_full.py
+
+# Thesis Figs 5.2 / 5.3 and the banana table (CPU scale); writes outputs/
+reproduce-toys: setup
+	bash scripts/reproduce_toys.sh
+
+clean:
+	rm -rf runs multirun

@@ -1,0 +1,94 @@
+"""The command line end to end: train, eval, a two-point sweep, report, and bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bnnpred.cli import main
+
+TINY = [
+    "dataset.n_train=30", "dataset.n_valid=20", "dataset.n_test=40", "model=mlp", "model.width=8",
+    "selection=none", "inference.map.steps=100", "inference.map.lr=0.01", "predictive.n_samples=20",
+    "plot.grid_points=8", "progress=false",
+]
+
+
+def bnnpred(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bnnpred.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("cli")
+    run_dir = tmp / "run"
+    out = bnnpred("train", *TINY, "predictive=glm", f"hydra.run.dir={run_dir}", cwd=tmp)
+    assert out.returncode == 0, out.stderr
+    return run_dir
+
+
+def test_train_writes_a_complete_run_directory(trained):
+    for name in ["config.yaml", "metrics.json", "posterior.pt", "predictions.npz", "selection.csv", "trace.csv",
+                 "predictive_glm.png", "run.log"]:
+        assert (trained / name).is_file(), name
+    assert not (trained / ".incomplete").exists()
+    doc = json.loads((trained / "metrics.json").read_text())
+    assert doc["run"]["n_params"] == 2 * 8 + 8 + 8 * 8 + 8 + 8 + 1
+    assert 0.6 < doc["metrics"]["test"]["glm"]["accuracy"] <= 1.0  # two moons, 30 points: far above chance
+
+
+def test_eval_adds_a_predictive_without_retraining(trained):
+    before = (trained / "posterior.pt").stat().st_mtime_ns
+    out = bnnpred("eval", f"run_dir={trained}", "predictive=nn", "predictive.n_samples=10", cwd=trained.parent)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((trained / "metrics.json").read_text())
+    assert {"glm", "nn"} <= set(doc["metrics"]["test"])
+    assert (trained / "posterior.pt").stat().st_mtime_ns == before
+
+
+def test_sweep_and_report(tmp_path):
+    sweep = tmp_path / "sweep"
+    out = bnnpred("train", "-m", *TINY, "prior.delta=0.1,10", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    runs = sorted(p.parent for p in sweep.rglob("metrics.json"))
+    assert len(runs) == 2
+    deltas = sorted(json.loads((r / "metrics.json").read_text())["run"]["delta"] for r in runs)
+    assert deltas == [0.1, 10.0]
+    report = tmp_path / "report"
+    out = bnnpred("report", str(sweep), "--out", str(report), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    table = (report / "table.md").read_text().splitlines()
+    assert len(table) == 2 + 2  # header, rule, one row per δ
+    assert "±" not in table[2]  # one seed per δ: no standard error
+    assert (report / "table.csv").is_file() and (report / "table.tex").is_file()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["dataset=foo"], "unknown dataset 'foo'; valid choices: banana, snelson, snelson_gap, two_moons"),
+    (["inference=vi"], "unknown inference 'vi'; valid choices: laplace_ggn, map"),
+    (["inference.structure=kron"], "inference.structure"),
+    (["dataset.n_trian=3"], "n_trian"),
+    (["prior.delta=-1"], "prior.delta must be positive"),
+    (["likelihood.sigma2=0", "dataset=snelson_gap"], "likelihood.sigma2 must be positive"),
+    (["prior.delta=abc"], "prior.delta"),
+    (["dataset=banana", "dataset.root=/nonexistent"], "bnnpred data fetch banana"),
+    (["inference=map", "predictive=glm"], "point estimate"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", *args, f"hydra.run.dir={tmp_path / 'run'}"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+    assert message in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_command_lists_the_commands(capsys):
+    with pytest.raises(SystemExit):
+        main(["trian"])
+    assert "valid choices: train, eval, report, data" in capsys.readouterr().err

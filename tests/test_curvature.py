@@ -1,0 +1,90 @@
+"""Jacobians and the GGN (notes-000 §7 A.2, notes-004 §5 items 1-2)."""
+
+import pytest
+import torch
+from torch.func import hessian
+
+from bnnpred.curvature.ggn import Curvature, Structure, curvature
+from bnnpred.curvature.jacobians import iter_jacobians, jacobians
+from bnnpred.models import build_model, n_params
+from bnnpred.models.mlp import MLPConfig
+from tests.helpers import tiny_problem
+
+KINDS = ["gaussian", "bernoulli", "categorical"]
+
+
+def neg_loglik(problem, theta):
+    return -problem.likelihood.log_prob(problem.model(theta, problem.X), problem.y).sum()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_jacobians_match_central_finite_differences(kind):
+    problem, _ = tiny_problem(kind, depth=2)
+    theta = problem.theta0
+    _, J = jacobians(problem.model, theta, problem.X)
+    eps = 1e-6
+    for p in [0, 7, theta.numel() - 1]:
+        e = torch.zeros_like(theta)
+        e[p] = eps
+        fd = (problem.model(theta + e, problem.X) - problem.model(theta - e, problem.X)) / (2 * eps)
+        torch.testing.assert_close(J[:, :, p], fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ggn_equals_hessian_for_models_without_hidden_layers(kind):
+    """Linear, logistic and softmax regression: the network Hessian is zero, so GGN = Hessian."""
+    problem, _ = tiny_problem(kind, depth=0)
+    G, loglik = curvature(problem.model, problem.likelihood, problem.theta0, problem.X, problem.y)
+    H = hessian(lambda th: neg_loglik(problem, th))(problem.theta0)
+    torch.testing.assert_close(G, H, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(loglik, -neg_loglik(problem, problem.theta0))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ggn_differs_from_hessian_with_a_hidden_layer_but_is_psd(kind):
+    problem, _ = tiny_problem(kind, depth=2)
+    G, _ = curvature(problem.model, problem.likelihood, problem.theta0, problem.X, problem.y)
+    H = hessian(lambda th: neg_loglik(problem, th))(problem.theta0)
+    assert (G - H).abs().max() > 1e-6
+    eig = torch.linalg.eigvalsh(G)
+    assert eig.min() >= -1e-10 * eig.max()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_diagonal_path_equals_diagonal_of_full(kind):
+    problem, _ = tiny_problem(kind, depth=2)
+    args = (problem.model, problem.likelihood, problem.theta0, problem.X, problem.y)
+    for which in Curvature:
+        full, _ = curvature(*args, kind=which, structure=Structure.full)
+        diag, _ = curvature(*args, kind=which, structure=Structure.diag)
+        torch.testing.assert_close(diag, full.diagonal(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_empirical_fisher_is_sum_of_gradient_outer_products(kind):
+    problem, _ = tiny_problem(kind, depth=1)
+    EF, _ = curvature(problem.model, problem.likelihood, problem.theta0, problem.X, problem.y, kind=Curvature.ef)
+    grads = torch.stack([
+        torch.autograd.functional.jacobian(
+            lambda th, i=i: problem.likelihood.log_prob(problem.model(th, problem.X[i : i + 1]), problem.y[i : i + 1])[0],
+            problem.theta0)
+        for i in range(len(problem.X))
+    ])
+    torch.testing.assert_close(EF, grads.T @ grads, rtol=1e-10, atol=1e-12)
+
+
+def test_chunking_does_not_change_the_ggn():
+    problem, _ = tiny_problem("categorical", depth=1, n=17)
+    args = (problem.model, problem.likelihood, problem.theta0, problem.X, problem.y)
+    whole, _ = curvature(*args)
+    P = problem.theta0.numel()
+    chunked, _ = curvature(*args, max_elems=3 * P * 2)  # two examples per chunk
+    assert len(list(iter_jacobians(problem.model, problem.theta0, problem.X, 3 * P * 2))) == 9
+    torch.testing.assert_close(chunked, whole)
+
+
+@pytest.mark.parametrize("inputs,expected", [(1, 2676), (2, 2701)])
+def test_thesis_networks_have_the_thesis_parameter_counts(inputs, expected):
+    """notes-000 §6.1: 5 hidden layers of 25 tanh units, one output."""
+    model = build_model(MLPConfig(depth=5, width=25), (inputs,), 1)
+    assert n_params(model) == expected

@@ -1,0 +1,63 @@
+"""Predictive identities (notes-000 §7 A.4-A.8, notes-004 §5 items 1 and 3)."""
+
+import pytest
+import torch
+
+from bnnpred.inference import Fit
+from bnnpred.inference.laplace_ggn import laplace_at
+from bnnpred.curvature.ggn import Curvature, Structure
+from bnnpred.predictive import (
+    Context, closed_predictive, glm_latent, glm_predictive, glm_samples, gp_latent, nn_predictive, nn_samples,
+)
+from tests.helpers import tiny_problem
+
+KINDS = ["gaussian", "bernoulli", "categorical"]
+
+
+def laplace_context(kind, depth=2, structure=Structure.full, n=12):
+    problem, lik = tiny_problem(kind, depth=depth, n=n)
+    fit = laplace_at(problem, Fit(theta=problem.theta0, posterior=None), structure, Curvature.ggn)
+    X_test = torch.randn(5, problem.X.shape[1], generator=torch.Generator().manual_seed(9))
+    return Context(problem.model, lik, fit.theta, fit.posterior, problem.prior_precision, problem.X), X_test
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_glm_equals_nn_sample_for_sample_on_a_linear_model(kind):
+    ctx, X = laplace_context(kind, depth=0)
+    thetas = ctx.posterior.sample(50, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(glm_samples(ctx, X, thetas), nn_samples(ctx, X, thetas))
+    a = glm_predictive(ctx, X, 50, torch.Generator().manual_seed(1))
+    b = nn_predictive(ctx, X, 50, torch.Generator().manual_seed(1))
+    torch.testing.assert_close(a.mean, b.mean)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_linearised_network_equals_network_at_the_expansion_point(kind):
+    ctx, X = laplace_context(kind)
+    torch.testing.assert_close(glm_samples(ctx, X, ctx.theta.unsqueeze(0))[0], ctx.model(ctx.theta, X))
+
+
+def test_glm_sampling_variance_converges_to_the_closed_form():
+    ctx, X = laplace_context("gaussian")
+    closed = closed_predictive(ctx, X)
+    mc = glm_predictive(ctx, X, 40000, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(mc.variance, closed.variance, rtol=0.03, atol=0)
+    sd = closed.variance.sqrt()
+    assert ((mc.mean - closed.mean).abs() < 4 * sd / 200).all()  # 4 standard errors of a 40000-sample mean
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gp_with_all_training_points_equals_the_glm_latent(kind):
+    """Weight space J Σ Jᵀ = function space K** - K*N (K + W⁻¹)⁻¹ KN* (Woodbury; notes-000 eq. 3.13)."""
+    ctx, X = laplace_context(kind)
+    mean_w, cov_w = glm_latent(ctx, X)
+    mean_f, cov_f = gp_latent(ctx, X, torch.arange(len(ctx.X_train)))
+    torch.testing.assert_close(mean_f, mean_w)
+    torch.testing.assert_close(cov_f, cov_w, rtol=1e-8, atol=1e-10)
+
+
+def test_gp_with_a_subset_has_more_variance_than_with_all_points():
+    ctx, X = laplace_context("bernoulli", n=20)
+    _, cov_all = gp_latent(ctx, X, torch.arange(20))
+    _, cov_sub = gp_latent(ctx, X, torch.arange(10))
+    assert (cov_sub[:, 0, 0] >= cov_all[:, 0, 0] - 1e-12).all()
