@@ -178,7 +178,7 @@ def eval_command(args: list[str]) -> None:
 def predictive_overrides(overrides: list[str]) -> DictConfig:
     """The ``predictive`` / ``plot`` settings an ``eval`` call changes, as a partial config."""
     allowed = ("predictive", "plot", "device")
-    bad = [o for o in overrides if not o.split("=", 1)[0].split(".", 1)[0].split("/")[0] in allowed]
+    bad = [o for o in overrides if o.split("=", 1)[0].split(".", 1)[0].split("/")[0] not in allowed]
     if bad:
         raise BnnpredError(f"eval only changes predictive, plot and device settings, not: {' '.join(bad)}")
     group = [o for o in overrides if o.startswith("predictive=")]

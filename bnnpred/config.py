@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from hydra.core.config_store import ConfigStore
@@ -47,7 +47,7 @@ class LikelihoodConfig:
 class PredictiveConfig:
     kinds: list[PredictiveKind] = field(default_factory=lambda: [PredictiveKind.glm])
     n_samples: int = 1000
-    gp_subset_size: Optional[int] = None  # None: all N training points
+    gp_subset_size: int | None = None  # None: all N training points
     gp_subset: GPSubset = GPSubset.random
 
 

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from bnnpred.errors import BnnpredError
 
@@ -29,7 +29,7 @@ class SelectionMethod(str, Enum):
 class SelectionConfig:
     method: SelectionMethod = SelectionMethod.none
     delta_grid: list[float] = field(default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0])
-    sigma2_grid: Optional[list[float]] = None  # regression only; None keeps likelihood.sigma2
+    sigma2_grid: list[float] | None = None  # regression only; None keeps likelihood.sigma2
     rounds: int = 5  # marglik_gradient: MAP retrainings
     steps: int = 200  # marglik_gradient: Adam steps on the hyperparameters per round
     lr: float = 0.1
@@ -40,15 +40,15 @@ class Candidate:
     """One trained point: its hyperparameters, the run's fit object and a row of diagnostics."""
 
     delta: float
-    sigma2: Optional[float]
+    sigma2: float | None
     fit: Any
     row: dict[str, float]
 
 
-FitAt = Callable[[float, Optional[float], Any], Candidate]
+FitAt = Callable[[float, float | None, Any], Candidate]
 
 
-def select(cfg: SelectionConfig, fit_at: FitAt, delta: float, sigma2: Optional[float],
+def select(cfg: SelectionConfig, fit_at: FitAt, delta: float, sigma2: float | None,
            frozen_evidence: Callable[[Candidate], Any] | None = None) -> tuple[Candidate, list[dict]]:
     """Run the configured selection and return the chosen candidate and one row per trained point."""
     if cfg.method is SelectionMethod.none:
@@ -59,7 +59,7 @@ def select(cfg: SelectionConfig, fit_at: FitAt, delta: float, sigma2: Optional[f
     return _grid(cfg, fit_at, sigma2)
 
 
-def _grid(cfg: SelectionConfig, fit_at: FitAt, sigma2: Optional[float]) -> tuple[Candidate, list[dict]]:
+def _grid(cfg: SelectionConfig, fit_at: FitAt, sigma2: float | None) -> tuple[Candidate, list[dict]]:
     _check_grid("selection.delta_grid", cfg.delta_grid)
     sigma2s = [sigma2] if sigma2 is None or cfg.sigma2_grid is None else cfg.sigma2_grid
     if cfg.sigma2_grid is not None:
@@ -75,7 +75,7 @@ def _grid(cfg: SelectionConfig, fit_at: FitAt, sigma2: Optional[float]) -> tuple
     return best, rows
 
 
-def _gradient(cfg: SelectionConfig, fit_at: FitAt, delta: float, sigma2: Optional[float],
+def _gradient(cfg: SelectionConfig, fit_at: FitAt, delta: float, sigma2: float | None,
               frozen_evidence: Callable[[Candidate], Any] | None) -> tuple[Candidate, list[dict]]:
     """MacKay-style alternation: train the MAP, then ascend the evidence at that mode; repeat."""
     from bnnpred.marglik import maximise_evidence

@@ -64,12 +64,10 @@ def test_diagonal_path_equals_diagonal_of_full(kind):
 def test_empirical_fisher_is_sum_of_gradient_outer_products(kind):
     problem, _ = tiny_problem(kind, depth=1)
     EF, _ = curvature(problem.model, problem.likelihood, problem.theta0, problem.X, problem.y, kind=Curvature.ef)
-    grads = torch.stack([
-        torch.autograd.functional.jacobian(
-            lambda th, i=i: problem.likelihood.log_prob(problem.model(th, problem.X[i : i + 1]), problem.y[i : i + 1])[0],
-            problem.theta0)
-        for i in range(len(problem.X))
-    ])
+    def loglik(theta, i):
+        return problem.likelihood.log_prob(problem.model(theta, problem.X[i : i + 1]), problem.y[i : i + 1])[0]
+
+    grads = torch.stack([torch.func.grad(loglik)(problem.theta0, i) for i in range(len(problem.X))])
     torch.testing.assert_close(EF, grads.T @ grads, rtol=1e-10, atol=1e-12)
 
 

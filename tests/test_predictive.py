@@ -3,11 +3,18 @@
 import pytest
 import torch
 
+from bnnpred.curvature.ggn import Curvature, Structure
 from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import laplace_at
-from bnnpred.curvature.ggn import Curvature, Structure
 from bnnpred.predictive import (
-    Context, closed_predictive, glm_latent, glm_predictive, glm_samples, gp_latent, nn_predictive, nn_samples,
+    Context,
+    closed_predictive,
+    glm_latent,
+    glm_predictive,
+    glm_samples,
+    gp_latent,
+    nn_predictive,
+    nn_samples,
 )
 from tests.helpers import tiny_problem
 

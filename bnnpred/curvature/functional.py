@@ -33,7 +33,7 @@ class FlatModel:
     def unflatten(self, theta: Tensor) -> dict[str, Tensor]:
         """``[P]`` -> ``{name: tensor}`` (differentiable views)."""
         chunks = torch.split(theta, self.sizes)
-        return {n: c.view(s) for n, c, s in zip(self.names, chunks, self.shapes)}
+        return {n: c.view(s) for n, c, s in zip(self.names, chunks, self.shapes, strict=True)}
 
     def load(self, theta: Tensor) -> None:
         """Copy ``θ`` into the module's parameters."""

@@ -7,9 +7,10 @@ average ``-(1/B) Σ_{i∈batch} log p - (1/2N) θᵀ diag(δ) θ``, an unbiased 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Optional
+from enum import Enum
 
 import torch
 from torch import Tensor
@@ -19,11 +20,17 @@ from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
 
 
+class Schedule(str, Enum):
+    constant = "constant"
+    cosine = "cosine"  # anneal to zero, so the MAP ends (nearly) stationary, as the Laplace evidence assumes
+
+
 @dataclass
 class MapConfig:
     lr: float = 1e-3
     steps: int = 10000
-    batch_size: Optional[int] = None  # None: full batch
+    schedule: Schedule = Schedule.cosine
+    batch_size: int | None = None  # None: full batch
     log_every: int = 100
 
 
@@ -56,9 +63,11 @@ def train_map(problem: Problem, cfg: MapConfig) -> Fit:
     N = len(problem.X)
     theta = problem.theta0.detach().clone().requires_grad_(True)
     optimizer = torch.optim.Adam([theta], lr=cfg.lr)
+    scheduler = _scheduler(optimizer, cfg)
     batches = _batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
-    for step in tqdm(range(1, cfg.steps + 1), desc="MAP", disable=not problem.progress, leave=False):
+    show = problem.progress and sys.stderr.isatty()
+    for step in tqdm(range(1, cfg.steps + 1), desc="MAP", disable=not show, leave=False):
         rows = next(batches)
         optimizer.zero_grad(set_to_none=True)
         loss = neg_log_joint(problem, theta, rows)
@@ -68,10 +77,17 @@ def train_map(problem: Problem, cfg: MapConfig) -> Fit:
             )
         loss.backward()
         optimizer.step()
+        scheduler.step()
         if step % cfg.log_every == 0 or step == cfg.steps:
             trace.append({"step": step, "loss": loss.item()})
     theta = theta.detach()
     return Fit(theta=theta, posterior=None, info={"grad_norm": log_joint_grad_norm(problem, theta)}, trace=trace)
+
+
+def _scheduler(optimizer: torch.optim.Optimizer, cfg: MapConfig) -> torch.optim.lr_scheduler.LRScheduler:
+    if cfg.schedule is Schedule.cosine:
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, cfg.steps))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
 
 
 def _batches(N: int, batch_size: int | None, generator: torch.Generator) -> Iterator[Tensor | slice]:

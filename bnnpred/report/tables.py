@@ -86,7 +86,7 @@ def formatted(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     metrics = [c for c in table.columns if c not in by and not c.endswith("_se") and c != "n"]
     out = table[by + ["n"]].copy()
     for m in metrics:
-        out[m] = [_pm(v, se) for v, se in zip(table[m], table[f"{m}_se"])]
+        out[m] = [_pm(v, se) for v, se in zip(table[m], table[f"{m}_se"], strict=True)]
     return out
 
 
