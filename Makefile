@@ -33,7 +33,7 @@ bench: setup
 
 # Thesis Figs 5.2 / 5.3 and the banana table (CPU scale); writes outputs/
 reproduce-toys: setup
-	bash scripts/reproduce_toys.sh
+	$(PY) scripts/reproduce_toys.py
 
 clean:
 	rm -rf runs multirun

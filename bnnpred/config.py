@@ -81,10 +81,16 @@ def logspace(start: float, stop: float, num: int) -> list[float]:
     return [float(v) for v in np.logspace(float(start), float(stop), int(num))]
 
 
+def logspace_sweep(start: float, stop: float, num: int) -> str:
+    """``${logspace_sweep:-2,2,9}`` in ``hydra.sweeper.params``: the same values as a sweep string."""
+    return ",".join(f"{v:.6g}" for v in logspace(start, stop, num))
+
+
 def register_configs() -> None:
     """Register the root schema, every group's schemas and the ``logspace`` resolver (idempotent)."""
-    if not OmegaConf.has_resolver("logspace"):
-        OmegaConf.register_new_resolver("logspace", logspace)
+    for name, resolver in [("logspace", logspace), ("logspace_sweep", logspace_sweep)]:
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver)
     cs = ConfigStore.instance()
     cs.store(name="bnnpred_schema", node=Config)
     groups: dict[str, dict[str, type]] = {

@@ -127,10 +127,30 @@ def closed_predictive(ctx: Context, X: Tensor) -> Prediction:
     return ctx.likelihood.predict_gaussian(mean, cov)
 
 
-def gp_latent(ctx: Context, X: Tensor, subset: Tensor) -> tuple[Tensor, Tensor]:
-    r"""Function-space Laplace-GP latent at ``X`` conditioned on training rows ``subset`` (notes-000 eq. 3.13).
+@dataclass
+class GPConditioning:
+    """The training side of the GP predictive, computed once: ``LJ`` ``[MC, P]`` and ``chol(I + L K Lᵀ)``."""
 
-    With ``W = blockdiag(Λ_i) = LᵀL``, ``(K + W⁻¹)⁻¹ = Lᵀ (I + L K Lᵀ)⁻¹ L`` (Rasmussen & Williams §3.4),
+    LJ: Tensor
+    chol: Tensor
+    prior_cov: Tensor  # S₀ diagonal [P]
+
+
+def gp_condition(ctx: Context, subset: Tensor) -> GPConditioning:
+    """Condition the GP with kernel ``J S₀ Jᵀ`` on training rows ``subset`` (W = blockdiag Λ_i = LᵀL)."""
+    s0 = 1 / ctx.prior_precision
+    f_m, J_m = jacobians(ctx.model, ctx.theta, ctx.X_train[subset])  # [M, C], [M, C, P]
+    M, C, P = J_m.shape
+    L = torch.block_diag(*ctx.likelihood.hessian_sqrt(f_m.detach()))  # [MC, MC]
+    LJ = L @ J_m.detach().reshape(M * C, P)
+    B_mat = torch.eye(M * C, dtype=LJ.dtype, device=LJ.device) + (LJ * s0) @ LJ.T
+    return GPConditioning(LJ=LJ, chol=robust_cholesky(B_mat, "GP matrix I + L K Lᵀ"), prior_cov=s0)
+
+
+def gp_latent(ctx: Context, X: Tensor, cond: GPConditioning) -> tuple[Tensor, Tensor]:
+    r"""Function-space Laplace-GP latent at ``X`` (notes-000 eq. 3.13, notes-004 eq. 15).
+
+    ``K** - K*M (K_MM + W⁻¹)⁻¹ K_M*`` with ``(K + W⁻¹)⁻¹ = Lᵀ (I + L K Lᵀ)⁻¹ L`` (Rasmussen & Williams §3.4),
     which stays finite for the singular softmax ``Λ``. With all N points this equals the weight-space
     ``J Σ Jᵀ`` of the full Laplace-GGN posterior exactly (Woodbury).
 
@@ -138,20 +158,13 @@ def gp_latent(ctx: Context, X: Tensor, subset: Tensor) -> tuple[Tensor, Tensor]:
         mean ``[B, C]`` (``f(x;θ*)``, plus ``J(µ - θ*)`` for a posterior mean away from ``θ*``) and
         covariance ``[B, C, C]``.
     """
-    s0 = 1 / ctx.prior_precision  # diagonal prior covariance S₀ [P]
-    f_m, J_m = jacobians(ctx.model, ctx.theta, ctx.X_train[subset])  # [M, C], [M, C, P]
-    M, C, P = J_m.shape
-    L = torch.block_diag(*ctx.likelihood.hessian_sqrt(f_m.detach()))  # [MC, MC]
-    LJ = L @ J_m.detach().reshape(M * C, P)  # [MC, P]
-    B_mat = torch.eye(M * C, dtype=LJ.dtype, device=LJ.device) + (LJ * s0) @ LJ.T
-    chol = robust_cholesky(B_mat, "GP matrix I + L K Lᵀ")
     shift = None if ctx.posterior is None else ctx.posterior.mean - ctx.theta
     means, covs = [], []
     for _, f, J in iter_jacobians(ctx.model, ctx.theta, X):
-        k_star = (J * s0) @ J.mT  # K** [b, C, C]
-        V = torch.linalg.solve_triangular(chol, LJ @ (J * s0).reshape(-1, P).T, upper=False)  # [MC, bC]
-        Vb = V.T.reshape(len(J), C, M * C)
-        covs.append(k_star - Vb @ Vb.mT)
+        JS = J * cond.prior_cov  # [b, C, P]
+        V = torch.linalg.solve_triangular(cond.chol, cond.LJ @ JS.reshape(-1, J.shape[2]).T, upper=False)
+        Vb = V.T.reshape(len(J), J.shape[1], -1)  # [b, C, MC]
+        covs.append(JS @ J.mT - Vb @ Vb.mT)
         means.append(f if shift is None else f + J @ shift)
     return torch.cat(means), torch.cat(covs)
 
@@ -180,10 +193,10 @@ def sample_gaussian_latent(mean: Tensor, cov: Tensor, n_samples: int, generator:
 
 
 def gp_predictive(
-    ctx: Context, X: Tensor, n_samples: int, generator: torch.Generator, subset: Tensor
+    ctx: Context, X: Tensor, n_samples: int, generator: torch.Generator, cond: GPConditioning
 ) -> Prediction:
     """GP predictive (eq. 16): exact Gaussian for regression, latent samples pushed through the likelihood."""
-    mean, cov = gp_latent(ctx, X, subset)
+    mean, cov = gp_latent(ctx, X, cond)
     if isinstance(ctx.likelihood, Gaussian):
         return ctx.likelihood.predict_gaussian(mean, cov)
     return ctx.likelihood.predict_samples(sample_gaussian_latent(mean, cov, n_samples, generator))
@@ -207,5 +220,5 @@ def predictor(
         return lambda X: glm_predictive(ctx, X, n_samples, gen())
     if kind is PredictiveKind.closed:
         return lambda X: closed_predictive(ctx, X)
-    subset = gp_subset(ctx, gp_subset_size, gp_subset_how, torch.Generator().manual_seed(seed))
-    return lambda X: gp_predictive(ctx, X, n_samples, gen(), subset)
+    cond = gp_condition(ctx, gp_subset(ctx, gp_subset_size, gp_subset_how, torch.Generator().manual_seed(seed)))
+    return lambda X: gp_predictive(ctx, X, n_samples, gen(), cond)

@@ -12,6 +12,7 @@ from bnnpred.predictive import (
     glm_latent,
     glm_predictive,
     glm_samples,
+    gp_condition,
     gp_latent,
     nn_predictive,
     nn_samples,
@@ -58,13 +59,13 @@ def test_gp_with_all_training_points_equals_the_glm_latent(kind):
     """Weight space J Σ Jᵀ = function space K** - K*N (K + W⁻¹)⁻¹ KN* (Woodbury; notes-000 eq. 3.13)."""
     ctx, X = laplace_context(kind)
     mean_w, cov_w = glm_latent(ctx, X)
-    mean_f, cov_f = gp_latent(ctx, X, torch.arange(len(ctx.X_train)))
+    mean_f, cov_f = gp_latent(ctx, X, gp_condition(ctx, torch.arange(len(ctx.X_train))))
     torch.testing.assert_close(mean_f, mean_w)
     torch.testing.assert_close(cov_f, cov_w, rtol=1e-8, atol=1e-10)
 
 
 def test_gp_with_a_subset_has_more_variance_than_with_all_points():
     ctx, X = laplace_context("bernoulli", n=20)
-    _, cov_all = gp_latent(ctx, X, torch.arange(20))
-    _, cov_sub = gp_latent(ctx, X, torch.arange(10))
+    _, cov_all = gp_latent(ctx, X, gp_condition(ctx, torch.arange(20)))
+    _, cov_sub = gp_latent(ctx, X, gp_condition(ctx, torch.arange(10)))
     assert (cov_sub[:, 0, 0] >= cov_all[:, 0, 0] - 1e-12).all()
