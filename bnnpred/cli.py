@@ -120,9 +120,14 @@ def check_job(overrides: list[str]) -> None:
 # ---------------------------------------------------------------- train
 
 
+def overrides_of(args: list[str]) -> list[str]:
+    """The overrides (``key=value``, ``~key``) among Hydra's command-line arguments, without its flags."""
+    return [a for a in args if not a.startswith("-") and ("=" in a or a.startswith("~"))]
+
+
 def train_command(args: list[str]) -> None:
     multirun = any(a in ("-m", "--multirun") for a in args)
-    overrides = [a for a in args if not a.startswith("-")]
+    overrides = overrides_of(args)
     jobs = expand_sweep(overrides) if multirun else [overrides]
     for job in jobs:
         check_job(job)

@@ -156,8 +156,7 @@ class Trainer:
 
     def fit_at(self, delta: float, sigma2: float | None, warm: torch.Tensor | None) -> Candidate:
         s = self.s
-        likelihood = likelihood_for(s.data.task, sigma2 if sigma2 is not None else 1.0)
-        prior = torch.full_like(self.theta0, delta)
+        likelihood, prior = self.likelihood_and_prior(delta, sigma2)
         problem = Problem(
             model=s.model, likelihood=likelihood, X=s.data.X_train, y=s.data.y_train, prior_precision=prior,
             theta0=self.theta0 if warm is None else warm, generator=torch.Generator().manual_seed(s.cfg.seed),
@@ -170,7 +169,12 @@ class Trainer:
             row["log_marglik_per_n"] = fit.info["log_marglik"] / len(s.data.X_train)
         if s.cfg.selection.method is SelectionMethod.valid_nll:
             row["valid_nll"] = self.valid_nll(fit, likelihood, prior)
-        return Candidate(delta=delta, sigma2=sigma2, fit=(fit, likelihood, prior), row=row)
+        return Candidate(delta=delta, sigma2=sigma2, fit=fit, row=row)
+
+    def likelihood_and_prior(self, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
+        """The likelihood and prior precision ``[P]`` for hyperparameters ``δ`` and ``σ²``."""
+        likelihood = likelihood_for(self.s.data.task, sigma2 if sigma2 is not None else 1.0)
+        return likelihood, torch.full_like(self.theta0, delta)
 
     def valid_nll(self, fit: Fit, likelihood: Any, prior: torch.Tensor) -> float:
         X, y = self.s.data.split("valid")
@@ -182,7 +186,8 @@ class Trainer:
         return metrics.nll(predict(X), y)
 
     def frozen_evidence(self, cand: Candidate) -> Any:
-        fit, likelihood, prior = cand.fit
+        fit = cand.fit
+        likelihood, prior = self.likelihood_and_prior(cand.delta, cand.sigma2)
         if fit.posterior is None:
             raise BnnpredError("selection=marglik_gradient needs a Laplace posterior; use inference=laplace_ggn")
         with torch.no_grad():
@@ -227,7 +232,8 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     trainer = Trainer(s)
     sigma2 = cfg.likelihood.sigma2 if s.data.task is Task.regression else None
     chosen, rows = select(cfg.selection, trainer.fit_at, cfg.prior.delta, sigma2, trainer.frozen_evidence)
-    fit, likelihood, prior = chosen.fit
+    fit = chosen.fit
+    likelihood, prior = trainer.likelihood_and_prior(chosen.delta, chosen.sigma2)
     ctx = make_context(s, fit, likelihood, prior)
     results, test_predictions = evaluate_all(s, ctx)
     summary = run_summary(s, chosen, time.perf_counter() - start)

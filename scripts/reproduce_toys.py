@@ -168,7 +168,8 @@ def banana(runs: Path, out: Path) -> str:
     bnnpred("eval", f"run_dir={figure_run}", "predictive.kinds=[map,nn,glm,gp]", "plot.enabled=true")
     shutil.copyfile(figure_run / "predictive_means.png", out / "banana_means.png")
     shutil.copyfile(figure_run / "predictive_glm.png", out / "banana_glm_decomposition.png")
-    lines = ["| predictive | NLL | accuracy | ECE | thesis NLL / acc / ECE | δ chosen (per seed) |", "|---|---|---|---|---|---|"]
+    lines = ["| predictive | NLL | accuracy | ECE | thesis NLL / acc / ECE | δ chosen (per seed) |",
+             "|---|---|---|---|---|---|"]
     for kind in ["map", "nn", "glm", "gp"]:
         r = table.loc[kind]
         paper = " / ".join(f"{v:.4f}" for v in BANANA_PAPER[kind]) if kind in BANANA_PAPER else "-"
