@@ -106,7 +106,7 @@ class Bernoulli(Likelihood):
 
     def predict_samples(self, f_samples: Tensor) -> ClassPrediction:
         p1 = torch.sigmoid(f_samples[..., 0])  # [S, B]
-        return _class_prediction(torch.stack([1 - p1, p1], dim=-1))
+        return _class_prediction(torch.stack([1 - p1, p1], dim=-1), p1.unsqueeze(-1))
 
     def predict_gaussian(self, mean: Tensor, cov: Tensor) -> ClassPrediction:
         """Probit approximation ``σ(μ / sqrt(1 + π v / 8))`` (MacKay 1992)."""
@@ -133,7 +133,8 @@ class Categorical(Likelihood):
         return torch.diag_embed(s) - s.unsqueeze(2) * p.unsqueeze(1)
 
     def predict_samples(self, f_samples: Tensor) -> ClassPrediction:
-        return _class_prediction(torch.softmax(f_samples, dim=-1))
+        probs = torch.softmax(f_samples, dim=-1)
+        return _class_prediction(probs, probs)
 
     def predict_gaussian(self, mean: Tensor, cov: Tensor) -> ClassPrediction:
         """Multiclass probit: ``softmax(μ_c / sqrt(1 + π Σ_cc / 8))`` (Lu et al. 2020 mean-field)."""
@@ -145,11 +146,15 @@ def _probit_scale(mean: Tensor, var: Tensor) -> Tensor:
     return mean / torch.sqrt(1 + math.pi / 8 * var)
 
 
-def _class_prediction(sample_probs: Tensor) -> ClassPrediction:
-    """Average sampled probabilities ``[S, B, C]``; aleatoric ``E[Σ p(1-p)]``, epistemic ``Σ Var[p]``."""
+def _class_prediction(sample_probs: Tensor, split_on: Tensor) -> ClassPrediction:
+    """Average sampled probabilities ``[S, B, C]``; split the variance of ``split_on`` ``[S, B, K]``.
+
+    Kwon et al. (2020): aleatoric ``E_s[Σ_k p_k(1 - p_k)]``, epistemic ``Σ_k Var_s[p_k]``; for a Bernoulli
+    ``split_on`` is ``p(y=1)`` alone, so the two add up to ``p̄(1 - p̄)`` (notes-004 §3.2).
+    """
     probs = sample_probs.mean(0)
-    aleatoric = (sample_probs * (1 - sample_probs)).sum(-1).mean(0)
-    epistemic = sample_probs.var(0, unbiased=False).sum(-1)
+    aleatoric = (split_on * (1 - split_on)).sum(-1).mean(0)
+    epistemic = split_on.var(0, unbiased=False).sum(-1)
     return ClassPrediction(probs=probs, aleatoric=aleatoric, epistemic=epistemic)
 
 

@@ -87,8 +87,6 @@ def setup(cfg: Config) -> Setup:
     device = resolve_device(cfg.device)
     dtype = torch.float64 if cfg.dtype is DType.float64 else torch.float32
     data = to_device(load_dataset(cfg.dataset), device, dtype)
-    if data.task is Task.regression and cfg.inference.name != "map" and len(data.X_train) == 0:
-        raise BnnpredError(f"dataset {data.name} has no training points")
     module = build_model(cfg.model, data.input_shape, data.output_dim).to(device=device, dtype=dtype)
     model = FlatModel(module)
     log.info("model %s: P = %d parameters", cfg.model.name, model.n_params)
@@ -147,6 +145,14 @@ def evaluate_all(s: Setup, ctx: Context) -> tuple[dict[str, dict[str, dict[str, 
     return results, test_predictions
 
 
+def likelihood_and_prior(
+    task: Task, theta: torch.Tensor, delta: float, sigma2: float | None
+) -> tuple[Any, torch.Tensor]:
+    """The likelihood and prior precision ``[P]`` (shaped like ``θ``) for hyperparameters ``δ`` and ``σ²``."""
+    likelihood = likelihood_for(task, sigma2 if sigma2 is not None else 1.0)
+    return likelihood, torch.full_like(theta, delta)
+
+
 class Trainer:
     """Fits the configured method at given hyperparameters; ``select`` drives it over grids."""
 
@@ -172,9 +178,7 @@ class Trainer:
         return Candidate(delta=delta, sigma2=sigma2, fit=fit, row=row)
 
     def likelihood_and_prior(self, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
-        """The likelihood and prior precision ``[P]`` for hyperparameters ``δ`` and ``σ²``."""
-        likelihood = likelihood_for(self.s.data.task, sigma2 if sigma2 is not None else 1.0)
-        return likelihood, torch.full_like(self.theta0, delta)
+        return likelihood_and_prior(self.s.data.task, self.theta0, delta, sigma2)
 
     def valid_nll(self, fit: Fit, likelihood: Any, prior: torch.Tensor) -> float:
         X, y = self.s.data.split("valid")
@@ -192,13 +196,9 @@ class Trainer:
             raise BnnpredError("selection=marglik_gradient needs a Laplace posterior; use inference=laplace_ggn")
         with torch.no_grad():
             f = self.s.model(fit.theta, self.s.data.X_train)
-        sigma2 = likelihood.sigma2 if isinstance(likelihood, Gaussian) else None
-        return evidence_at_mode(fit.theta, _precision(fit.posterior), prior, f, self.s.data.y_train,
+        sigma2 = cand.sigma2 if isinstance(likelihood, Gaussian) else None
+        return evidence_at_mode(fit.theta, fit.posterior.precision, prior, f, self.s.data.y_train,
                                 fit.info.get("train_loglik_map", 0.0), sigma2)
-
-
-def _precision(posterior: Any) -> torch.Tensor:
-    return posterior.precision
 
 
 def _only_kind(cfg: Config, kind: PredictiveKind) -> Config:
@@ -317,8 +317,7 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, A
         state = {k: (v.to(device=s.device, dtype=s.dtype) if torch.is_tensor(v) else v)
                  for k, v in saved["posterior"].items()}
         posterior = load_posterior(state)
-    likelihood = likelihood_for(s.data.task, saved["sigma2"] if saved["sigma2"] is not None else 1.0)
-    prior = torch.full_like(theta, saved["delta"])
+    likelihood, prior = likelihood_and_prior(s.data.task, theta, saved["delta"], saved["sigma2"])
     ctx = Context(s.model, likelihood, theta, posterior, prior, s.data.X_train)
     results, _ = evaluate_all(s, ctx)
     document = read_json(Path(run_dir) / "metrics.json")

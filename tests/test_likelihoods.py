@@ -51,3 +51,11 @@ def test_non_positive_noise_is_a_clear_error():
 
     with pytest.raises(BnnpredError, match="sigma2 must be positive"):
         Gaussian(0.0)
+
+
+def test_bernoulli_variance_split_adds_up_to_the_predictive_variance():
+    """notes-004 §3.2: aleatoric E[p(1-p)] + epistemic Var[p] = p̄(1 - p̄)."""
+    f = torch.randn(200, 5, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    pred = Bernoulli().predict_samples(f)
+    p = pred.probs[:, 1]
+    torch.testing.assert_close(pred.aleatoric + pred.epistemic, p * (1 - p))
