@@ -99,6 +99,10 @@ def fig5_2(runs: Path, out: Path) -> str:
         "",
         checks_table(rows),
         "",
+        "A does not overfit here: with 10,000 Adam steps the thesis MLP does not interpolate the noise, so at "
+        "σ² = 0.001 its training residuals (about 0.2) are still large against the noise and the train ℓℓ is low. "
+        "The thesis trained 'until convergence' without saying how long.",
+        "",
         "![evidence](fig5_2_evidence.png)",
         "",
         "GLM predictive at ★ (evidence optimum), A (overfitting) and B (underfitting):",
@@ -182,7 +186,7 @@ def banana(runs: Path, out: Path) -> str:
               f"{g['nll']:.4f} / {g['accuracy']:.4f} / {g['ece']:.4f}"),
         check("NN sampling is washed out: NLL ≥ GLM + 0.03 and ECE above GLM's (thesis 0.4289)",
               n["nll"] >= g["nll"] + 0.03 and n["ece"] > g["ece"], f"NLL {n['nll']:.4f}, ECE {n['ece']:.4f}"),
-        check("GP (all N points) = GLM up to Monte Carlo: |ΔNLL| ≤ 0.01", abs(gp["nll"] - g["nll"]) <= 0.01,
+        check("GP (all N points) = GLM up to Monte Carlo: NLL within 0.01", abs(gp["nll"] - g["nll"]) <= 0.01,
               f"{gp['nll']:.4f} vs {g['nll']:.4f}"),
     ]
     return "\n".join([

@@ -207,13 +207,16 @@ def plot_evidence_2d(
     x_edges, y_edges = _log_cell_edges(_np(x_grid)), _log_cell_edges(_np(y_grid))
     fig, axes = _panel_row(len(panels))
     for ax, (name, values) in zip(axes, panels.items(), strict=True):
-        mesh = ax.pcolormesh(x_edges, y_edges, _np(values), shading="flat", cmap="viridis")
+        values = _np(values)
+        # Colours span the top half of the values, so the optimum stays visible beside extreme corners.
+        vmin = float(np.nanpercentile(values, 50))
+        mesh = ax.pcolormesh(x_edges, y_edges, values, shading="flat", cmap="viridis", vmin=vmin)
         if star is not None:
             ax.plot(*star, marker="*", ms=14, color="r", markeredgecolor="w", ls="none")
         for letter, (x, y) in letters.items():
             ax.text(x, y, letter, ha="center", va="center", fontweight="bold", color="w")
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=name)
-        fig.colorbar(mesh, ax=ax)
+        fig.colorbar(mesh, ax=ax, extend="min")
     return _save(fig, path)
 
 
