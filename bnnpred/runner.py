@@ -79,6 +79,10 @@ def check_config(cfg: Config) -> None:
         raise BnnpredError("predictive.kinds is empty; e.g. predictive=glm")
     if cfg.inference.name == "map" and set(cfg.predictive.kinds) - {PredictiveKind.map}:
         raise BnnpredError("inference=map gives a point estimate; use predictive=map or inference=laplace_ggn")
+    marglik = (SelectionMethod.marglik_grid, SelectionMethod.marglik_gradient)
+    if cfg.selection.method in marglik and cfg.inference.name not in inference.EVIDENCE_METHODS:
+        raise BnnpredError(f"selection={cfg.selection.method.value} needs the Laplace-GGN evidence; use "
+                           f"inference=laplace_ggn, or selection=valid_nll / none with inference={cfg.inference.name}")
 
 
 def setup(cfg: Config) -> Setup:

@@ -7,6 +7,7 @@ The empirical Fisher is ``Σ_i g_i g_iᵀ`` with ``g_i = J_iᵀ r_i`` (eq. 2.23)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 
 import torch
@@ -55,13 +56,54 @@ def curvature(
     G = theta.new_zeros((P, P) if structure is Structure.full else (P,))
     loglik = theta.new_zeros(())
     for rows, f, J in iter_jacobians(model, theta, X, max_elems):
-        A = _curvature_factor(likelihood, f, J, y[rows], kind).reshape(-1, P)  # [B·C', P]
-        if structure is Structure.full:
-            G.addmm_(A.T, A)
-        else:
-            G += A.square().sum(0)
+        _accumulate(G, _curvature_factor(likelihood, f, J, y[rows], kind).reshape(-1, P), structure)
         loglik += likelihood.log_prob(f, y[rows]).sum()
     return G, loglik
+
+
+Outputs = Callable[[Tensor, Tensor], Tensor]
+
+
+def gradient_and_ggn(
+    model: FlatModel,
+    likelihood: Likelihood,
+    theta: Tensor,
+    X: Tensor,
+    y: Tensor,
+    *,
+    structure: Structure = Structure.full,
+    outputs: Outputs | None = None,
+    max_elems: int = DEFAULT_CHUNK_ELEMS,
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Gradient and GGN of the log-likelihood with Jacobians at ``θ`` and residuals / ``Λ`` at outputs ``f̂``.
+
+    ``ĝ = (1/S) Σ_s Σ_i J_iᵀ r(y_i, f̂_si)`` and ``Ĝ = (1/S) Σ_s Σ_i J_iᵀ Λ(f̂_si) J_i`` (notes-000 Thm 4.1,
+    Table 4.2): ``f̂ = f(x; θ)`` by default (OGGN, and VOGGN at a sample), or ``outputs(f, J)`` ``[S, B, C]``,
+    e.g. the linearised network at posterior samples (LGVA).
+
+    Returns:
+        ``ĝ`` ``[P]``, ``Ĝ`` (``[P, P]`` or its diagonal ``[P]``) and ``(1/S) Σ_s Σ_i log p(y_i | f̂_si)``.
+    """
+    P = theta.numel()
+    g = theta.new_zeros(P)
+    G = theta.new_zeros((P, P) if structure is Structure.full else (P,))
+    loglik = theta.new_zeros(())
+    for rows, f, J in iter_jacobians(model, theta, X, max_elems):
+        evaluations = f.unsqueeze(0) if outputs is None else outputs(f, J)
+        S = len(evaluations)
+        for f_hat in evaluations:
+            g += torch.einsum("bc,bcp->p", likelihood.residual(f_hat, y[rows]), J) / S
+            _accumulate(G, (likelihood.hessian_sqrt(f_hat) @ J).reshape(-1, P) / S**0.5, structure)
+            loglik += likelihood.log_prob(f_hat, y[rows]).sum() / S
+    return g, G, loglik
+
+
+def _accumulate(G: Tensor, A: Tensor, structure: Structure) -> None:
+    """``G += AᵀA`` (full) or its diagonal, for ``A`` ``[K, P]``."""
+    if structure is Structure.full:
+        G.addmm_(A.T, A)
+    else:
+        G += A.square().sum(0)
 
 
 def _curvature_factor(likelihood: Likelihood, f: Tensor, J: Tensor, y: Tensor, kind: Curvature) -> Tensor:

@@ -8,12 +8,21 @@ from typing import Any
 from bnnpred.errors import unknown_choice
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, fit_laplace_ggn
+from bnnpred.inference.lgva import LGVAConfig, fit_lgva
 from bnnpred.inference.map import MapOnlyConfig, fit_map
+from bnnpred.inference.oggn import OGGNConfig, fit_oggn
+from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
 
 METHODS: dict[str, tuple[type, Callable[[Problem, Any], Fit]]] = {
     "map": (MapOnlyConfig, fit_map),
     "laplace_ggn": (LaplaceGGNConfig, fit_laplace_ggn),
+    "oggn": (OGGNConfig, fit_oggn),
+    "lgva": (LGVAConfig, fit_lgva),
+    "voggn": (VOGGNConfig, fit_voggn),
 }
+
+# Methods whose fit carries the Laplace-GGN log evidence (``info["log_marglik"]``).
+EVIDENCE_METHODS = {"laplace_ggn"}
 
 
 def fit(problem: Problem, cfg: Any) -> Fit:
@@ -23,4 +32,4 @@ def fit(problem: Problem, cfg: Any) -> Fit:
     return METHODS[cfg.name][1](problem, cfg)
 
 
-__all__ = ["METHODS", "Fit", "Problem", "fit"]
+__all__ = ["EVIDENCE_METHODS", "METHODS", "Fit", "Problem", "fit"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -41,3 +42,14 @@ class Fit:
     posterior: Posterior | None
     info: dict[str, float] = field(default_factory=dict)
     trace: list[dict[str, float]] = field(default_factory=list)
+
+
+def batches(N: int, batch_size: int | None, generator: torch.Generator) -> Iterator[Tensor | slice]:
+    """Full batch forever, or shuffled minibatches epoch after epoch (the last partial batch dropped)."""
+    if batch_size is None or batch_size >= N:
+        while True:
+            yield slice(None)
+    while True:
+        perm = torch.randperm(N, generator=generator)
+        for start in range(0, N - batch_size + 1, batch_size):
+            yield perm[start : start + batch_size]

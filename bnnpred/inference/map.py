@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -17,7 +16,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem
+from bnnpred.inference.base import Fit, Problem, batches
 
 
 class Schedule(str, Enum):
@@ -64,11 +63,11 @@ def train_map(problem: Problem, cfg: MapConfig) -> Fit:
     theta = problem.theta0.detach().clone().requires_grad_(True)
     optimizer = torch.optim.Adam([theta], lr=cfg.lr)
     scheduler = _scheduler(optimizer, cfg)
-    batches = _batches(N, cfg.batch_size, problem.generator)
+    rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
     show = problem.progress and sys.stderr.isatty()
     for step in tqdm(range(1, cfg.steps + 1), desc="MAP", disable=not show, leave=False):
-        rows = next(batches)
+        rows = next(rows_stream)
         optimizer.zero_grad(set_to_none=True)
         loss = neg_log_joint(problem, theta, rows)
         if not math.isfinite(loss.item()):
@@ -88,17 +87,6 @@ def _scheduler(optimizer: torch.optim.Optimizer, cfg: MapConfig) -> torch.optim.
     if cfg.schedule is Schedule.cosine:
         return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, cfg.steps))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
-
-
-def _batches(N: int, batch_size: int | None, generator: torch.Generator) -> Iterator[Tensor | slice]:
-    """Full batch forever, or shuffled minibatches epoch after epoch (the last partial batch dropped)."""
-    if batch_size is None or batch_size >= N:
-        while True:
-            yield slice(None)
-    while True:
-        perm = torch.randperm(N, generator=generator)
-        for start in range(0, N - batch_size + 1, batch_size):
-            yield perm[start : start + batch_size]
 
 
 def _check_map_config(cfg: MapConfig) -> None:

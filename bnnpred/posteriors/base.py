@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from abc import ABC, abstractmethod
 from typing import Any
@@ -44,6 +45,23 @@ class Posterior(ABC):
     @classmethod
     @abstractmethod
     def from_state(cls, state: dict[str, Any]) -> Posterior: ...
+
+    @abstractmethod
+    def cov_mv(self, v: Tensor) -> Tensor:
+        """``Σ v = Π⁻¹ v`` ``[P]`` for ``v`` ``[P]``."""
+
+    def shifted(self, mean: Tensor) -> Posterior:
+        """The same covariance around another mean (no refactorisation)."""
+        moved = copy.copy(self)
+        moved.mean = mean
+        return moved
+
+    def kl_to_prior(self, prior_precision: Tensor) -> Tensor:
+        """``KL(q ‖ N(0, diag(δ)⁻¹))`` ``[]`` = ½[tr(ΔΣ) + µᵀΔµ - P + log det Π - log det Δ]."""
+        P = self.mean.numel()
+        trace = (prior_precision * self.marginal_variance()).sum()
+        quad = (prior_precision * self.mean.square()).sum()
+        return 0.5 * (trace + quad - P + self.logdet_precision() - prior_precision.log().sum())
 
     def marginal_variance(self) -> Tensor:
         """``diag Σ`` ``[P]``."""

@@ -27,6 +27,9 @@ class DiagPosterior(Posterior):
     def quad(self, d: Tensor) -> Tensor:
         return (self.precision * d.square()).sum()
 
+    def cov_mv(self, v: Tensor) -> Tensor:
+        return v / self.precision
+
     def functional_cov(self, J: Tensor) -> Tensor:
         return (J / self.precision) @ J.mT
 

@@ -31,6 +31,9 @@ class FullPosterior(Posterior):
     def quad(self, d: Tensor) -> Tensor:
         return (self.chol.mT @ d).square().sum()
 
+    def cov_mv(self, v: Tensor) -> Tensor:
+        return torch.cholesky_solve(v.unsqueeze(1), self.chol).squeeze(1)
+
     def functional_cov(self, J: Tensor) -> Tensor:
         """``J Σ Jᵀ = (L⁻¹Jᵀ)ᵀ(L⁻¹Jᵀ)``, in chunks of inputs so the solve stays bounded."""
         B, C, P = J.shape

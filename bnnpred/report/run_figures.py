@@ -11,7 +11,7 @@ import torch
 
 from bnnpred.data import Task
 from bnnpred.prediction import ClassPrediction
-from bnnpred.predictive import Context, PredictiveKind, glm_samples, nn_samples
+from bnnpred.predictive import Context, PredictiveKind, glm_latent, glm_samples, nn_samples
 from bnnpred.report import figures
 
 # notes-000 §8 item 23: plot 1.5 beyond the data in 1-D, 1.0 around it in 2-D.
@@ -28,7 +28,7 @@ def run_figures(out: Path, s: Any, ctx: Context, rows: list[dict]) -> None:
     if dim == 1 and s.data.task is Task.regression:
         _figures_1d(out, s, ctx, predict)
     elif dim == 2 and s.data.task is Task.binary:
-        _figures_2d(out, s, predict)
+        _figures_2d(out, s, ctx, predict)
     if len(rows) > 1:
         evidence_figure(out / "selection.png", pd.DataFrame(rows))
 
@@ -56,7 +56,7 @@ def _function_samples(kind: str, ctx: Context, grid: torch.Tensor, n: int, gen: 
     return draw(ctx, grid, thetas)[..., 0].cpu()
 
 
-def _figures_2d(out: Path, s: Any, predict: dict) -> None:
+def _figures_2d(out: Path, s: Any, ctx: Context, predict: dict) -> None:
     X = s.data.X_train
     n = s.cfg.plot.grid_points
     axes = [torch.linspace(float(X[:, i].min()) - MARGIN_2D, float(X[:, i].max()) + MARGIN_2D, n,
@@ -78,6 +78,27 @@ def _figures_2d(out: Path, s: Any, predict: dict) -> None:
     if len(means) > 1:
         figures.plot_panels_2d(out / "predictive_means.png", xx.cpu().numpy(), yy.cpu().numpy(), means,
                                X.cpu().numpy(), s.data.y_train.cpu().numpy(), title=s.data.name)
+    if ctx.posterior is not None:
+        prob, maps = blr_uncertainty(ctx, points)
+        figures.plot_2d_predictive(out / "blr_uncertainty.png", xx.cpu().numpy(), yy.cpu().numpy(),
+                                   prob.reshape(n, n), X.cpu().numpy(), s.data.y_train.cpu().numpy(),
+                                   maps={k: v.reshape(n, n) for k, v in maps.items()},
+                                   title=f"{s.data.name}: BLR predictive")
+
+
+def blr_uncertainty(ctx: Context, X: torch.Tensor) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    r"""The BLR predictive's two variance parts for one output (notes-000 eq. 3.16, Fig. 5.5b, §8 item 11).
+
+    Model uncertainty ``√V[f̂_GP] = Λ √(J Σ Jᵀ)`` and observation noise ``√Λ``, with ``Λ`` at ``f(x; θ*)``;
+    the mean ``g⁻¹(f(x;θ*)) + Λ J (µ - θ*)``.
+    """
+    mean, cov = glm_latent(ctx, X)
+    with torch.no_grad():
+        f_star = ctx.model(ctx.theta, X)
+    lam = ctx.likelihood.hessian(f_star)[:, 0, 0]
+    prob = ctx.likelihood.inv_link(f_star)[:, 0] + lam * (mean - f_star)[:, 0]
+    maps = {"model √V[f̂] = Λ√(JΣJᵀ)": lam * cov[:, 0, 0].sqrt(), "noise √Λ": lam.sqrt()}
+    return prob.clamp(0, 1).cpu().numpy(), {k: v.cpu().numpy() for k, v in maps.items()}
 
 
 def evidence_figure(path: Path, table: pd.DataFrame) -> Path | None:

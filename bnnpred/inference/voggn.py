@@ -1,0 +1,34 @@
+r"""VOGGN, variational online generalized Gauss-Newton (notes-000 §4.4, eqs. 4.7-4.8; Khan et al. 2018 [20]).
+
+Sample first, then linearise at each sample: ``θ_s ~ q``, ``ĝ = (1/S) Σ_s Σ_i J(x_i;θ_s)ᵀ r(y_i, f(x_i;θ_s))``
+and ``Ĝ = (1/S) Σ_s Σ_i J(x_i;θ_s)ᵀ Λ(f(x_i;θ_s)) J(x_i;θ_s)``: S Jacobians per point per step. The diagonal
+variant is VOGN. The only method of the family whose NN-sampling predictive is justified (§4.10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from bnnpred.curvature.ggn import Structure, gradient_and_ggn
+from bnnpred.inference.base import Fit, Problem
+from bnnpred.inference.ngvi import NGVIConfig, run_ngvi
+from bnnpred.posteriors import Posterior
+
+
+@dataclass
+class VOGGNConfig(NGVIConfig):
+    name: str = "voggn"
+
+
+def estimate_voggn(problem: Problem, post: Posterior, X: Tensor, y: Tensor, n_samples: int,
+                   generator: torch.Generator, structure: Structure) -> tuple[Tensor, Tensor, Tensor]:
+    per_sample = [gradient_and_ggn(problem.model, problem.likelihood, theta, X, y, structure=structure)
+                  for theta in post.sample(n_samples, generator)]
+    return tuple(torch.stack(parts).mean(0) for parts in zip(*per_sample, strict=True))
+
+
+def fit_voggn(problem: Problem, cfg: VOGGNConfig) -> Fit:
+    return run_ngvi(problem, cfg, estimate_voggn)
