@@ -1,6 +1,6 @@
 """Time per iteration of OGGN, LGVA and VOGGN (S = 1 and 10, full and diagonal) on the thesis MLP with N = 150
 two-moons-sized inputs, as a ratio to one full-batch Adam step on the same model; and the full variant's
-scaling with P (hidden width 25, 50, 100).
+scaling with P (hidden width 15, 25, 35).
 
     python bench/ngvi_iteration.py
 
@@ -58,7 +58,7 @@ def main() -> None:
             for S in ([1] if name == "oggn" else [1, 10]):
                 t = seconds_per_iteration(fit, cfg, prob, 10, structure=structure, n_samples=S)
                 print(f"{name:5s} {structure.value:4s} S = {S:2d}    {t * 1e3:8.1f} ms  = {t / adam:7.0f} x Adam")
-    for width in (25, 50, 100):
+    for width in (15, 25, 35):
         prob = problem(width)
         t = seconds_per_iteration(fit_oggn, OGGNConfig, prob, 5)
         print(f"oggn full, width {width:3d}, P = {prob.theta0.numel():5d}  {t * 1e3:8.1f} ms")

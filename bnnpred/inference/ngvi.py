@@ -82,7 +82,6 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator) -> Fit:
     eye_or_ones = torch.eye(P, dtype=delta.dtype, device=delta.device) if cfg.structure is Structure.full \
         else torch.ones_like(delta)
     post = posterior_from_precision(cfg.structure.value, problem.theta0.clone(), eye_or_ones / cfg.init_var)
-    prior = delta.diag() if cfg.structure is Structure.full else delta
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
     converged, rel_change, t = False, math.inf, 0
@@ -92,7 +91,7 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator) -> Fit:
         X, y = problem.X[rows], problem.y[rows]
         scale = N / len(X)
         g, G, loglik = estimate(problem, post, X, y, cfg.n_samples, problem.generator, cfg.structure)
-        new_post = _step(post, scale * g, scale * G, prior, delta, cfg, t, step_size(cfg, t))
+        new_post = _step(post, scale * g, scale * G, delta, cfg, t, step_size(cfg, t))
         rel_change = float((new_post.mean - post.mean).norm() / post.mean.norm().clamp_min(1e-12))
         post = new_post
         if t % cfg.log_every == 0 or t == 1:
@@ -112,11 +111,16 @@ def step_size(cfg: NGVIConfig, t: int) -> float:
     return cfg.gamma_start * (cfg.gamma / cfg.gamma_start) ** ((t - 1) / cfg.warmup)
 
 
-def _step(post: Posterior, g: Tensor, G: Tensor, prior: Tensor, delta: Tensor, cfg: NGVIConfig,
-          t: int, gamma: float) -> Posterior:
-    """One damped natural-gradient step; a non-finite result or lost positive definiteness is an error."""
+def _step(post: Posterior, g: Tensor, G: Tensor, delta: Tensor, cfg: NGVIConfig, t: int,
+          gamma: float) -> Posterior:
+    """One damped natural-gradient step; a non-finite result or lost positive definiteness is an error.
+
+    ``G`` (the batch curvature, ``[P, P]`` or ``[P]``) is overwritten.
+    """
     last_good = Fit(theta=post.mean, posterior=post, info={"iterations": t - 1})
-    precision = (1 - gamma) * _precision(post) + gamma * (G + prior)
+    target = G.diagonal() if G.dim() == 2 else G
+    target += delta  # G + Δ, in place
+    precision = torch.lerp(_precision(post), G, gamma)  # (1 - γ) Π + γ (G + Δ)
     if not bool(torch.isfinite(precision).all() and torch.isfinite(g).all()):
         raise DivergenceError(f"{cfg.name} diverged at iteration {t} (non-finite curvature); "
                               "lower inference.gamma", last_good)

@@ -32,7 +32,9 @@ class FullPosterior(Posterior):
         return (self.chol.mT @ d).square().sum()
 
     def cov_mv(self, v: Tensor) -> Tensor:
-        return torch.cholesky_solve(v.unsqueeze(1), self.chol).squeeze(1)
+        """``Π⁻¹ v = L⁻ᵀ (L⁻¹ v)`` by two triangular solves."""
+        w = torch.linalg.solve_triangular(self.chol, v.unsqueeze(1), upper=False)
+        return torch.linalg.solve_triangular(self.chol.mT, w, upper=True).squeeze(1)
 
     def functional_cov(self, J: Tensor) -> Tensor:
         """``J Σ Jᵀ = (L⁻¹Jᵀ)ᵀ(L⁻¹Jᵀ)``, in chunks of inputs so the solve stays bounded."""
