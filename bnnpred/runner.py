@@ -28,6 +28,7 @@ from bnnpred.curvature.functional import FlatModel
 from bnnpred.data import Dataset, Task, load_dataset
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Fit, Problem
+from bnnpred.inference.ngvi import DivergenceError
 from bnnpred.io import read_json, save_npz, save_torch, write_json, write_text
 from bnnpred.likelihoods import Gaussian, likelihood_for
 from bnnpred.marglik import evidence_at_mode
@@ -79,6 +80,7 @@ def check_config(cfg: Config) -> None:
         raise BnnpredError("predictive.kinds is empty; e.g. predictive=glm")
     if cfg.inference.name == "map" and set(cfg.predictive.kinds) - {PredictiveKind.map}:
         raise BnnpredError("inference=map gives a point estimate; use predictive=map or inference=laplace_ggn")
+    cfg.inference.validate()
     marglik = (SelectionMethod.marglik_grid, SelectionMethod.marglik_gradient)
     if cfg.selection.method in marglik and cfg.inference.name not in inference.EVIDENCE_METHODS:
         raise BnnpredError(f"selection={cfg.selection.method.value} needs the Laplace-GGN evidence; use "
@@ -235,7 +237,11 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     s = setup(cfg)
     trainer = Trainer(s)
     sigma2 = cfg.likelihood.sigma2 if s.data.task is Task.regression else None
-    chosen, rows = select(cfg.selection, trainer.fit_at, cfg.prior.delta, sigma2, trainer.frozen_evidence)
+    try:
+        chosen, rows = select(cfg.selection, trainer.fit_at, cfg.prior.delta, sigma2, trainer.frozen_evidence)
+    except DivergenceError as e:
+        keep_last_good(run_dir, e.last_good)
+        raise
     fit = chosen.fit
     likelihood, prior = trainer.likelihood_and_prior(chosen.delta, chosen.sigma2)
     ctx = make_context(s, fit, likelihood, prior)
@@ -253,6 +259,14 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
         write_json(stage / "metrics.json", document)
     print_table(results, summary)
     return document
+
+
+def keep_last_good(run_dir: Path, last_good: Fit) -> None:
+    """Save the state before a divergence as ``last_good.pt`` (a diagnostic, not a result)."""
+    posterior = None if last_good.posterior is None else last_good.posterior.state()
+    save_torch(run_dir / "last_good.pt", {"theta": last_good.theta.cpu(), "posterior": posterior,
+                                           "info": last_good.info})
+    log.error("diverged; the last finite state is in %s", run_dir / "last_good.pt")
 
 
 def run_summary(s: Setup, chosen: Candidate, seconds: float) -> dict[str, Any]:

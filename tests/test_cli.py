@@ -76,6 +76,9 @@ def test_sweep_and_report(tmp_path):
     (["prior.delta=abc"], "prior.delta"),
     (["dataset=banana", "dataset.root=/nonexistent"], "bnnpred data fetch banana"),
     (["inference=map", "predictive=glm"], "point estimate"),
+    (["inference=oggn", "inference.gamma=1.5"], "inference.gamma must be in (0, 1]"),
+    (["inference=voggn", "selection=marglik_grid"], "needs the Laplace-GGN evidence"),
+    (["inference.map.lr=0"], "inference.map.lr must be positive"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -9,13 +9,13 @@ from bnnpred.cli import compose
 from bnnpred.errors import BnnpredError
 from bnnpred.runner import train
 
-TINY = ["dataset.n_train=40", "dataset.n_valid=20", "dataset.n_test=30", "model=mlp", "model.width=6",
-        "inference.map.steps=150", "inference.map.lr=0.01", "predictive.n_samples=20", "plot.enabled=false",
-        "progress=false"]
+DATA = ["dataset.n_train=40", "dataset.n_valid=20", "dataset.n_test=30", "model=mlp", "model.width=6",
+        "predictive.n_samples=20", "plot.enabled=false", "progress=false"]
+TINY = [*DATA, "inference.map.steps=150", "inference.map.lr=0.01"]
 
 
-def run(tmp_path, *overrides):
-    return train(compose([*TINY, *overrides]), tmp_path)
+def run(tmp_path, *overrides, base=TINY):
+    return train(compose([*base, *overrides]), tmp_path)
 
 
 @pytest.mark.parametrize("method", ["marglik_grid", "valid_nll"])
@@ -51,3 +51,22 @@ def test_a_failed_run_leaves_no_results(tmp_path):
     with pytest.raises(BnnpredError, match="MAP loss became"):
         run(tmp_path, "selection=none", "inference.map.lr=1e200")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_divergence_stops_with_an_error_and_keeps_the_last_good_state(tmp_path, monkeypatch):
+    from bnnpred.inference import ngvi
+
+    real_step = ngvi._step
+
+    def failing_step(post, g, G, delta, cfg, t, gamma):
+        return real_step(post, g * float("nan") if t == 3 else g, G, delta, cfg, t, gamma)
+
+    monkeypatch.setattr(ngvi, "_step", failing_step)
+    with pytest.raises(BnnpredError, match="diverged at iteration 3"):
+        run(tmp_path, "selection=none", "inference=oggn", "inference.gamma=0.1", "inference.iterations=5",
+            base=DATA)
+    import torch
+
+    saved = torch.load(tmp_path / "last_good.pt", weights_only=False)
+    assert saved["info"]["iterations"] == 2
+    assert not (tmp_path / "metrics.json").exists()

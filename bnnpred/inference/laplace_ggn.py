@@ -21,6 +21,9 @@ class LaplaceGGNConfig:
     curvature: Curvature = Curvature.ggn
     map: MapConfig = field(default_factory=MapConfig)
 
+    def validate(self) -> None:
+        self.map.validate()
+
 
 def fit_laplace_ggn(problem: Problem, cfg: LaplaceGGNConfig) -> Fit:
     """Train the MAP, then build the Laplace-GGN posterior and its log evidence there."""

@@ -32,6 +32,9 @@ class MapConfig:
     batch_size: int | None = None  # None: full batch
     log_every: int = 100
 
+    def validate(self) -> None:
+        _check_map_config(self)
+
 
 @dataclass
 class MapOnlyConfig:
@@ -39,6 +42,9 @@ class MapOnlyConfig:
 
     name: str = "map"
     map: MapConfig = field(default_factory=MapConfig)
+
+    def validate(self) -> None:
+        self.map.validate()
 
 
 def neg_log_joint(problem: Problem, theta: Tensor, rows: Tensor | slice) -> Tensor:

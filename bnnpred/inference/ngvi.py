@@ -44,6 +44,9 @@ class NGVIConfig:
     batch_size: int | None = None  # None: full batch; else minibatches with N/M scaling
     log_every: int = 10  # ELBO estimate every this many iterations
 
+    def validate(self) -> None:
+        check_ngvi_config(self)
+
 
 # (problem, q_t, X_batch, y_batch, S, generator, structure) -> (ĝ, Ĝ, estimate of Σ_batch E_q log p)
 Estimator = Callable[[Problem, Posterior, Tensor, Tensor, int, torch.Generator, Structure],
