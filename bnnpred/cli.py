@@ -117,6 +117,19 @@ def check_job(overrides: list[str]) -> None:
     load_dataset(typed_cfg.dataset)
 
 
+def check_sweep_base(overrides: list[str]) -> None:
+    """Hydra composes a sweep's base config from its non-swept overrides first; that must compose too."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    base = [o.input_line for o in parsed if not o.is_sweep_override()]
+    try:
+        compose(base)
+    except BnnpredError as e:
+        raise BnnpredError(f"{e} (in a sweep, a key set for a swept group must exist in the group's default; "
+                           "run one sweep per option instead)") from e
+
+
 # ---------------------------------------------------------------- train
 
 
@@ -129,6 +142,8 @@ def train_command(args: list[str]) -> None:
     multirun = any(a in ("-m", "--multirun") for a in args)
     overrides = overrides_of(args)
     jobs = expand_sweep(overrides) if multirun else [overrides]
+    if multirun:
+        check_sweep_base(overrides)
     for job in jobs:
         check_job(job)
     _run_hydra(args)

@@ -91,6 +91,15 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, message, tmp_path
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_sweep_whose_base_config_cannot_compose_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        main(["train", "-m", "inference=oggn,voggn", "inference.gamma=0.1"])
+    err = capsys.readouterr().err.strip()
+    assert "run one sweep per option instead" in err and "\n" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unknown_command_lists_the_commands(capsys):
     with pytest.raises(SystemExit):
         main(["trian"])
