@@ -171,7 +171,8 @@ class Trainer:
         likelihood, prior = self.likelihood_and_prior(delta, sigma2)
         problem = Problem(
             model=s.model, likelihood=likelihood, X=s.data.X_train, y=s.data.y_train, prior_precision=prior,
-            theta0=self.theta0 if warm is None else warm, generator=torch.Generator().manual_seed(s.cfg.seed),
+            theta0=self.theta0 if warm is None else warm,
+            generator=torch.Generator(device=s.device).manual_seed(s.cfg.seed),
             progress=s.cfg.progress,
         )
         fit = inference.fit(problem, s.cfg.inference)

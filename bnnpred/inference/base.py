@@ -50,6 +50,6 @@ def batches(N: int, batch_size: int | None, generator: torch.Generator) -> Itera
         while True:
             yield slice(None)
     while True:
-        perm = torch.randperm(N, generator=generator)
+        perm = torch.randperm(N, generator=generator, device=generator.device)
         for start in range(0, N - batch_size + 1, batch_size):
             yield perm[start : start + batch_size]
