@@ -19,7 +19,7 @@ setup: $(VENV)/.installed
 
 # Two moons, MAP + full Laplace-GGN, δ by marginal likelihood, GLM / NN / MAP predictives; figures in runs/make-run
 run: setup
-	$(BNNPRED) train predictive.kinds=[map,nn,glm] hydra.run.dir=runs/make-run
+	$(BNNPRED) train 'predictive.kinds=[map,nn,glm]' hydra.run.dir=runs/make-run
 	@echo "figures and metrics: runs/make-run/"
 
 test: setup

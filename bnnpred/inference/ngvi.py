@@ -123,7 +123,7 @@ def _step(post: Posterior, g: Tensor, G: Tensor, delta: Tensor, cfg: NGVIConfig,
     last_good = Fit(theta=post.mean, posterior=post, info={"iterations": t - 1})
     target = G.diagonal() if G.dim() == 2 else G
     target += delta  # G + Δ, in place
-    precision = torch.lerp(_precision(post), G, gamma)  # (1 - γ) Π + γ (G + Δ)
+    precision = torch.lerp(post.precision, G, gamma)  # (1 - γ) Π + γ (G + Δ)
     if not bool(torch.isfinite(precision).all() and torch.isfinite(g).all()):
         raise DivergenceError(f"{cfg.name} diverged at iteration {t} (non-finite curvature); "
                               "lower inference.gamma", last_good)
@@ -136,8 +136,3 @@ def _step(post: Posterior, g: Tensor, G: Tensor, delta: Tensor, cfg: NGVIConfig,
         raise DivergenceError(f"{cfg.name} diverged at iteration {t} (non-finite mean); lower inference.gamma",
                               last_good)
     return new.shifted(mean)
-
-
-def _precision(post: Posterior) -> Tensor:
-    """The stored precision: ``[P, P]`` (full) or ``[P]`` (diag)."""
-    return post.precision
