@@ -81,6 +81,7 @@ def check_config(cfg: Config) -> None:
     if cfg.inference.name == "map" and set(cfg.predictive.kinds) - {PredictiveKind.map}:
         raise BnnpredError("inference=map gives a point estimate; use predictive=map or inference=laplace_ggn")
     cfg.inference.validate()
+    cfg.selection.validate()
     marglik = (SelectionMethod.marglik_grid, SelectionMethod.marglik_gradient)
     if cfg.selection.method in marglik and cfg.inference.name not in inference.EVIDENCE_METHODS:
         raise BnnpredError(f"selection={cfg.selection.method.value} needs the Laplace-GGN evidence; use "

@@ -34,6 +34,15 @@ class SelectionConfig:
     steps: int = 200  # marglik_gradient: Adam steps on the hyperparameters per round
     lr: float = 0.1
 
+    def validate(self) -> None:
+        if self.method in (SelectionMethod.marglik_grid, SelectionMethod.valid_nll):
+            _check_grid("selection.delta_grid", self.delta_grid)
+            if self.sigma2_grid is not None:
+                _check_grid("selection.sigma2_grid", self.sigma2_grid)
+        if self.method is SelectionMethod.marglik_gradient and not (self.rounds >= 1 and self.steps >= 0
+                                                                    and self.lr > 0):
+            raise BnnpredError("selection.rounds must be >= 1, steps >= 0 and lr > 0 for marglik_gradient")
+
 
 @dataclass
 class Candidate:

@@ -79,6 +79,7 @@ def test_sweep_and_report(tmp_path):
     (["inference=oggn", "inference.gamma=1.5"], "inference.gamma must be in (0, 1]"),
     (["inference=voggn", "selection=marglik_grid"], "needs the Laplace-GGN evidence"),
     (["inference.map.lr=0"], "inference.map.lr must be positive"),
+    (["selection.delta_grid=[0,1]"], "selection.delta_grid must be a non-empty list of positive values"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
