@@ -135,11 +135,13 @@ def predictors(s: Setup, ctx: Context) -> dict[str, Callable[[torch.Tensor], Pre
     }
 
 
-def evaluate_all(s: Setup, ctx: Context) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, Prediction]]:
+def evaluate_all(
+    s: Setup, predict_by_kind: dict[str, Callable[[torch.Tensor], Prediction]]
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, Prediction]]:
     """Metrics ``{split: {kind: {metric: value}}}`` and the test-set predictions per kind."""
     results: dict[str, dict[str, dict[str, float]]] = {split: {} for split in SPLITS}
     test_predictions: dict[str, Prediction] = {}
-    for kind, predict in predictors(s, ctx).items():
+    for kind, predict in predict_by_kind.items():
         for split in SPLITS:
             X, y = s.data.split(split)
             if not len(X):
@@ -247,7 +249,8 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     fit = chosen.fit
     likelihood, prior = trainer.likelihood_and_prior(chosen.delta, chosen.sigma2)
     ctx = make_context(s, fit, likelihood, prior)
-    results, test_predictions = evaluate_all(s, ctx)
+    predict = predictors(s, ctx)  # built once: the GP predictive conditions on its training subset here
+    results, test_predictions = evaluate_all(s, predict)
     summary = run_summary(s, chosen, time.perf_counter() - start)
     with staged(run_dir) as stage:
         write_text(stage / "config.yaml", OmegaConf.to_yaml(cfg_dict, resolve=True))
@@ -256,7 +259,7 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
         write_text(stage / "selection.csv", pd.DataFrame(rows).to_csv(index=False))
         write_text(stage / "trace.csv", pd.DataFrame(fit.trace).to_csv(index=False))
         if cfg.plot.enabled:
-            run_figures(stage, s, ctx, rows)
+            run_figures(stage, s, ctx, predict, rows)
         document = {"run": summary, "info": fit.info, "metrics": results}
         write_json(stage / "metrics.json", document)
     print_table(results, summary)
@@ -339,13 +342,14 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, A
         posterior = load_posterior(state)
     likelihood, prior = likelihood_and_prior(s.data.task, theta, saved["delta"], saved["sigma2"])
     ctx = Context(s.model, likelihood, theta, posterior, prior, s.data.X_train)
-    results, _ = evaluate_all(s, ctx)
+    predict = predictors(s, ctx)
+    results, _ = evaluate_all(s, predict)
     document = read_json(Path(run_dir) / "metrics.json")
     for split, by_kind in results.items():
         document["metrics"].setdefault(split, {}).update(by_kind)
     with staged(Path(run_dir)) as stage:
         if cfg.plot.enabled:
-            run_figures(stage, s, ctx, [])
+            run_figures(stage, s, ctx, predict, [])
         write_json(stage / "metrics.json", document)
     print_table(results, document["run"])
     return document

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,10 @@ MARGIN_1D = 1.5
 MARGIN_2D = 1.0
 
 
-def run_figures(out: Path, s: Any, ctx: Context, rows: list[dict]) -> None:
-    """Write the figures that fit this run's inputs and selection into ``out``."""
-    from bnnpred.runner import predictors
-
+def run_figures(out: Path, s: Any, ctx: Context, predict: dict[str, Callable[[torch.Tensor], Any]],
+                rows: list[dict]) -> None:
+    """Write the figures that fit this run's inputs (1-D regression, 2-D binary) and selection into ``out``."""
     dim = s.data.X_train.shape[1] if s.data.X_train.dim() == 2 else 0
-    predict = predictors(s, ctx)
     if dim == 1 and s.data.task is Task.regression:
         _figures_1d(out, s, ctx, predict)
     elif dim == 2 and s.data.task is Task.binary:
