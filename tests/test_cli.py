@@ -67,7 +67,8 @@ def test_sweep_and_report(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["dataset=foo"], "unknown dataset 'foo'; valid choices: banana, snelson, snelson_gap, two_moons"),
+    (["dataset=foo"], "unknown dataset 'foo'; valid choices: banana, fashion_mnist, mnist, snelson, snelson_gap, "
+                      "two_moons"),
     (["inference=vi"], "unknown inference 'vi'; valid choices: laplace_ggn, lgva, map, oggn, voggn"),
     (["inference.structure=kron"], "inference.structure"),
     (["dataset.n_trian=3"], "n_trian"),

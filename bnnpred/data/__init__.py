@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred.data.base import Dataset, Task
+from bnnpred.data.images import FashionMNISTConfig, MNISTConfig, load_mnist
 from bnnpred.data.root import data_root
 from bnnpred.data.toy import (
     BananaConfig,
@@ -30,6 +31,8 @@ DATASETS: dict[str, tuple[type, Callable[..., Dataset]]] = {
     "snelson": (SnelsonConfig, load_snelson),
     "snelson_gap": (SnelsonGapConfig, load_snelson_gap),
     "banana": (BananaConfig, load_banana),
+    "mnist": (MNISTConfig, load_mnist),
+    "fashion_mnist": (FashionMNISTConfig, load_mnist),
 }
 
 

@@ -7,6 +7,7 @@ differs from the one the results were produced with.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
 import os
@@ -25,11 +26,16 @@ _CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One data file: ``path`` relative to the data root, its sha256 and a canonical download URL."""
+    """One data file: ``path`` relative to the data root, its sha256 and a canonical download URL.
+
+    With ``gunzip`` the sha256 pins the decompressed payload: mirrors re-gzip the MNIST files, so their
+    ``.gz`` bytes differ while the IDX payload is the same (shared data README, "Checks on the image sets").
+    """
 
     path: str
     sha256: str
     url: str
+    gunzip: bool = False
 
 
 def _github_raw(repo: str, commit: str, path: str) -> str:
@@ -54,10 +60,30 @@ FILES: dict[str, list[RemoteFile]] = {
             _github_raw("aleximmer/BNN-predictions", _BANANA_COMMIT, "data/banana/banana.csv"),
         )
     ],
+    **{
+        name: [
+            RemoteFile(f"{folder}/{stem}.gz", sha256, f"{base}/{stem}.gz", gunzip=True)
+            for stem, sha256 in payloads.items()
+        ]
+        for name, folder, base, payloads in [
+            ("mnist", "mnist", "https://ossci-datasets.s3.amazonaws.com/mnist", {
+                "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+                "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+                "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+                "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+            }),
+            ("fashion_mnist", "fashion-mnist", "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com", {
+                "train-images-idx3-ubyte": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+                "train-labels-idx1-ubyte": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+                "t10k-images-idx3-ubyte": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+                "t10k-labels-idx1-ubyte": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+            }),
+        ]
+    },
 }
 
 # sha256 of files already hashed in this process, keyed by (absolute path, size, mtime_ns).
-_DIGESTS: dict[tuple[str, int, int], str] = {}
+_DIGESTS: dict[tuple[str, int, int, bool], str] = {}
 
 
 def data_root(configured: str | None) -> Path:
@@ -83,23 +109,26 @@ def _remote_file(name: str, rel_path: str) -> RemoteFile:
     raise BnnpredError(f"'{rel_path}' is not a registered file of dataset '{name}'")
 
 
-def _sha256(path: Path) -> str:
-    """sha256 of ``path``, hashed at most once per (path, size, mtime) in this process."""
+def _sha256(path: Path, gunzip: bool = False) -> str:
+    """sha256 of ``path`` (of its gunzipped payload with ``gunzip``), at most once per (path, size, mtime)."""
     stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, gunzip)
     if key not in _DIGESTS:
         digest = hashlib.sha256()
-        with path.open("rb") as f:
-            while chunk := f.read(_CHUNK):
-                digest.update(chunk)
+        try:
+            with (gzip.open(path, "rb") if gunzip else path.open("rb")) as f:
+                while chunk := f.read(_CHUNK):
+                    digest.update(chunk)
+        except (OSError, EOFError):  # not gzip, or truncated
+            return "unreadable"
         _DIGESTS[key] = digest.hexdigest()
     return _DIGESTS[key]
 
 
-def _status(path: Path, sha256: str) -> str:
+def _status(path: Path, remote: RemoteFile) -> str:
     if not path.is_file():
         return "missing"
-    return "ok" if _sha256(path) == sha256 else "corrupt"
+    return "ok" if _sha256(path, remote.gunzip) == remote.sha256 else "corrupt"
 
 
 def require_file(root: Path, name: str, rel_path: str) -> Path:
@@ -110,7 +139,7 @@ def require_file(root: Path, name: str, rel_path: str) -> Path:
     """
     remote = _remote_file(name, rel_path)
     path = Path(root) / remote.path
-    status = _status(path, remote.sha256)
+    status = _status(path, remote)
     if status == "missing":
         raise BnnpredError(f"missing data file {path}; run: bnnpred data fetch {name} (or set {ENV_VAR})")
     if status == "corrupt":
@@ -124,7 +153,7 @@ def verify(name: str, root: Path) -> list[tuple[str, str]]:
     """``(path relative to root, status)`` for every file of ``name``; status is ok, missing or corrupt."""
     if name not in FILES:
         raise unknown_choice("dataset to verify", name, FILES)
-    return [(remote.path, _status(Path(root) / remote.path, remote.sha256)) for remote in FILES[name]]
+    return [(remote.path, _status(Path(root) / remote.path, remote)) for remote in FILES[name]]
 
 
 def _download_verified(remote: RemoteFile, target: Path) -> None:
@@ -133,20 +162,19 @@ def _download_verified(remote: RemoteFile, target: Path) -> None:
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
-        digest = hashlib.sha256()
         with os.fdopen(fd, "wb") as out:
             try:
                 with urllib.request.urlopen(remote.url, timeout=DOWNLOAD_TIMEOUT_S) as response:
                     while chunk := response.read(_CHUNK):
-                        digest.update(chunk)
                         out.write(chunk)
             except urllib.error.URLError as e:
                 raise BnnpredError(f"could not download {remote.url}: {e.reason}") from e
             except (OSError, http.client.HTTPException) as e:
                 raise BnnpredError(f"could not download {remote.url}: {e}") from e
-        if digest.hexdigest() != remote.sha256:
+        got = _sha256(tmp, remote.gunzip)
+        if got != remote.sha256:
             raise BnnpredError(
-                f"downloaded {remote.url} has sha256 {digest.hexdigest()}, expected {remote.sha256}; "
+                f"downloaded {remote.url} has sha256 {got}, expected {remote.sha256}; "
                 "retry, or copy the file into the data root by hand"
             )
         tmp.chmod(0o644)
@@ -173,7 +201,7 @@ def fetch(name: str, root: Path, force: bool = False) -> list[Path]:
     paths = []
     for remote in FILES[name]:
         target = Path(root) / remote.path
-        if force or _status(target, remote.sha256) != "ok":
+        if force or _status(target, remote) != "ok":
             _download_verified(remote, target)
         paths.append(target)
     return paths

@@ -19,8 +19,8 @@ class MLPConfig:
 
 
 def build_mlp(cfg: MLPConfig, in_features: int, out_features: int) -> nn.Sequential:
-    """``in -> [width, act] x depth -> out`` with PyTorch's default initialisation."""
-    layers: list[nn.Module] = []
+    """``flatten -> in -> [width, act] x depth -> out`` with PyTorch's default initialisation."""
+    layers: list[nn.Module] = [nn.Flatten()]
     fan_in = in_features
     for _ in range(cfg.depth):
         layers += [nn.Linear(fan_in, cfg.width, bias=cfg.bias), ACTIVATIONS[cfg.activation]()]
