@@ -146,12 +146,14 @@ def train_command(args: list[str]) -> None:
         check_sweep_base(overrides)
     for job in jobs:
         check_job(job)
-    _run_hydra(args)
+    _run_hydra(args, multirun)
+    if len(_failures) == 1 and not multirun:
+        raise BnnpredError(_failures[0])
     if _failures:
         raise BnnpredError(f"{len(_failures)} run(s) failed: {' | '.join(_failures)}")
 
 
-def _run_hydra(args: list[str]) -> None:
+def _run_hydra(args: list[str], multirun: bool) -> None:
     import hydra
 
     from bnnpred.config import register_configs
@@ -169,7 +171,8 @@ def _run_hydra(args: list[str]) -> None:
             document = train(cfg, run_dir)
         except BnnpredError as e:
             log.error("error: %s", e)
-            print(f"error: {e} ({run_dir})", file=sys.stderr)
+            if multirun:
+                print(f"error: {e} ({run_dir})", file=sys.stderr)
             _failures.append(str(e))
             return None
         return document["info"].get("log_marglik")

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from bnnpred import inference, metrics
 from bnnpred.config import Config, Device, DType
 from bnnpred.curvature.functional import FlatModel
+from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task, load_dataset
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Fit, Problem
@@ -88,6 +89,19 @@ def check_config(cfg: Config) -> None:
                            f"inference=laplace_ggn, or selection=valid_nll / none with inference={cfg.inference.name}")
 
 
+# A full posterior holds about three P x P matrices (curvature, precision, Cholesky factor).
+FULL_COVARIANCE_LIMIT_GB = 8.0
+
+
+def check_full_covariance_fits(cfg: Config, n_params: int, dtype: torch.dtype) -> None:
+    if getattr(cfg.inference, "structure", None) is not Structure.full:
+        return
+    gigabytes = 3 * n_params**2 * torch.finfo(dtype).bits / 8 / 1e9
+    if gigabytes > FULL_COVARIANCE_LIMIT_GB:
+        raise BnnpredError(f"a full covariance for P = {n_params} needs about {gigabytes:.0f} GB; "
+                           "use inference.structure=diag or a smaller model")
+
+
 def setup(cfg: Config) -> Setup:
     check_config(cfg)
     torch.manual_seed(cfg.seed)
@@ -97,6 +111,7 @@ def setup(cfg: Config) -> Setup:
     module = build_model(cfg.model, data.input_shape, data.output_dim).to(device=device, dtype=dtype)
     model = FlatModel(module)
     log.info("model %s: P = %d parameters", cfg.model.name, model.n_params)
+    check_full_covariance_fits(cfg, model.n_params, dtype)
     return Setup(cfg=cfg, data=data, model=model, device=device, dtype=dtype)
 
 

@@ -4,6 +4,7 @@ import json
 
 import pandas as pd
 import pytest
+import torch
 
 from bnnpred.cli import compose
 from bnnpred.errors import BnnpredError
@@ -65,8 +66,16 @@ def test_divergence_stops_with_an_error_and_keeps_the_last_good_state(tmp_path, 
     with pytest.raises(BnnpredError, match="diverged at iteration 3"):
         run(tmp_path, "selection=none", "inference=oggn", "inference.gamma=0.1", "inference.iterations=5",
             base=DATA)
-    import torch
 
     saved = torch.load(tmp_path / "last_good.pt", weights_only=False)
     assert saved["info"]["iterations"] == 2
     assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_full_covariance_that_cannot_fit_in_memory_is_refused_before_training():
+    from bnnpred.runner import check_full_covariance_fits, typed
+
+    cfg = typed(compose(["dataset.n_train=10"]))
+    check_full_covariance_fits(cfg, 10_000, torch.float64)  # 2.4 GB: allowed
+    with pytest.raises(BnnpredError, match="inference.structure=diag"):
+        check_full_covariance_fits(cfg, 40_000, torch.float64)  # 38 GB
