@@ -47,7 +47,7 @@ def main() -> None:
     dtype = getattr(torch, ns.dtype)
     torch.manual_seed(0)
     N, D, C = ns.n, 36, 6
-    model = FlatModel(build_mlp(MLPConfig(depth=2, width=50), D, C).to(dtype))
+    model = FlatModel(build_mlp(MLPConfig(depth=2, width=50), (D,), C).to(dtype))
     theta = model.theta()
     P = theta.numel()
     X, X_test = torch.randn(N, D, dtype=dtype), torch.randn(1000, D, dtype=dtype)

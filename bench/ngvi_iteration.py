@@ -28,7 +28,7 @@ METHODS = {"oggn": (OGGNConfig, fit_oggn), "lgva": (LGVAConfig, fit_lgva), "vogg
 
 def problem(width: int) -> Problem:
     torch.manual_seed(0)
-    model = FlatModel(build_mlp(MLPConfig(depth=5, width=width), 2, 1).double())
+    model = FlatModel(build_mlp(MLPConfig(depth=5, width=width), (2,), 1).double())
     theta = model.theta()
     X = torch.randn(150, 2, dtype=torch.float64)
     y = (X[:, 0] > 0).long()

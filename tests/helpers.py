@@ -28,7 +28,7 @@ def tiny_problem(kind: str, depth: int = 1, n: int = 12, d: int = 2, width: int 
     make, C = LIKELIHOODS[kind]
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    module: nn.Module = build_mlp(MLPConfig(depth=depth, width=width), d, C)
+    module: nn.Module = build_mlp(MLPConfig(depth=depth, width=width), (d,), C)
     model = FlatModel(module)
     X = torch.randn(n, d, generator=gen)
     with torch.no_grad():

@@ -86,3 +86,11 @@ def test_thesis_networks_have_the_thesis_parameter_counts(inputs, expected):
     """notes-000 §6.1: 5 hidden layers of 25 tanh units, one output."""
     model = build_model(MLPConfig(depth=5, width=25), (inputs,), 1)
     assert n_params(model) == expected
+
+
+def test_thesis_cnn_has_the_thesis_parameter_count():
+    """notes-000 §6.4: P = 4587 for the MNIST 4-vs-9 CNN (one logit)."""
+    from bnnpred.models.cnn import ThesisCNNConfig
+
+    model = build_model(ThesisCNNConfig(), (1, 28, 28), 1)
+    assert n_params(model) == 4587

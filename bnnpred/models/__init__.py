@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from torch import nn
 
 from bnnpred.errors import BnnpredError, unknown_choice
+from bnnpred.models.cnn import ThesisCNNConfig, build_thesis_cnn
 from bnnpred.models.mlp import ACTIVATIONS, MLPConfig, build_mlp
 
-MODELS = {"mlp": (MLPConfig, build_mlp)}
+MODELS = {"mlp": (MLPConfig, build_mlp), "thesis_cnn": (ThesisCNNConfig, build_thesis_cnn)}
 
 
 def build_model(cfg: Any, input_shape: tuple[int, ...], out_features: int) -> nn.Module:
@@ -20,8 +20,8 @@ def build_model(cfg: Any, input_shape: tuple[int, ...], out_features: int) -> nn
     if getattr(cfg, "activation", None) not in (None, *ACTIVATIONS):
         raise unknown_choice("activation", cfg.activation, ACTIVATIONS)
     if getattr(cfg, "depth", 0) < 0 or getattr(cfg, "width", 1) < 1:
-        raise BnnpredError(f"model depth must be >= 0 and width >= 1, got {cfg.depth} and {cfg.width}")
-    return MODELS[cfg.name][1](cfg, math.prod(input_shape), out_features)
+        raise BnnpredError(f"model depth must be >= 0 and width >= 1, got {getattr(cfg, 'depth', 0)} and {cfg.width}")
+    return MODELS[cfg.name][1](cfg, input_shape, out_features)
 
 
 def n_params(model: nn.Module) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from torch import nn
@@ -18,10 +19,10 @@ class MLPConfig:
     bias: bool = True
 
 
-def build_mlp(cfg: MLPConfig, in_features: int, out_features: int) -> nn.Sequential:
+def build_mlp(cfg: MLPConfig, input_shape: tuple[int, ...], out_features: int) -> nn.Sequential:
     """``flatten -> in -> [width, act] x depth -> out`` with PyTorch's default initialisation."""
     layers: list[nn.Module] = [nn.Flatten()]
-    fan_in = in_features
+    fan_in = math.prod(input_shape)
     for _ in range(cfg.depth):
         layers += [nn.Linear(fan_in, cfg.width, bias=cfg.bias), ACTIVATIONS[cfg.activation]()]
         fan_in = cfg.width
