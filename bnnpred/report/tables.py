@@ -76,8 +76,8 @@ def summarize(frame: pd.DataFrame, split: str, by: list[str]) -> pd.DataFrame:
     metrics = [c for c in part.columns if c not in set(RUN_KEYS) | {"run_dir", "split", "predictive", "seconds"}
                and pd.api.types.is_numeric_dtype(part[c])]
     grouped = part.groupby(by, dropna=False)[metrics]
-    mean, sem, count = grouped.mean(), grouped.sem(ddof=1), grouped.size().rename("n")
-    table = mean.join(sem, rsuffix="_se").join(count)
+    mean, sem, count = grouped.mean(), grouped.sem(ddof=1).add_suffix("_se"), grouped.size().rename("n")
+    table = mean.join(sem).join(count)
     return table[[c for m in metrics for c in (m, f"{m}_se")] + ["n"]].reset_index()
 
 
