@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -28,7 +30,8 @@ commands:
 """
 
 log = logging.getLogger("bnnpred")
-_failures: list[str] = []
+# Jobs append their one-line errors here; launcher workers (joblib, SLURM) inherit the path.
+FAILURE_LOG_ENV = "BNNPRED_FAILURE_LOG"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -146,14 +149,15 @@ def train_command(args: list[str]) -> None:
         check_sweep_base(overrides)
     for job in jobs:
         check_job(job)
-    _run_hydra(args, multirun)
-    if len(_failures) == 1 and not multirun:
-        raise BnnpredError(_failures[0])
-    if _failures:
-        raise BnnpredError(f"{len(_failures)} run(s) failed: {' | '.join(_failures)}")
+    failures = _run_hydra(args, multirun)
+    if len(failures) == 1 and not multirun:
+        raise BnnpredError(failures[0])
+    if failures:
+        raise BnnpredError(f"{len(failures)} run(s) failed: {' | '.join(failures)}")
 
 
-def _run_hydra(args: list[str], multirun: bool) -> None:
+def _run_hydra(args: list[str], multirun: bool) -> list[str]:
+    """Run Hydra on ``args``; returns the one-line errors of the jobs that failed."""
     import hydra
 
     from bnnpred.config import register_configs
@@ -173,16 +177,23 @@ def _run_hydra(args: list[str], multirun: bool) -> None:
             log.error("error: %s", e)
             if multirun:
                 print(f"error: {e} ({run_dir})", file=sys.stderr)
-            _failures.append(str(e))
+            with open(os.environ[FAILURE_LOG_ENV], "a") as failure_log:
+                failure_log.write(" ".join(str(e).split()) + "\n")
             return None
         return document["info"].get("log_marglik")
 
+    fd, failure_path = tempfile.mkstemp(prefix="bnnpred-failures-", suffix=".log")
+    os.close(fd)
     saved = sys.argv
     sys.argv = ["bnnpred", *args]
+    os.environ[FAILURE_LOG_ENV] = failure_path
     try:
         task()
+        return Path(failure_path).read_text().splitlines()
     finally:
         sys.argv = saved
+        os.environ.pop(FAILURE_LOG_ENV, None)
+        Path(failure_path).unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- eval

@@ -66,6 +66,16 @@ def test_sweep_and_report(tmp_path):
     assert (report / "table.csv").is_file() and (report / "table.tex").is_file()
 
 
+def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tmp_path):
+    """The joblib workers report their errors to the parent: exit 2, the other run finished."""
+    sweep = tmp_path / "sweep"
+    out = bnnpred("train", "-m", *TINY, "inference.map.lr=0.01,1e200", "hydra/launcher=joblib",
+                  "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1].startswith("error: 1 run(s) failed: MAP loss became")
+    assert len(list(sweep.rglob("metrics.json"))) == 1
+
+
 @pytest.mark.parametrize("args,message", [
     (["dataset=foo"], "unknown dataset 'foo'; valid choices: banana, fashion_mnist, mnist, snelson, snelson_gap, "
                       "two_moons"),
