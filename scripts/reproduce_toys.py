@@ -164,7 +164,14 @@ def banana(runs: Path, out: Path) -> str:
     if not sweep.exists() or len(list(sweep.rglob("metrics.json"))) < 9 * len(BANANA_SEEDS.split(",")):
         bnnpred("train", "-m", "experiment=banana", f"seed={BANANA_SEEDS}", "plot.enabled=false",
                 "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep}", "progress=false")
-    frame = select_by_valid_nll(collect([sweep]))
+    everything = collect([sweep])
+    by_delta = (everything[everything["split"] == "test"].groupby(["delta", "predictive"])["nll"].mean()
+                .unstack("predictive").sort_index())
+    figures.plot_metric_vs_hyper(out / "banana_nll_vs_delta.png", by_delta.index.to_numpy(),
+                                 {kind: by_delta[kind].to_numpy() for kind in ["map", "nn", "glm", "gp"]},
+                                 ylabel="test NLL (mean over seeds)")
+    glm_wins = int((by_delta["glm"] <= by_delta["nn"]).sum())
+    frame = select_by_valid_nll(everything)
     table = summarize(frame, "test", ["predictive"]).set_index("predictive")
     chosen = frame[(frame["split"] == "test")].groupby("predictive")["delta"].agg(lambda d: sorted(set(d)))
     best_glm = frame[(frame["split"] == "valid") & (frame["predictive"] == "glm") & (frame["seed"] == 0)]
@@ -186,6 +193,8 @@ def banana(runs: Path, out: Path) -> str:
               f"{g['nll']:.4f} / {g['accuracy']:.4f} / {g['ece']:.4f}"),
         check("NN sampling is washed out: NLL ≥ GLM + 0.03 and ECE above GLM's (thesis 0.4289)",
               n["nll"] >= g["nll"] + 0.03 and n["ece"] > g["ece"], f"NLL {n['nll']:.4f}, ECE {n['ece']:.4f}"),
+        check("GLM NLL ≤ NN NLL at all δ but at most one (notes-003 item 9: at ≥ 15 of 16)",
+              glm_wins >= len(by_delta) - 1, f"{glm_wins} of {len(by_delta)}"),
         check("GP (all N points) = GLM up to Monte Carlo: NLL within 0.01", abs(gp["nll"] - g["nll"]) <= 0.01,
               f"{gp['nll']:.4f} vs {g['nll']:.4f}"),
     ]
@@ -203,6 +212,10 @@ def banana(runs: Path, out: Path) -> str:
         "split (Kwon et al. 2020):",
         "",
         "![means](banana_means.png)",
+        "",
+        "Test NLL against δ (notes-003 Fig 5.4):",
+        "",
+        "![nll vs delta](banana_nll_vs_delta.png)",
         "",
         "![decomposition](banana_glm_decomposition.png)",
     ])

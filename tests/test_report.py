@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from bnnpred.report.tables import collect, select_by_valid_nll, summarize, write_report
+from bnnpred.report.tables import collect, find_runs, select_by_valid_nll, summarize, write_report
 
 
 def fake_run(root, name, seed, delta, valid_nll, test_nll):
@@ -18,6 +18,8 @@ def fake_run(root, name, seed, delta, valid_nll, test_nll):
     doc = {"run": {"dataset": "toy", "model": "mlp", "inference": "laplace_ggn", "structure": "full",
                    "selection": "none", "seed": seed, "delta": delta}, "info": {}, "metrics": metrics}
     (run / "metrics.json").write_text(json.dumps(doc))
+    (run / ".hydra").mkdir()
+    (run / ".hydra" / "config.yaml").write_text("seed: 0\n")  # Hydra's own copy: not a run
 
 
 @pytest.fixture
@@ -31,6 +33,10 @@ def sweep(tmp_path):
     (tmp_path / "e" / "config.yaml").write_text("seed: 0\n")
     (tmp_path / "e" / "metrics.json").write_text('{"run": {')  # truncated: an unfinished run
     return tmp_path
+
+
+def test_run_directories_are_found_without_hydra_folders(sweep):
+    assert [p.name for p in find_runs([sweep])] == ["a", "b", "c", "d", "e"]
 
 
 def test_delta_is_selected_per_predictive_and_seed_then_averaged(sweep):

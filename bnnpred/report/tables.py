@@ -30,7 +30,7 @@ def find_runs(dirs: list[Path]) -> list[Path]:
     for d in dirs:
         if not d.exists():
             raise BnnpredError(f"no such directory: {d}")
-        runs.update(p.parent for p in d.rglob("config.yaml") if ".incomplete" not in p.parts)
+        runs.update(p.parent for p in d.rglob("config.yaml") if not {".incomplete", ".hydra"} & set(p.parts))
     return sorted(runs)
 
 
