@@ -126,14 +126,17 @@ def to_device(data: Dataset, device: torch.device, dtype: torch.dtype) -> Datase
     return replace(data, **moved)
 
 
-def plugin_loglik(s: Setup, theta: torch.Tensor, likelihood: Any) -> dict[str, float]:
-    """Average ``log p(y | f(x; θ*))`` per split (notes-000 eq. 5.1)."""
+def plugin_metrics(s: Setup, theta: torch.Tensor, likelihood: Any) -> dict[str, float]:
+    """Average ``log p(y | f(x; θ*))`` per split (notes-000 eq. 5.1), and the RMSE of ``f(x; θ*)`` for regression."""
     out = {}
     with torch.no_grad():
         for split in SPLITS:
             X, y = s.data.split(split)
             if len(X):
-                out[f"{split}_ll_map"] = float(likelihood.log_prob(s.model(theta, X), y).mean())
+                f = s.model(theta, X)
+                out[f"{split}_ll_map"] = float(likelihood.log_prob(f, y).mean())
+                if s.data.task is Task.regression:
+                    out[f"{split}_rmse_map"] = float((f.squeeze(-1) - y).square().mean().sqrt())
     return out
 
 
@@ -195,7 +198,7 @@ class Trainer:
         )
         fit = inference.fit(problem, s.cfg.inference)
         row = {"delta": delta, "sigma2": sigma2 if sigma2 is not None else float("nan"), **fit.info,
-               **plugin_loglik(s, fit.theta, likelihood)}
+               **plugin_metrics(s, fit.theta, likelihood)}
         if "log_marglik" in fit.info:
             row["log_marglik_per_n"] = fit.info["log_marglik"] / len(s.data.X_train)
         if s.cfg.selection.method is SelectionMethod.valid_nll:
@@ -251,6 +254,10 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     """``bnnpred train``: fit, select, evaluate and write one run directory; returns ``metrics.json``."""
     from bnnpred.report.run_figures import run_figures
 
+    resolved = OmegaConf.to_yaml(cfg_dict, resolve=True)
+    if (done := finished_run(run_dir, resolved)) is not None:
+        log.info("%s already holds a finished run of this config; skipped (delete it to rerun)", run_dir)
+        return done
     cfg = typed(cfg_dict)
     start = time.perf_counter()
     s = setup(cfg)
@@ -268,7 +275,7 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     results, test_predictions = evaluate_all(s, predict)
     summary = run_summary(s, chosen, time.perf_counter() - start)
     with staged(run_dir) as stage:
-        write_text(stage / "config.yaml", OmegaConf.to_yaml(cfg_dict, resolve=True))
+        write_text(stage / "config.yaml", resolved)
         save_torch(stage / "posterior.pt", saved_fit(s, fit, chosen))
         save_npz(stage / "predictions.npz", prediction_arrays(test_predictions, s.data.y_test))
         write_text(stage / "selection.csv", pd.DataFrame(rows).to_csv(index=False))
@@ -279,6 +286,17 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
         write_json(stage / "metrics.json", document)
     print_table(results, summary)
     return document
+
+
+def finished_run(run_dir: Path, resolved_config: str) -> dict[str, Any] | None:
+    """The ``metrics.json`` of a finished run in ``run_dir`` made from the same resolved config, else None."""
+    config, metrics = run_dir / "config.yaml", run_dir / "metrics.json"
+    if not (config.is_file() and metrics.is_file()) or config.read_text() != resolved_config:
+        return None
+    try:
+        return read_json(metrics)
+    except (OSError, ValueError):
+        return None
 
 
 def keep_last_good(run_dir: Path, last_good: Fit) -> None:
@@ -340,13 +358,13 @@ def load_run(run_dir: Path) -> tuple[DictConfig, dict[str, Any]]:
     return cfg, torch.load(run_dir / "posterior.pt", weights_only=False)
 
 
-def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, Any]:
-    """``bnnpred eval``: re-evaluate a saved run with other predictives; merges into ``metrics.json``."""
+def restore(run_dir: Path, overrides: DictConfig | None = None) -> tuple[Setup, Context]:
+    """The set-up (data, model) and predictive context (θ*, posterior, likelihood, prior) of a finished run,
+    with ``overrides`` merged into its saved config."""
     from bnnpred.config import retyped
-    from bnnpred.report.run_figures import run_figures
 
     saved_cfg, saved = load_run(run_dir)
-    cfg = typed(OmegaConf.merge(retyped(saved_cfg), predictive_overrides))
+    cfg = typed(OmegaConf.merge(retyped(saved_cfg), overrides or {}))
     s = setup(cfg)
     theta = saved["theta"].to(device=s.device, dtype=s.dtype)
     s.model.load(theta)
@@ -356,14 +374,21 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, A
                  for k, v in saved["posterior"].items()}
         posterior = load_posterior(state)
     likelihood, prior = likelihood_and_prior(s.data.task, theta, saved["delta"], saved["sigma2"])
-    ctx = Context(s.model, likelihood, theta, posterior, prior, s.data.X_train)
+    return s, Context(s.model, likelihood, theta, posterior, prior, s.data.X_train)
+
+
+def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, Any]:
+    """``bnnpred eval``: re-evaluate a saved run with other predictives; merges into ``metrics.json``."""
+    from bnnpred.report.run_figures import run_figures
+
+    s, ctx = restore(run_dir, predictive_overrides)
     predict = predictors(s, ctx)
     results, _ = evaluate_all(s, predict)
     document = read_json(Path(run_dir) / "metrics.json")
     for split, by_kind in results.items():
         document["metrics"].setdefault(split, {}).update(by_kind)
     with staged(Path(run_dir)) as stage:
-        if cfg.plot.enabled:
+        if s.cfg.plot.enabled:
             run_figures(stage, s, ctx, predict, [])
         write_json(stage / "metrics.json", document)
     print_table(results, document["run"])

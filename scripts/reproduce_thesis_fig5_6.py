@@ -22,10 +22,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from bnnpred.config import retyped  # noqa: E402
 from bnnpred.curvature.jacobians import iter_jacobians  # noqa: E402
 from bnnpred.io import read_json, write_text  # noqa: E402
-from bnnpred.runner import load_run, setup, typed  # noqa: E402
+from bnnpred.runner import restore  # noqa: E402
 
 TRAIN = ["dataset=mnist", "dataset.classes=[4,9]", "dataset.n_train=3000", "model=thesis_cnn", "prior.delta=10",
          "selection=none", "inference.map.steps=2000", "inference.map.lr=0.005", "predictive.kinds=[map,glm]",
@@ -59,10 +58,8 @@ def main() -> None:
     run_dir, out = Path(ns.runs) / "thesis_fig5_6", Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     train(run_dir)
-    saved_cfg, saved = load_run(run_dir)
-    s = setup(typed(retyped(saved_cfg)))
-    theta = saved["theta"].to(s.dtype)
-    delta = saved["delta"]
+    s, ctx = restore(run_dir)
+    theta, delta = ctx.theta, float(ctx.prior_precision[0])
     grad_norm = read_json(run_dir / "metrics.json")["info"]["grad_norm"]
     X, y = s.data.X_train, s.data.y_train.to(s.dtype)
     f, J = stacked_jacobians(s.model, theta, X)

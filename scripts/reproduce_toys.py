@@ -10,13 +10,8 @@ Finished runs (a ``metrics.json`` present) are not recomputed.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
-import subprocess
-import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -24,32 +19,13 @@ import pandas as pd
 
 from bnnpred.io import write_text
 from bnnpred.report import figures
+from bnnpred.report.pages import bnnpred, check, checks_table, provenance, sweep, train_once
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
 
 BANANA_SEEDS = "0,1"
 BANANA_PAPER = {  # notes-003 Table 5.1 (no error bars in the thesis)
     "nn": (0.4289, 0.8251, 0.1295), "glm": (0.2151, 0.8955, 0.0288), "gp": (0.2137, 0.8968, 0.0251),
 }
-
-
-def bnnpred(*args: str) -> None:
-    command = [sys.executable, "-m", "bnnpred.cli", *args]
-    print("+", " ".join(command[2:]), flush=True)
-    subprocess.run(command, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-
-
-def train_once(run_dir: Path, *overrides: str) -> Path:
-    if not (run_dir / "metrics.json").is_file():
-        bnnpred("train", *overrides, f"hydra.run.dir={run_dir}", "progress=false")
-    return run_dir
-
-
-def check(claim: str, holds: bool, numbers: str) -> str:
-    return f"| {claim} | {'holds' if holds else 'does not hold'} | {numbers} |"
-
-
-def checks_table(rows: list[str]) -> str:
-    return "\n".join(["| claim (pass criterion) | result | numbers |", "|---|---|---|", *rows])
 
 
 # ------------------------------------------------------------------------------------- thesis Fig. 5.2
@@ -160,11 +136,9 @@ def fig5_3(runs: Path, out: Path) -> str:
 
 
 def banana(runs: Path, out: Path) -> str:
-    sweep = runs / "banana"
-    if not sweep.exists() or len(list(sweep.rglob("metrics.json"))) < 9 * len(BANANA_SEEDS.split(",")):
-        bnnpred("train", "-m", "experiment=banana", f"seed={BANANA_SEEDS}", "plot.enabled=false",
-                "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep}", "progress=false")
-    everything = collect([sweep])
+    folder = sweep(runs / "banana", "${hydra.job.num}", 2, "experiment=banana", f"seed={BANANA_SEEDS}",
+                   "plot.enabled=false")
+    everything = collect([folder])
     by_delta = (everything[everything["split"] == "test"].groupby(["delta", "predictive"])["nll"].mean()
                 .unstack("predictive").sort_index())
     figures.plot_metric_vs_hyper(out / "banana_nll_vs_delta.png", by_delta.index.to_numpy(),
@@ -230,12 +204,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     sections = [fig5_3(runs, out), fig5_2(runs, out), banana(runs, out)]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    provenance = (f"Made by `python scripts/reproduce_toys.py` (`make reproduce-toys`) at commit {commit} on "
-                  f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()} {platform.system()} "
-                  f"({os.cpu_count()} cores), {(time.time() - start) / 60:.1f} min including cached runs.")
+    made_by = provenance("python scripts/reproduce_toys.py (make reproduce-toys)", start)
     write_text(out / "README.md", "\n\n".join(["# Toy problems: Laplace-GGN evidence and predictives",
-                                                provenance, *sections]) + "\n")
+                                                made_by, *sections]) + "\n")
     print(out / "README.md")
 
 

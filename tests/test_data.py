@@ -24,6 +24,7 @@ from bnnpred.data.toy import (
     load_two_moons,
     snelson_function,
 )
+from bnnpred.data.uci import UCIRegressionConfig, load_uci_regression
 from bnnpred.errors import BnnpredError
 
 
@@ -159,6 +160,24 @@ def test_unresolved_seed_is_a_user_error():
         load_dataset(TwoMoonsConfig())
 
 
+@pytest.mark.data
+def test_uci_regression_split_is_the_published_one_standardised_on_train(data_root):
+    """wine-quality-red split 3: 1439 train / 160 test rows (Gal's index files), disjoint; X and y have mean 0 and
+    std 1 on train; a validation part is carved out of train, not test."""
+    full = load_uci_regression(UCIRegressionConfig(seed=0, split=3), data_root)
+    assert (len(full.X_train), len(full.X_valid), len(full.X_test)) == (1439, 0, 160)
+    assert full.input_shape == (11,) and full.task is Task.regression
+    torch.testing.assert_close(full.X_train.mean(0), torch.zeros(11), atol=1e-12, rtol=0)
+    torch.testing.assert_close(full.X_train.std(0, unbiased=False), torch.ones(11))
+    assert abs(float(full.y_train.std(unbiased=False)) - 1) < 1e-12
+    raw = np.loadtxt(data_root / "uci_regression/wine-quality-red/data.txt")
+    test_rows = np.loadtxt(data_root / "uci_regression/wine-quality-red/index_test_3.txt", dtype=int)
+    y_raw = raw[test_rows, -1]  # standardisation is affine: the test targets keep their order and spacing
+    assert np.corrcoef(y_raw, full.y_test.numpy())[0, 1] > 1 - 1e-12
+    held = load_uci_regression(UCIRegressionConfig(seed=0, split=3, valid_fraction=0.1), data_root)
+    assert (len(held.X_train), len(held.X_valid), len(held.X_test)) == (1295, 144, 160)
+
+
 def test_schemas_match_registry():
     assert dataset_schemas() == {name: schema for name, (schema, _) in DATASETS.items()}
     for name, schema in dataset_schemas().items():
@@ -174,6 +193,8 @@ def test_schemas_match_registry():
         (SnelsonGapConfig(seed=0, n_train=0), "n_train must be positive"),
         (SnelsonGapConfig(seed=0, gap=[-1.0, 7.0]), "covers the whole interval"),
         (BananaConfig(seed=0, valid_fraction=-0.1), "valid_fraction"),
+        (UCIRegressionConfig(seed=0, dataset="wine"), "valid choices: bostonHousing, concrete"),
+        (UCIRegressionConfig(seed=0, dataset="protein-tertiary-structure", split=5), r"split must be in 0\.\.4"),
     ],
 )
 def test_invalid_settings_raise_before_reading_files(tmp_path, cfg, message):

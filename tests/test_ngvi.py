@@ -38,6 +38,17 @@ def test_all_three_reach_the_exact_blr_posterior_on_a_linear_gaussian_model(conf
         assert ((result.theta - mean).abs() < 4 * std / S**0.5).all()
 
 
+def test_vogn_momentum_and_mean_step_keep_the_fixed_point():
+    """Momentum and a separate mean step (VOGN) change the path, not the fixed point: OGGN still reaches the
+    exact BLR posterior of a linear-Gaussian model."""
+    problem, lik = tiny_problem("gaussian", depth=0, n=30, d=3, delta=0.7)
+    mean, precision, _ = blr(problem, lik.sigma2, 0.7)
+    result = fit_oggn(problem, OGGNConfig(gamma=0.3, mean_gamma=1.0, momentum=0.9, iterations=2000, tol=1e-13))
+    assert result.info["converged"] == 1.0
+    torch.testing.assert_close(result.posterior.dense_precision(), precision, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(result.theta, mean, rtol=1e-9, atol=1e-10)
+
+
 def test_oggn_fixed_point_is_the_laplace_ggn_posterior_at_the_map():
     """Started at a MAP, OGGN stays there and its precision converges to δI + GGN(θ*) (notes-000 §4.6)."""
     problem, lik = tiny_problem("bernoulli", depth=1, n=20, delta=1.0)
@@ -85,7 +96,8 @@ def test_diagonal_update_is_the_diagonal_of_the_full_update(config, fit):
     torch.testing.assert_close(diag.posterior.precision, full.posterior.precision.diagonal())
 
 
-@pytest.mark.parametrize("field,value", [("gamma", 0.0), ("gamma", 1.5), ("init_var", 0.0), ("n_samples", 0)])
+@pytest.mark.parametrize("field,value", [("gamma", 0.0), ("gamma", 1.5), ("init_var", 0.0), ("n_samples", 0),
+                                         ("mean_gamma", 0.0), ("momentum", 1.0)])
 def test_bad_settings_are_clear_errors(field, value):
     with pytest.raises(BnnpredError, match=f"inference.{field}"):
         check_ngvi_config(NGVIConfig(**{field: value}))

@@ -29,6 +29,26 @@ def test_grid_selection_picks_the_best_row(tmp_path, method):
     assert (tmp_path / "selection.png").is_file() is False  # plots disabled
 
 
+def test_a_finished_run_of_the_same_config_is_skipped_and_a_changed_one_reruns(tmp_path, caplog):
+    first = run(tmp_path, "selection=none")
+    stamp = (tmp_path / "metrics.json").stat().st_mtime_ns
+    with caplog.at_level("INFO", logger="bnnpred.runner"):
+        assert run(tmp_path, "selection=none") == first
+    assert "already holds a finished run" in caplog.text
+    assert (tmp_path / "metrics.json").stat().st_mtime_ns == stamp
+    changed = run(tmp_path, "selection=none", "prior.delta=3.0")
+    assert changed["run"]["delta"] == 3.0 and (tmp_path / "metrics.json").stat().st_mtime_ns != stamp
+
+
+@pytest.mark.data
+def test_regression_rows_record_the_map_rmse(tmp_path, data_root):
+    run(tmp_path, "dataset=snelson_gap", "selection=none", "predictive.kinds=[map]")
+    row = pd.read_csv(tmp_path / "selection.csv").iloc[0]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())["metrics"]
+    for split in ("train", "test"):  # the map predictive's RMSE is the plug-in RMSE of f(x; θ*)
+        assert row[f"{split}_rmse_map"] == pytest.approx(metrics[split]["map"]["rmse"], rel=1e-12)
+
+
 @pytest.mark.data
 def test_gradient_selection_moves_noise_towards_the_data_noise(tmp_path, data_root):
     """snelson_gap has noise variance 0.09; starting from σ² = 1 the evidence ascent must move towards it."""
@@ -59,8 +79,8 @@ def test_divergence_stops_with_an_error_and_keeps_the_last_good_state(tmp_path, 
 
     real_step = ngvi._step
 
-    def failing_step(post, g, G, delta, cfg, t, gamma):
-        return real_step(post, g * float("nan") if t == 3 else g, G, delta, cfg, t, gamma)
+    def failing_step(post, momentum, g, G, delta, cfg, t, gamma):
+        return real_step(post, momentum, g * float("nan") if t == 3 else g, G, delta, cfg, t, gamma)
 
     monkeypatch.setattr(ngvi, "_step", failing_step)
     with pytest.raises(BnnpredError, match="diverged at iteration 3"):

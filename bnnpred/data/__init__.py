@@ -22,6 +22,7 @@ from bnnpred.data.toy import (
     load_snelson_gap,
     load_two_moons,
 )
+from bnnpred.data.uci import UCIRegressionConfig, load_uci_regression
 from bnnpred.errors import BnnpredError, unknown_choice
 
 __all__ = ["DATASETS", "Dataset", "Task", "dataset_schemas", "load_dataset"]
@@ -33,6 +34,7 @@ DATASETS: dict[str, tuple[type, Callable[..., Dataset]]] = {
     "banana": (BananaConfig, load_banana),
     "mnist": (MNISTConfig, load_mnist),
     "fashion_mnist": (FashionMNISTConfig, load_mnist),
+    "uci_regression": (UCIRegressionConfig, load_uci_regression),
 }
 
 

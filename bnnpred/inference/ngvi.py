@@ -8,6 +8,11 @@ With precision ``Π``, prior ``N(0, Δ⁻¹)`` and a method's estimates ``ĝ ≈
 
 The methods differ only in where ``ĝ`` and ``Ĝ`` are evaluated (Table 4.2); each module supplies an
 ``Estimator``. Full or diagonal precision (diagonal VOGGN is VOGN).
+
+Optionally, as in VOGN (Osawa et al. 2019; the DNN2GP scripts that notes-003 §2.12 follows), the mean takes its
+own step size ``ρ`` (``mean_gamma``) and a momentum ``β₁`` on the natural gradient:
+``m_t = β₁ m_{t-1} + (1-β₁)(ĝ_t - Δ µ_t)``, ``µ_{t+1} = µ_t + ρ Π_{t+1}^{-1} m_t``. With ``ρ = γ`` and ``β₁ = 0``
+(the defaults) this is the thesis's update above.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ class NGVIConfig:
     # first `warmup` iterations (notes-000 §8 item 6); warmup = 0 is the thesis's constant γ.
     gamma_start: float = 0.1
     warmup: int = 0
+    mean_gamma: float | None = None  # ρ, the mean's step size; None: γ (the thesis)
+    momentum: float = 0.0  # β₁ on the mean's natural gradient (VOGN); 0: none (the thesis)
     n_samples: int = 1  # S Monte Carlo samples per step (VOGGN, LGVA)
     init_var: float = 0.1  # Σ₀ = init_var · I
     iterations: int = 300  # at most
@@ -65,6 +72,10 @@ def check_ngvi_config(cfg: NGVIConfig) -> None:
     for key in ("gamma", "gamma_start"):
         if not 0 < getattr(cfg, key) <= 1:
             raise BnnpredError(f"inference.{key} must be in (0, 1], got {getattr(cfg, key)}; the thesis uses 0.999")
+    if cfg.mean_gamma is not None and not cfg.mean_gamma > 0:
+        raise BnnpredError(f"inference.mean_gamma must be positive or null (= gamma), got {cfg.mean_gamma}")
+    if not 0 <= cfg.momentum < 1:
+        raise BnnpredError(f"inference.momentum must be in [0, 1), got {cfg.momentum}; 0 is the thesis's update")
     if cfg.warmup < 0:
         raise BnnpredError(f"inference.warmup must be >= 0, got {cfg.warmup}")
     if not cfg.init_var > 0:
@@ -87,6 +98,7 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator) -> Fit:
     post = posterior_from_precision(cfg.structure.value, problem.theta0.clone(), eye_or_ones / cfg.init_var)
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
+    momentum = torch.zeros_like(post.mean)
     converged, rel_change, t = False, math.inf, 0
     show = problem.progress and sys.stderr.isatty()
     for t in tqdm(range(1, cfg.iterations + 1), desc=cfg.name, disable=not show, leave=False):
@@ -94,7 +106,8 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator) -> Fit:
         X, y = problem.X[rows], problem.y[rows]
         scale = N / len(X)
         g, G, loglik = estimate(problem, post, X, y, cfg.n_samples, problem.generator, cfg.structure)
-        new_post = _step(post, scale * g, scale * G, delta, cfg, t, step_size(cfg, t))
+        gamma = step_size(cfg, t)
+        new_post, momentum = _step(post, momentum, scale * g, scale * G, delta, cfg, t, gamma)
         rel_change = float((new_post.mean - post.mean).norm() / post.mean.norm().clamp_min(1e-12))
         post = new_post
         if t % cfg.log_every == 0 or t == 1:
@@ -114,9 +127,10 @@ def step_size(cfg: NGVIConfig, t: int) -> float:
     return cfg.gamma_start * (cfg.gamma / cfg.gamma_start) ** ((t - 1) / cfg.warmup)
 
 
-def _step(post: Posterior, g: Tensor, G: Tensor, delta: Tensor, cfg: NGVIConfig, t: int,
-          gamma: float) -> Posterior:
-    """One damped natural-gradient step; a non-finite result or lost positive definiteness is an error.
+def _step(post: Posterior, momentum: Tensor, g: Tensor, G: Tensor, delta: Tensor, cfg: NGVIConfig, t: int,
+          gamma: float) -> tuple[Posterior, Tensor]:
+    """One damped natural-gradient step and the new momentum ``[P]``; a non-finite result or lost positive
+    definiteness is an error.
 
     ``G`` (the batch curvature, ``[P, P]`` or ``[P]``) is overwritten.
     """
@@ -131,8 +145,10 @@ def _step(post: Posterior, g: Tensor, G: Tensor, delta: Tensor, cfg: NGVIConfig,
         new = posterior_from_precision(cfg.structure.value, post.mean, precision)
     except BnnpredError as e:
         raise DivergenceError(f"{cfg.name} diverged at iteration {t}: {e}", last_good) from e
-    mean = post.mean + gamma * new.cov_mv(g - delta * post.mean)
+    momentum = torch.lerp(g - delta * post.mean, momentum, cfg.momentum)  # β₁ m + (1 - β₁)(ĝ - Δµ)
+    mean_gamma = gamma if cfg.mean_gamma is None else cfg.mean_gamma
+    mean = post.mean + mean_gamma * new.cov_mv(momentum)
     if not bool(torch.isfinite(mean).all()):
         raise DivergenceError(f"{cfg.name} diverged at iteration {t} (non-finite mean); lower inference.gamma",
                               last_good)
-    return new.shifted(mean)
+    return new.shifted(mean), momentum

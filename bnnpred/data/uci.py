@@ -1,0 +1,77 @@
+"""UCI regression sets with the standard 20 (protein: 5) train/test splits of Hernández-Lobato & Adams (2015),
+as distributed by Gal & Ghahramani (2016): ``<root>/uci_regression/<set>/{data.txt, index_features.txt,
+index_target.txt, index_train_<k>.txt, index_test_<k>.txt}``.
+
+Inputs and targets are standardised with the mean and std of the training part of the split, so NLL and
+RMSE are in standardised target units (multiply RMSE by ``y_std`` of the split for the original units).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import II
+
+from bnnpred.data.base import Dataset, Task
+from bnnpred.data.root import require_file
+from bnnpred.errors import BnnpredError, unknown_choice
+
+UCI_REGRESSION_SPLITS = {
+    "bostonHousing": 20, "concrete": 20, "energy": 20, "kin8nm": 20, "naval-propulsion-plant": 20,
+    "power-plant": 20, "protein-tertiary-structure": 5, "wine-quality-red": 20, "yacht": 20,
+}
+
+
+@dataclass
+class UCIRegressionConfig:
+    """One UCI regression set and split; ``valid_fraction`` of the training part is held out (seeded)."""
+
+    name: str = "uci_regression"
+    dataset: str = "wine-quality-red"
+    split: int = 0
+    root: str | None = None
+    seed: int = II("seed")
+    valid_fraction: float = 0.0
+
+
+def _indices(root: Path, rel: str) -> np.ndarray:
+    return np.loadtxt(require_file(root, "uci_regression", rel), dtype=np.int64, ndmin=1)
+
+
+def _check(cfg: UCIRegressionConfig) -> None:
+    if cfg.dataset not in UCI_REGRESSION_SPLITS:
+        raise unknown_choice("UCI regression set (dataset.dataset)", cfg.dataset, UCI_REGRESSION_SPLITS)
+    n_splits = UCI_REGRESSION_SPLITS[cfg.dataset]
+    if not 0 <= cfg.split < n_splits:
+        raise BnnpredError(f"dataset.split must be in 0..{n_splits - 1} for {cfg.dataset}, got {cfg.split}")
+    if not 0.0 <= cfg.valid_fraction < 1.0:
+        raise BnnpredError(f"dataset.valid_fraction must be in [0, 1), got {cfg.valid_fraction}")
+
+
+def load_uci_regression(cfg: UCIRegressionConfig, root: Path) -> Dataset:
+    """Train / valid / test of split ``cfg.split``: X ``[N, D]`` and y ``[N]``, float64, standardised on train."""
+    _check(cfg)
+    folder = f"uci_regression/{cfg.dataset}"
+    data = np.loadtxt(require_file(root, "uci_regression", f"{folder}/data.txt"), dtype=np.float64, ndmin=2)
+    features = _indices(root, f"{folder}/index_features.txt")
+    target = int(_indices(root, f"{folder}/index_target.txt")[0])
+    train = _indices(root, f"{folder}/index_train_{cfg.split}.txt")
+    test = _indices(root, f"{folder}/index_test_{cfg.split}.txt")
+    order = np.random.default_rng(cfg.seed).permutation(len(train))
+    n_valid = int(round(cfg.valid_fraction * len(train)))
+    valid, train = train[order[:n_valid]], train[np.sort(order[n_valid:])]
+    X, y = data[:, features], data[:, target]
+    x_mean, x_std = X[train].mean(0), X[train].std(0)
+    x_std[x_std == 0] = 1.0  # constant features (e.g. in naval) stay zero
+    y_mean, y_std = y[train].mean(), y[train].std()
+
+    def part(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.from_numpy((X[rows] - x_mean) / x_std), torch.from_numpy((y[rows] - y_mean) / y_std)
+
+    (X_tr, y_tr), (X_va, y_va), (X_te, y_te) = part(train), part(valid), part(test)
+    return Dataset(f"uci_regression/{cfg.dataset}", Task.regression, 1, (X.shape[1],), X_tr, y_tr, X_va, y_va,
+                   X_te, y_te)
+

@@ -1,0 +1,183 @@
+"""Thesis Figs. 5.4 and 5.5 (notes-000 §6.3): NN vs GLM sampling for L-GGN, OGGN, LGVA and VOGGN on Snelson with
+a gap and on two moons, a table of test NLL (and RMSE / accuracy) per method x predictive over five seeds, and the
+notes' pass criteria 15-18 checked.
+
+    python scripts/reproduce_thesis_predictives.py [--runs runs/reproduce] [--out outputs/thesis_predictives]
+        [--jobs 2]
+
+Each (experiment, method) is one Hydra multirun over the seeds with the joblib launcher; runs already finished
+with the same config are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bnnpred.io import read_json, write_text  # noqa: E402
+from bnnpred.report.pages import check, checks_table, provenance, sweep  # noqa: E402
+from bnnpred.report.tables import collect, summarize  # noqa: E402
+
+SEEDS = "0,1,2,3,4"
+# The thesis's settings are γ = 0.999, S = 1, Σ₀ = 0.1 I from a shared random mean. From a random mean γ = 0.999
+# collapses to θ ≈ 0 here (NOTE [γ warm-up] in bnnpred/inference/ngvi.py), so each method runs at the largest γ
+# that learned in our trials (VOGGN learned at none we tried; it runs at OGGN's γ).
+METHODS: dict[str, list[str]] = {
+    "L-GGN": ["inference=laplace_ggn"],
+    "OGGN": ["inference=oggn", "inference.gamma=0.1"],
+    "LGVA": ["inference=lgva", "inference.gamma=0.02", "inference.iterations=600"],
+    "VOGGN": ["inference=voggn", "inference.gamma=0.1"],
+}
+EXPERIMENTS = {"thesis_fig5_4": "Snelson with a gap (Fig. 5.4)", "thesis_fig5_5": "two moons (Fig. 5.5)"}
+
+
+def slug(method: str) -> str:
+    return method.lower().replace("-", "_")
+
+
+def sweep_method(runs: Path, experiment: str, method: str, jobs: int) -> Path:
+    return sweep(runs / experiment / slug(method), "seed${seed}", jobs, f"experiment={experiment}", *METHODS[method],
+                 f"seed={SEEDS}")
+
+
+def run_extras(run_dir: str) -> dict[str, float]:
+    """NGVI iterations and, for regression, the mean test predictive std of NN and GLM sampling."""
+    predictions = np.load(Path(run_dir) / "predictions.npz")
+    info = read_json(Path(run_dir) / "metrics.json")["info"]
+    return {"iterations": info.get("iterations", np.nan),
+            **{f"{kind}_std": float(np.sqrt(predictions[f"{kind}_var"]).mean())
+               for kind in ("nn", "glm") if f"{kind}_var" in predictions}}
+
+
+def method_table(runs: Path, experiment: str) -> pd.DataFrame:
+    """Test metrics per (method, predictive): mean and s.e. over seeds, with iterations and predictive std."""
+    frames = []
+    for method in METHODS:
+        frame = collect([runs / experiment / slug(method)])
+        extras = {run: run_extras(run) for run in frame["run_dir"].unique()}
+        frame["method"] = method
+        frame["iterations"] = [extras[r]["iterations"] for r in frame["run_dir"]]
+        frame["pred_std"] = [extras[r].get(f"{k}_std", np.nan) for r, k in zip(frame["run_dir"], frame["predictive"],
+                                                                                strict=True)]
+        frames.append(frame)
+    table = summarize(pd.concat(frames, ignore_index=True), "test", ["method", "predictive"])
+    return table.set_index(["method", "predictive"])
+
+
+def grid_figure(runs: Path, experiment: str, path: Path) -> None:
+    """Rows NN / GLM, one column per method: the seed-0 run's predictive figures side by side."""
+    fig, axes = plt.subplots(2, len(METHODS), figsize=(4 * len(METHODS), 6.4))
+    for col, method in enumerate(METHODS):
+        for row, kind in enumerate(("nn", "glm")):
+            ax = axes[row, col]
+            ax.imshow(plt.imread(runs / experiment / slug(method) / "seed0" / f"predictive_{kind}.png"))
+            ax.set_axis_off()
+            ax.set_title(f"{method}: {kind.upper()} sampling", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def results_table(table: pd.DataFrame, score: str) -> list[str]:
+    lines = [f"| method | NN NLL | GLM NLL | NN {score} | GLM {score} | NN / GLM mean predictive std | iterations |",
+             "|---|---|---|---|---|---|---|"]
+    for method in METHODS:
+        nn, glm = table.loc[(method, "nn")], table.loc[(method, "glm")]
+        iters = f"{glm['iterations']:.0f}" if np.isfinite(glm["iterations"]) else "- (Adam MAP)"
+        lines.append(f"| {method} | {nn['nll']:.3f} ± {nn['nll_se']:.3f} | {glm['nll']:.3f} ± {glm['nll_se']:.3f} | "
+                     f"{nn[score]:.3f} ± {nn[score + '_se']:.3f} | {glm[score]:.3f} ± {glm[score + '_se']:.3f} | "
+                     f"{nn['pred_std']:.2f} / {glm['pred_std']:.2f} | {iters} |".replace("nan / nan", "-"))
+    return lines
+
+
+def snelson_checks(t: pd.DataFrame) -> list[str]:
+    """notes-000 checklist item 15 (log-likelihood = −NLL, nats per point)."""
+    glm = [t.loc[(m, "glm"), "nll"] for m in METHODS]
+    gap = {m: t.loc[(m, "nn"), "nll"] - t.loc[(m, "glm"), "nll"] for m in METHODS}
+    ratio = {m: t.loc[(m, "nn"), "pred_std"] / t.loc[(m, "glm"), "pred_std"] for m in METHODS}
+    return [
+        check("(a) the four GLM predictives lie within 0.2 nats of each other", max(glm) - min(glm) <= 0.2,
+              f"GLM NLL {min(glm):.3f} to {max(glm):.3f}"),
+        *[check(f"(b) {m}: NN LL ≤ GLM LL − 0.5, or NN std ≥ 3x GLM std", gap[m] >= 0.5 or ratio[m] >= 3,
+                f"NN − GLM NLL {gap[m]:+.3f}, std ratio {ratio[m]:.1f}") for m in ("L-GGN", "OGGN")],
+        check("(c) VOGGN: |NN − GLM| ≤ 0.2 nats", abs(gap["VOGGN"]) <= 0.2, f"{gap['VOGGN']:+.3f}"),
+        check("(d) LGVA: NN worse than GLM, by no more than about L-GGN's gap",
+              0 < gap["LGVA"] <= gap["L-GGN"] + 0.1, f"LGVA {gap['LGVA']:+.3f} vs L-GGN {gap['L-GGN']:+.3f}"),
+    ]
+
+
+def moons_checks(t: pd.DataFrame) -> list[str]:
+    """notes-000 checklist item 17."""
+    acc = [t.loc[(m, "glm"), "accuracy"] for m in METHODS]
+    nll = [t.loc[(m, "glm"), "nll"] for m in METHODS]
+
+    def nn_vs_glm(m: str, key: str) -> float:
+        return t.loc[(m, "nn"), key] - t.loc[(m, "glm"), key]
+
+    return [
+        check("(a) GLM accuracy within 3 points and NLL within 0.05 across the four methods",
+              max(acc) - min(acc) <= 0.03 and max(nll) - min(nll) <= 0.05,
+              f"accuracy {min(acc):.3f}-{max(acc):.3f}, NLL {min(nll):.3f}-{max(nll):.3f}"),
+        check("(b) L-GGN NN sampling is uniform: test NLL ≥ 0.6", t.loc[("L-GGN", "nn"), "nll"] >= 0.6,
+              f"NLL {t.loc[('L-GGN', 'nn'), 'nll']:.3f}"),
+        check("(c) VOGGN NN accuracy within 3 points of its GLM", abs(nn_vs_glm("VOGGN", "accuracy")) <= 0.03,
+              f"{nn_vs_glm('VOGGN', 'accuracy'):+.3f}"),
+        check("(d) LGVA and OGGN NN score worse (NLL) than their GLM", nn_vs_glm("LGVA", "nll") > 0
+              and nn_vs_glm("OGGN", "nll") > 0,
+              f"LGVA {nn_vs_glm('LGVA', 'nll'):+.3f}, OGGN {nn_vs_glm('OGGN', 'nll'):+.3f}"),
+    ]
+
+
+def section(runs: Path, out: Path, experiment: str) -> str:
+    table = method_table(runs, experiment)
+    score = "rmse" if experiment == "thesis_fig5_4" else "accuracy"
+    grid_figure(runs, experiment, out / f"{experiment}_grid.png")
+    checks = snelson_checks(table) if experiment == "thesis_fig5_4" else moons_checks(table)
+    lines = [f"## {EXPERIMENTS[experiment]}", "", f"`bnnpred train -m experiment={experiment} <method> "
+             f"seed={SEEDS}`; test set, mean ± s.e. over the five seeds, 1000 predictive samples.", "",
+             *results_table(table, score), "", checks_table(checks, "claim (notes-000 checklist)"), "",
+             "Seed 0, rows NN / GLM sampling (mean ± 2 std and three joint function samples for Snelson; "
+             "p(y = 1 | x) for two moons):", "", f"![grid]({experiment}_grid.png)"]
+    if experiment == "thesis_fig5_5":
+        blr = runs / experiment / "l_ggn" / "seed0" / "blr_uncertainty.png"
+        if blr.is_file():
+            (out / "thesis_fig5_5b_blr_uncertainty.png").write_bytes(blr.read_bytes())
+            lines += ["", "Fig. 5.5b, L-GGN's BLR model uncertainty √V[f̂_GP] and observation noise √Λ:", "",
+                      "![blr](thesis_fig5_5b_blr_uncertainty.png)"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", default="runs/reproduce")
+    parser.add_argument("--out", default="outputs/thesis_predictives")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ns = parser.parse_args()
+    runs, out = Path(ns.runs), Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    for experiment in EXPERIMENTS:
+        for method in METHODS:
+            sweep_method(runs, experiment, method, ns.jobs)
+    made_by = provenance("python scripts/reproduce_thesis_predictives.py", start)
+    intro = ("Thesis settings (notes-000 §6.3): full covariance, shared random initial mean (seeded), S = 1, "
+             "Σ₀ = 0.1 I, δ from our Figs 5.2 / 5.3 (0.398, σ² = 0.1; 0.631). Where we deviate: γ and the "
+             "iterations (OGGN and VOGGN γ = 0.1 for 300 steps, LGVA γ = 0.02 for 600 steps; γ = 0.999 collapses "
+             "from a random mean to θ ≈ 0), stopping when ‖µ_{t+1} − µ_t‖ / ‖µ_t‖ < 1e-6 or at the step limit.")
+    sections = [section(runs, out, experiment) for experiment in EXPERIMENTS]
+    write_text(out / "README.md", "\n\n".join(["# Thesis Figs 5.4 and 5.5: which predictive for which posterior",
+                                                made_by, intro, *sections]) + "\n")
+    print(out / "README.md")
+
+
+if __name__ == "__main__":
+    main()
