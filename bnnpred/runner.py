@@ -281,7 +281,7 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
         write_text(stage / "selection.csv", pd.DataFrame(rows).to_csv(index=False))
         write_text(stage / "trace.csv", pd.DataFrame(fit.trace).to_csv(index=False))
         if cfg.plot.enabled:
-            run_figures(stage, s, ctx, predict, rows)
+            run_figures(stage, s, ctx, predict, rows, fit.trace)
         document = {"run": summary, "info": fit.info, "metrics": results}
         write_json(stage / "metrics.json", document)
     print_table(results, summary)
@@ -389,7 +389,7 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, A
         document["metrics"].setdefault(split, {}).update(by_kind)
     with staged(Path(run_dir)) as stage:
         if s.cfg.plot.enabled:
-            run_figures(stage, s, ctx, predict, [])
+            run_figures(stage, s, ctx, predict, [], [])
         write_json(stage / "metrics.json", document)
     print_table(results, document["run"])
     return document

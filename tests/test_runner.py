@@ -29,6 +29,15 @@ def test_grid_selection_picks_the_best_row(tmp_path, method):
     assert (tmp_path / "selection.png").is_file() is False  # plots disabled
 
 
+def test_ngvi_runs_save_a_rising_elbo_trace_and_its_figure(tmp_path):
+    run(tmp_path, "selection=none", "inference=oggn", "inference.gamma=0.3", "inference.iterations=40",
+        "inference.log_every=5", "plot.enabled=true", "plot.grid_points=10", base=DATA)
+    trace = pd.read_csv(tmp_path / "trace.csv")
+    assert list(trace["step"][:3]) == [1, 5, 10] and len(trace) == 9
+    assert trace["elbo"].iloc[-1] > trace["elbo"].iloc[0]
+    assert (tmp_path / "convergence.png").stat().st_size > 10_000
+
+
 def test_a_finished_run_of_the_same_config_is_skipped_and_a_changed_one_reruns(tmp_path, caplog):
     first = run(tmp_path, "selection=none")
     stamp = (tmp_path / "metrics.json").stat().st_mtime_ns

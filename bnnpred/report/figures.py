@@ -13,6 +13,7 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import torch
 
 from bnnpred.errors import BnnpredError
@@ -243,6 +244,17 @@ def plot_metric_vs_hyper(
     ax.set(xscale="log", xlabel=xlabel, ylabel=ylabel)
     if series:
         ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def plot_convergence(path: str | Path, trace: pd.DataFrame) -> Path:
+    """An iterative method's trace: the ELBO estimate and the relative mean change ``‖µ_{t+1} − µ_t‖ / ‖µ_t‖``
+    against the step (columns ``step``, ``elbo``, ``rel_change``)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.4), layout="constrained")
+    left.plot(trace["step"], trace["elbo"], marker=".")
+    left.set(xlabel="step", ylabel="ELBO estimate", yscale="symlog")
+    right.plot(trace["step"], trace["rel_change"], marker=".")
+    right.set(xlabel="step", ylabel="relative change of the mean", yscale="log")
     return _save(fig, path)
 
 

@@ -21,8 +21,9 @@ MARGIN_2D = 1.0
 
 
 def run_figures(out: Path, s: Any, ctx: Context, predict: dict[str, Callable[[torch.Tensor], Any]],
-                rows: list[dict]) -> None:
-    """Write the figures that fit this run's inputs (1-D regression, 2-D binary) and selection into ``out``."""
+                rows: list[dict], trace: list[dict]) -> None:
+    """Write the figures that fit this run's inputs (1-D regression, 2-D binary), selection and convergence
+    trace into ``out``."""
     dim = s.data.X_train.shape[1] if s.data.X_train.dim() == 2 else 0
     if dim == 1 and s.data.task is Task.regression:
         _figures_1d(out, s, ctx, predict)
@@ -30,6 +31,8 @@ def run_figures(out: Path, s: Any, ctx: Context, predict: dict[str, Callable[[to
         _figures_2d(out, s, ctx, predict)
     if len(rows) > 1:
         evidence_figure(out / "selection.png", pd.DataFrame(rows))
+    if trace:
+        figures.plot_convergence(out / "convergence.png", pd.DataFrame(trace))
 
 
 def _figures_1d(out: Path, s: Any, ctx: Context, predict: dict) -> None:
