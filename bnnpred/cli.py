@@ -12,6 +12,8 @@ import logging
 import os
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -30,8 +32,9 @@ commands:
 """
 
 log = logging.getLogger("bnnpred")
-# Jobs append their one-line errors here; launcher workers (joblib, SLURM) inherit the path.
-FAILURE_LOG_ENV = "BNNPRED_FAILURE_LOG"
+# Every job appends "status<TAB>seconds<TAB>one-line error" to this file (launcher workers inherit the variable;
+# on a cluster whose nodes cannot see it, progress and failures are left to the launcher's own logs).
+LEDGER_ENV = "BNNPRED_SWEEP_LEDGER"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -149,51 +152,91 @@ def train_command(args: list[str]) -> None:
         check_sweep_base(overrides)
     for job in jobs:
         check_job(job)
-    failures = _run_hydra(args, multirun)
+    ledger = _run_hydra(args, multirun, len(jobs))
+    failures = [entry.message for entry in ledger if entry.status == "failed"]
     if len(failures) == 1 and not multirun:
         raise BnnpredError(failures[0])
     if failures:
         raise BnnpredError(f"{len(failures)} run(s) failed: {' | '.join(failures)}")
 
 
-def _run_hydra(args: list[str], multirun: bool) -> list[str]:
-    """Run Hydra on ``args``; returns the one-line errors of the jobs that failed."""
+@dataclass(frozen=True)
+class LedgerEntry:
+    status: str  # trained | skipped | failed
+    seconds: float
+    message: str
+
+
+def read_ledger(path: Path) -> list[LedgerEntry]:
+    entries = []
+    for line in path.read_text().splitlines():
+        status, seconds, message = line.split("\t", 2)
+        entries.append(LedgerEntry(status, float(seconds), message))
+    return entries
+
+
+def progress_line(ledger: list[LedgerEntry], total: int, elapsed: float | None) -> str:
+    """``sweep: 5/8 runs (3 trained, 1 skipped, 1 failed), 3 left, about 2 min left``."""
+    counts = {status: sum(e.status == status for e in ledger) for status in ("trained", "skipped", "failed")}
+    left = total - len(ledger)
+    line = (f"sweep: {len(ledger)}/{total} runs ({counts['trained']} trained, {counts['skipped']} skipped, "
+            f"{counts['failed']} failed), {left} left")
+    worked = counts["trained"] + counts["failed"]
+    if elapsed is not None and left and worked:
+        line += f", about {elapsed / worked * left / 60:.1f} min left"
+    return line
+
+
+def _record(status: str, seconds: float, message: str = "") -> None:
+    with open(os.environ[LEDGER_ENV], "a") as ledger:
+        ledger.write(f"{status}\t{seconds:.3f}\t{' '.join(message.split())}\n")
+
+
+def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]:
+    """Run Hydra on ``args``; returns every job's ledger entry (status, seconds, one-line error)."""
     import hydra
 
     from bnnpred.config import register_configs
 
     register_configs()
+    started = time.time()
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
     def task(cfg: DictConfig) -> float | None:
         from hydra.core.hydra_config import HydraConfig
 
-        from bnnpred.runner import train
+        from bnnpred.config import run_key
+        from bnnpred.runner import finished_run, train
 
         run_dir = Path(HydraConfig.get().runtime.output_dir)
+        start = time.perf_counter()
+        skipped = not cfg.force and finished_run(run_dir, run_key(cfg)) is not None
         try:
             document = train(cfg, run_dir)
+            _record("skipped" if skipped else "trained", time.perf_counter() - start)
         except BnnpredError as e:
             log.error("error: %s", e)
             if multirun:
                 print(f"error: {e} ({run_dir})", file=sys.stderr)
-            with open(os.environ[FAILURE_LOG_ENV], "a") as failure_log:
-                failure_log.write(" ".join(str(e).split()) + "\n")
-            return None
-        return document["info"].get("log_marglik")
+            _record("failed", time.perf_counter() - start, str(e))
+            document = None
+        if multirun:
+            ledger = read_ledger(Path(os.environ[LEDGER_ENV]))
+            print(progress_line(ledger, total, time.time() - started), file=sys.stderr, flush=True)
+        return None if document is None else document["info"].get("log_marglik")
 
-    fd, failure_path = tempfile.mkstemp(prefix="bnnpred-failures-", suffix=".log")
+    fd, ledger_path = tempfile.mkstemp(prefix="bnnpred-sweep-", suffix=".tsv")
     os.close(fd)
     saved = sys.argv
     sys.argv = ["bnnpred", *args]
-    os.environ[FAILURE_LOG_ENV] = failure_path
+    os.environ[LEDGER_ENV] = ledger_path
     try:
         task()
-        return Path(failure_path).read_text().splitlines()
+        return read_ledger(Path(ledger_path))
     finally:
         sys.argv = saved
-        os.environ.pop(FAILURE_LOG_ENV, None)
-        Path(failure_path).unlink(missing_ok=True)
+        os.environ.pop(LEDGER_ENV, None)
+        Path(ledger_path).unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- eval

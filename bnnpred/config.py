@@ -7,6 +7,8 @@ extends (``defaults: [/schema/<group>/<name>@_here_, _self_]``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -15,6 +17,7 @@ import numpy as np
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from bnnpred import __version__
 from bnnpred.data import dataset_schemas
 from bnnpred.inference import METHODS
 from bnnpred.models import MODELS
@@ -72,6 +75,10 @@ class Config:
     device: Device = Device.auto
     dtype: DType = DType.float64
     progress: bool = True
+    force: bool = False  # rerun even when the run directory holds a finished run of this config
+    # CPU threads per run (None: torch's default; joblib workers get cores / n_jobs). BLAS sums depend on it in
+    # the last bits, so fix it for bitwise-identical numbers across launchers.
+    threads: int | None = None
     task_name: str = "train"
     tags: list[str] = field(default_factory=list)
 
@@ -86,9 +93,27 @@ def logspace_sweep(start: float, stop: float, num: int) -> str:
     return ",".join(f"{v:.6g}" for v in logspace(start, stop, num))
 
 
+# Settings that change how a run is shown or scheduled, not its results: left out of the run key.
+NOT_IN_RUN_KEY = ("hydra", "progress", "force", "threads")
+
+
+def run_key(cfg: Any) -> str:
+    """The identity of a run: 12 hex digits of the sha256 of its resolved config (without ``NOT_IN_RUN_KEY``)
+    and the code version. Run directories are named by it, so a sweep started again finds its finished runs."""
+    kept = OmegaConf.masked_copy(cfg, [k for k in cfg if k not in NOT_IN_RUN_KEY])
+    identity = OmegaConf.to_container(kept, resolve=True, enum_to_str=True)
+    text = json.dumps(identity, sort_keys=True) + f"|bnnpred {__version__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _run_key_resolver(*, _root_: Any) -> str:
+    """``${run_key:}`` in ``hydra.run.dir`` / ``hydra.sweep.subdir``: the key of the job's config."""
+    return run_key(_root_)
+
+
 def register_configs() -> None:
-    """Register the root schema, every group's schemas and the ``logspace`` resolver (idempotent)."""
-    for name, resolver in [("logspace", logspace), ("logspace_sweep", logspace_sweep)]:
+    """Register the root schema, every group's schemas and the resolvers (idempotent)."""
+    for name, resolver in [("logspace", logspace), ("logspace_sweep", logspace_sweep), ("run_key", _run_key_resolver)]:
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, resolver)
     cs = ConfigStore.instance()

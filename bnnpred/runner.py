@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,9 +22,11 @@ import numpy as np
 import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred import inference, metrics
-from bnnpred.config import Config, Device, DType
+from bnnpred import __version__
+from bnnpred.config import Config, Device, DType, run_key
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task, load_dataset
@@ -79,6 +82,8 @@ def check_config(cfg: Config) -> None:
         raise BnnpredError(f"predictive.n_samples must be >= 1, got {cfg.predictive.n_samples}")
     if not cfg.predictive.kinds:
         raise BnnpredError("predictive.kinds is empty; e.g. predictive=glm")
+    if cfg.threads is not None and cfg.threads < 1:
+        raise BnnpredError(f"threads must be >= 1 or null (torch's default), got {cfg.threads}")
     if cfg.inference.name == "map" and set(cfg.predictive.kinds) - {PredictiveKind.map}:
         raise BnnpredError("inference=map gives a point estimate; use predictive=map or inference=laplace_ggn")
     cfg.inference.validate()
@@ -104,6 +109,8 @@ def check_full_covariance_fits(cfg: Config, n_params: int, dtype: torch.dtype) -
 
 def setup(cfg: Config) -> Setup:
     check_config(cfg)
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
     dtype = torch.float64 if cfg.dtype is DType.float64 else torch.float32
@@ -254,11 +261,12 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     """``bnnpred train``: fit, select, evaluate and write one run directory; returns ``metrics.json``."""
     from bnnpred.report.run_figures import run_figures
 
-    resolved = OmegaConf.to_yaml(cfg_dict, resolve=True)
-    if (done := finished_run(run_dir, resolved)) is not None:
-        log.info("%s already holds a finished run of this config; skipped (delete it to rerun)", run_dir)
-        return done
     cfg = typed(cfg_dict)
+    key = run_key(cfg_dict)
+    if not cfg.force and (done := finished_run(run_dir, key)) is not None:
+        log.info("%s already holds a finished run of this config; skipped (force=true reruns it)", run_dir)
+        print_table(done["metrics"], done["run"])
+        return done
     start = time.perf_counter()
     s = setup(cfg)
     trainer = Trainer(s)
@@ -275,7 +283,7 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     results, test_predictions = evaluate_all(s, predict)
     summary = run_summary(s, chosen, time.perf_counter() - start)
     with staged(run_dir) as stage:
-        write_text(stage / "config.yaml", resolved)
+        write_text(stage / "config.yaml", OmegaConf.to_yaml(cfg_dict, resolve=True))
         save_torch(stage / "posterior.pt", saved_fit(s, fit, chosen))
         save_npz(stage / "predictions.npz", prediction_arrays(test_predictions, s.data.y_test))
         write_text(stage / "selection.csv", pd.DataFrame(rows).to_csv(index=False))
@@ -288,14 +296,14 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     return document
 
 
-def finished_run(run_dir: Path, resolved_config: str) -> dict[str, Any] | None:
-    """The ``metrics.json`` of a finished run in ``run_dir`` made from the same resolved config, else None."""
+def finished_run(run_dir: Path, key: str) -> dict[str, Any] | None:
+    """The ``metrics.json`` of a finished run in ``run_dir`` whose config has run key ``key``, else None."""
     config, metrics = run_dir / "config.yaml", run_dir / "metrics.json"
-    if not (config.is_file() and metrics.is_file()) or config.read_text() != resolved_config:
-        return None
     try:
+        if run_key(OmegaConf.load(config)) != key:
+            return None
         return read_json(metrics)
-    except (OSError, ValueError):
+    except (OSError, ValueError, OmegaConfBaseException):  # missing, truncated or unreadable: not finished
         return None
 
 
@@ -314,7 +322,23 @@ def run_summary(s: Setup, chosen: Candidate, seconds: float) -> dict[str, Any]:
         "inference": cfg.inference.name, "structure": getattr(getattr(cfg.inference, "structure", None), "value", None),
         "selection": cfg.selection.method.value, "seed": cfg.seed, "delta": chosen.delta, "sigma2": chosen.sigma2,
         "n_params": s.model.n_params, "n_train": len(s.data.X_train), "seconds": seconds, "tags": list(cfg.tags),
+        "version": __version__, "commit": code_commit(),
     }
+
+
+def code_commit() -> str | None:
+    """The git commit of the bnnpred source tree (``+dirty`` with uncommitted changes), or None outside git."""
+    source = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=source, capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=source, capture_output=True,
+                               text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def saved_fit(s: Setup, fit: Fit, chosen: Candidate) -> dict[str, Any]:

@@ -51,14 +51,20 @@ def collect(dirs: list[Path]) -> pd.DataFrame:
         if document is None:
             continue
         run = {k: document["run"].get(k) for k in RUN_KEYS}
+        run["version"] = document["run"].get("version", "0.1.0")  # runs before versions were recorded
         for split, by_kind in document["metrics"].items():
             for kind, values in by_kind.items():
                 rows.append({"run_dir": str(run_dir), **run, "split": split, "predictive": kind, **values})
     if not rows:
         raise BnnpredError(f"no finished runs under {', '.join(map(str, dirs))}; run bnnpred train first")
+    if len(versions := {row["version"] for row in rows}) > 1:
+        log.warning("these runs come from different code versions (%s); rerun the older ones to compare like "
+                    "with like", ", ".join(sorted(map(str, versions))))
     frame = pd.DataFrame(rows)
     frame["structure"] = frame["structure"].fillna("-")
-    return frame
+    # rows in an order that does not depend on folder names, so sums (and tables) are byte-reproducible
+    order = ["split", "predictive", *SETTING, "delta", "sigma2", "seed"]
+    return frame.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
 
 
 def select_by_valid_nll(frame: pd.DataFrame) -> pd.DataFrame:

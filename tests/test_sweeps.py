@@ -1,0 +1,73 @@
+"""Sweeps that resume: runs keyed by their config, a sweep killed with SIGKILL and started again, and the same
+sweep serially and with the joblib launcher giving byte-identical tables."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from bnnpred.cli import LedgerEntry, compose, progress_line
+from bnnpred.config import run_key
+from bnnpred.runner import finished_run
+from tests.test_cli import TINY, bnnpred
+
+SWEEP = [*TINY, "predictive.kinds=[map,glm]", "plot.enabled=false", "threads=1", "seed=0,1,2", "prior.delta=1,3"]
+
+
+def test_the_run_key_ignores_display_settings_and_survives_saving():
+    cfg = compose(TINY)
+    assert run_key(cfg) == run_key(compose([*TINY, "progress=true", "force=true", "threads=1"]))
+    assert run_key(cfg) != run_key(compose([*TINY, "seed=1"]))
+    saved = OmegaConf.create(OmegaConf.to_yaml(cfg, resolve=True))  # what config.yaml holds
+    assert run_key(saved) == run_key(cfg)
+
+
+def test_a_truncated_metrics_file_is_an_unfinished_run(tmp_path):
+    cfg = compose(TINY)
+    (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (tmp_path / "metrics.json").write_text('{"run": {"seed"')
+    assert finished_run(tmp_path, run_key(cfg)) is None
+    (tmp_path / "metrics.json").write_text(json.dumps({"run": {}}))
+    assert finished_run(tmp_path, run_key(cfg)) == {"run": {}}
+    assert finished_run(tmp_path, run_key(compose([*TINY, "seed=5"]))) is None
+
+
+def test_progress_line_counts_and_estimates():
+    ledger = [LedgerEntry("trained", 10, ""), LedgerEntry("skipped", 0, ""), LedgerEntry("failed", 2, "x")]
+    assert progress_line(ledger, 7, elapsed=120.0) == (
+        "sweep: 3/7 runs (1 trained, 1 skipped, 1 failed), 4 left, about 4.0 min left")
+
+
+def table(tmp_path: Path, sweep: Path, name: str) -> bytes:
+    out = bnnpred("report", str(sweep), "--out", str(tmp_path / name), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    return (tmp_path / name / "table.csv").read_bytes()
+
+
+def test_a_killed_sweep_resumes_without_redoing_runs_and_matches_a_parallel_one(tmp_path):
+    parallel = bnnpred("train", "-m", *SWEEP, "task_name=parallel", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+                       cwd=tmp_path)
+    assert parallel.returncode == 0, parallel.stderr
+    serial = tmp_path / "runs" / "serial"
+    command = [sys.executable, "-m", "bnnpred.cli", "train", "-m", *SWEEP, "task_name=serial"]
+    first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    deadline = time.time() + 240
+    while len(list(serial.glob("*/metrics.json"))) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    done = {p.parent: p.stat().st_mtime_ns for p in serial.glob("*/metrics.json")}
+    assert 2 <= len(done) < 6, "the sweep must be killed part-way"
+
+    resumed = bnnpred("train", "-m", *SWEEP, "task_name=serial", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"sweep: 6/6 runs ({6 - len(done)} trained, {len(done)} skipped, 0 failed), 0 left" in resumed.stderr
+    assert all(run.joinpath("metrics.json").stat().st_mtime_ns == stamp for run, stamp in done.items())
+    assert not list(serial.glob("*/.incomplete"))
+    assert table(tmp_path, serial, "serial") == table(tmp_path, tmp_path / "runs" / "parallel", "parallel")
