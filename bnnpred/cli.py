@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -123,6 +124,20 @@ def check_job(overrides: list[str]) -> None:
     load_dataset(typed_cfg.dataset)
 
 
+def check_launcher(overrides: list[str]) -> None:
+    """A cluster launcher needs its plugin and its cluster; say so before anything is submitted."""
+    launchers = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra/launcher=")]
+    if not launchers or "slurm" not in launchers[-1]:
+        return
+    try:
+        import hydra_plugins.hydra_submitit_launcher  # noqa: F401
+    except ImportError as e:
+        raise BnnpredError("hydra/launcher=slurm needs the submitit plugin: pip install 'bnnpred[slurm]'") from e
+    if shutil.which("sbatch") is None:
+        raise BnnpredError("hydra/launcher=slurm needs a SLURM cluster, but sbatch is not on PATH here; "
+                           "use hydra/launcher=local to run the sweep on this machine")
+
+
 def check_sweep_base(overrides: list[str]) -> None:
     """Hydra composes a sweep's base config from its non-swept overrides first; that must compose too."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -148,6 +163,7 @@ def train_command(args: list[str]) -> None:
     multirun = any(a in ("-m", "--multirun") for a in args)
     overrides = overrides_of(args)
     jobs = expand_sweep(overrides) if multirun else [overrides]
+    check_launcher(overrides)
     if multirun:
         check_sweep_base(overrides)
     for job in jobs:

@@ -71,3 +71,24 @@ def test_a_killed_sweep_resumes_without_redoing_runs_and_matches_a_parallel_one(
     assert all(run.joinpath("metrics.json").stat().st_mtime_ns == stamp for run, stamp in done.items())
     assert not list(serial.glob("*/.incomplete"))
     assert table(tmp_path, serial, "serial") == table(tmp_path, tmp_path / "runs" / "parallel", "parallel")
+
+
+def test_the_slurm_launcher_composes_and_fails_clearly_without_a_cluster(tmp_path):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from bnnpred.cli import CONF_DIR
+    from bnnpred.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = hydra_compose(config_name="config", overrides=["hydra/launcher=slurm", "hydra.launcher.partition=gpu"],
+                            return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert (launcher.partition, launcher.timeout_min, launcher.gpus_per_node) == ("gpu", 240, 0)
+    out = bnnpred("train", "-m", *TINY, "seed=0,1", "hydra/launcher=slurm", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("error: hydra/launcher=slurm needs a SLURM cluster, but sbatch is not on PATH "
+                                  "here; use hydra/launcher=local to run the sweep on this machine")
+    assert not (tmp_path / "runs").exists()
