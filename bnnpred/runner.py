@@ -24,8 +24,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from bnnpred import inference, metrics
-from bnnpred import __version__
+from bnnpred import __version__, inference, metrics
 from bnnpred.config import Config, Device, DType, run_key
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
