@@ -6,7 +6,7 @@ BNNPRED := $(VENV)/bin/bnnpred
 # The real data root; tests that need it skip when it is absent.
 export BNNPRED_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup run test lint bench reproduce-toys clean
+.PHONY: setup run test lint bench reproduce-quick reproduce-tables reproduce-full clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,14 +26,22 @@ test: setup
 	$(PY) -m pytest -q
 
 lint: setup
-	$(VENV)/bin/ruff check bnnpred tests bench scripts
+	$(VENV)/bin/ruff check bnnpred tests bench
 
 bench: setup
 	$(PY) bench/laplace_full.py
 
-# Thesis Figs 5.2 / 5.3 and the banana table (CPU scale); writes outputs/
-reproduce-toys: setup
-	$(PY) scripts/reproduce_toys.py
+# Every study (bnnpred/reproduce/) at smoke scale, into runs/reproduce-quick/ (about 15 min on 2 cores)
+reproduce-quick: setup
+	$(BNNPRED) reproduce --tier quick
+
+# Every paper table and figure at CPU scale, in parallel; writes the committed pages under outputs/ (hours)
+reproduce-tables: setup
+	$(BNNPRED) reproduce --tier cpu
+
+# The studies' GPU-scale presets (device=auto picks CUDA), into outputs/full/
+reproduce-full: setup
+	$(BNNPRED) reproduce --tier full
 
 clean:
 	rm -rf runs multirun

@@ -29,6 +29,7 @@ commands:
   train [-m] [group=option ...] [key=value ...]   train and evaluate one run (or sweep with -m)
   eval run_dir=PATH [predictive=KIND] [predictive.n_samples=S ...]   re-evaluate a saved run
   report DIR [DIR ...] [--out DIR] [--select-by valid_nll]          tables over run directories
+  reproduce [STUDY ...] [--tier quick|cpu|full] [--report-only]     the papers' tables and figures
   data fetch|verify NAME [--root PATH] [--force]                    data files with checksums
 """
 
@@ -44,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE)
         sys.exit(0 if argv else 2)
     command, args = argv[0], argv[1:]
-    commands = {"train": train_command, "eval": eval_command, "report": report_command, "data": data_command}
+    commands = {"train": train_command, "eval": eval_command, "report": report_command, "data": data_command,
+                "reproduce": reproduce_command}
     try:
         if command not in commands:
             raise BnnpredError(f"unknown command '{command}'; valid choices: {', '.join(commands)}")
@@ -57,8 +59,9 @@ def main(argv: list[str] | None = None) -> None:
 # ---------------------------------------------------------------- composition and checks
 
 
-def compose(overrides: list[str]) -> DictConfig:
-    """The config Hydra would build for these overrides (``hydra.*`` overrides are ignored here)."""
+def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
+    """The config Hydra would build for these overrides (``hydra.*`` overrides are ignored here); resolved,
+    or unresolved and with its ``hydra`` node when ``with_hydra``."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -70,8 +73,9 @@ def compose(overrides: list[str]) -> DictConfig:
     own = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            cfg = hydra_compose(config_name="config", overrides=own)
-        OmegaConf.resolve(cfg)
+            cfg = hydra_compose(config_name="config", overrides=own, return_hydra_config=with_hydra)
+        if not with_hydra:
+            OmegaConf.resolve(cfg)
         return cfg
     except Exception as e:  # Hydra and OmegaConf raise many types; all become one line
         raise BnnpredError(one_line(e)) from e
@@ -99,12 +103,18 @@ def one_line(e: BaseException) -> str:
 
 
 def expand_sweep(overrides: list[str]) -> list[list[str]]:
-    """Every job's override list for a ``-m`` call (the cartesian product of sweep values)."""
+    """Every job's override list for a ``-m`` call: the cartesian product of the sweep values in the config's
+    ``hydra.sweeper.params`` (experiment presets) and on the command line (which wins), as Hydra's sweeper does."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
+        parser = OverridesParser.create()
+        base = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
+        params = compose(base, with_hydra=True).hydra.sweeper.get("params") or {}
+        parsed = parser.parse_overrides([*(f"{k}={v}" for k, v in params.items()), *overrides])
+    except BnnpredError:
+        raise
     except Exception as e:
         raise BnnpredError(one_line(e)) from e
     return [job for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
@@ -162,10 +172,10 @@ def overrides_of(args: list[str]) -> list[str]:
 def train_command(args: list[str]) -> None:
     multirun = any(a in ("-m", "--multirun") for a in args)
     overrides = overrides_of(args)
-    jobs = expand_sweep(overrides) if multirun else [overrides]
     check_launcher(overrides)
     if multirun:
         check_sweep_base(overrides)
+    jobs = expand_sweep(overrides) if multirun else [overrides]
     for job in jobs:
         check_job(job)
     ledger = _run_hydra(args, multirun, len(jobs))
@@ -301,6 +311,26 @@ def report_command(args: list[str]) -> None:
     written = write_report([Path(d) for d in ns.dirs], Path(ns.out), split=ns.split, select_by=ns.select_by)
     for path in written:
         print(path)
+
+
+def reproduce_command(args: list[str]) -> None:
+    from bnnpred.reproduce import STUDIES, Tier, reproduce
+
+    parser = _parser("reproduce")
+    parser.add_argument("studies", nargs="*", help=f"studies to make (default: all): {', '.join(STUDIES)}")
+    parser.add_argument("--tier", choices=[t.value for t in Tier], default="cpu",
+                        help="quick: smoke scale into runs/reproduce-quick; cpu: the committed pages; full: GPU scale")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel runs (joblib workers)")
+    parser.add_argument("--runs", help="run folder (default runs/reproduce, or runs/reproduce-quick)")
+    parser.add_argument("--out", help="page folder (default outputs/, or runs/reproduce-quick/outputs)")
+    parser.add_argument("--report-only", action="store_true", help="rebuild the pages from the runs, train nothing")
+    ns = parser.parse_args(args)
+    tier = Tier(ns.tier)
+    quick = tier is Tier.quick
+    runs = Path(ns.runs or ("runs/reproduce-quick" if quick else "runs/reproduce"))
+    out = Path(ns.out or (runs / "outputs" if quick else "outputs/full" if tier is Tier.full else "outputs"))
+    for page in reproduce(ns.studies, tier, runs, out, ns.jobs, ns.report_only):
+        print(page)
 
 
 def data_command(args: list[str]) -> None:

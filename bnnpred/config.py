@@ -93,8 +93,8 @@ def logspace_sweep(start: float, stop: float, num: int) -> str:
     return ",".join(f"{v:.6g}" for v in logspace(start, stop, num))
 
 
-# Settings that change how a run is shown or scheduled, not its results: left out of the run key.
-NOT_IN_RUN_KEY = ("hydra", "progress", "force", "threads")
+# Settings that change how a run is shown, named or scheduled, not its results: left out of the run key.
+NOT_IN_RUN_KEY = ("hydra", "progress", "force", "threads", "task_name", "tags")
 
 
 def run_key(cfg: Any) -> str:

@@ -3,18 +3,9 @@
 Residual importances ``a_i = y_i - σ(f_i)`` of the 3000 training images sorted, with examples at both ends; for
 test images (one correct, two misclassified) the eight training images with the largest kernel value
 ``κ(x*, x_i) = δ⁻¹ J(x*) J(x_i)ᵀ``; and the representer identity ``f(x*) = m(x*) + Σ_i a_i κ(x*, x_i)`` with
-``m(x*) = f(x*) - J(x*) θ*`` (exact at a stationary MAP, notes-000 §6.4 [derived]).
-
-    python scripts/reproduce_thesis_fig5_6.py [--runs runs/reproduce] [--out outputs/thesis_fig5_6]
-"""
+``m(x*) = f(x*) - J(x*) θ*`` (exact at a stationary MAP, notes-000 §6.4 [derived])."""
 
 from __future__ import annotations
-
-import argparse
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import matplotlib
 
@@ -23,18 +14,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from bnnpred.curvature.jacobians import iter_jacobians  # noqa: E402
-from bnnpred.io import read_json, write_text  # noqa: E402
+from bnnpred.io import read_json  # noqa: E402
+from bnnpred.reproduce.base import Reproduction, Study  # noqa: E402
 from bnnpred.runner import restore  # noqa: E402
 
-TRAIN = ["dataset=mnist", "dataset.classes=[4,9]", "dataset.n_train=3000", "model=thesis_cnn", "prior.delta=10",
-         "selection=none", "inference.map.steps=2000", "inference.map.lr=0.005", "predictive.kinds=[map,glm]",
-         "predictive.n_samples=100", "dtype=float32", "plot.enabled=false", "progress=false"]
-
-
-def train(run_dir: Path) -> None:
-    if not (run_dir / "metrics.json").is_file():
-        subprocess.run([sys.executable, "-m", "bnnpred.cli", "train", *TRAIN, f"hydra.run.dir={run_dir}"],
-                       check=True, env={**os.environ})
+QUICK = ("dataset.n_train=300", "inference.map.steps=100", "predictive.n_samples=10")
 
 
 def stacked_jacobians(model, theta, X) -> tuple[torch.Tensor, torch.Tensor]:
@@ -50,14 +34,9 @@ def image_row(ax_row, images, captions) -> None:
         ax.axis("off")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", default="runs/reproduce")
-    parser.add_argument("--out", default="outputs/thesis_fig5_6")
-    ns = parser.parse_args()
-    run_dir, out = Path(ns.runs) / "thesis_fig5_6", Path(ns.out)
-    out.mkdir(parents=True, exist_ok=True)
-    train(run_dir)
+def make(r: Reproduction) -> str:
+    out = r.out
+    run_dir = r.train_once(r.runs / "thesis_fig5_6", "experiment=thesis_fig5_6", quick=QUICK)
     s, ctx = restore(run_dir)
     theta, delta = ctx.theta, float(ctx.prior_precision[0])
     grad_norm = read_json(run_dir / "metrics.json")["info"]["grad_norm"]
@@ -105,12 +84,11 @@ def main() -> None:
     fig.savefig(out / "similar_training_images.png", dpi=110)
     plt.close(fig)
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    write_text(out / "README.md", "\n".join([
+    return "\n".join([
         "# Thesis Fig. 5.6: explaining MNIST 4 vs 9 predictions with the Laplace-GGN kernel",
         "",
-        f"Made by `python scripts/reproduce_thesis_fig5_6.py` at commit {commit}. 3000 random 4/9 training images "
-        f"(seed 0), the thesis CNN (P = 4587), δ = {delta:g}, MAP by 2000 full-batch Adam steps (lr 5e-3, cosine).",
+        f"{r.provenance('bnnpred reproduce thesis_fig5_6')} {len(X)} random 4/9 training images (seed 0), the "
+        f"thesis CNN (P = 4587), δ = {delta:g}, MAP by full-batch Adam (lr 5e-3, cosine).",
         "",
         "| check (notes-000 §7 items 19-20) | value |",
         "|---|---|",
@@ -134,9 +112,8 @@ def main() -> None:
         *lines,
         "",
         "![similar](similar_training_images.png)",
-    ]) + "\n")
-    print(out / "README.md")
+    ]) + "\n"
 
 
-if __name__ == "__main__":
-    main()
+STUDY = Study(name="thesis_fig5_6", title="thesis Fig. 5.6: MNIST 4 vs 9 explained by the Laplace-GGN kernel",
+              make=make, cpu_cost="about 10 min")

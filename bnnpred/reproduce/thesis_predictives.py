@@ -1,19 +1,9 @@
 """Thesis Figs. 5.4 and 5.5 (notes-000 §6.3): NN vs GLM sampling for L-GGN, OGGN, LGVA and VOGGN on Snelson with
 a gap and on two moons, a table of test NLL (and RMSE / accuracy) per method x predictive over five seeds, and the
-notes' pass criteria 15-18 checked.
-
-    python scripts/reproduce_thesis_predictives.py [--runs runs/reproduce] [--out outputs/thesis_predictives]
-        [--jobs 2]
-
-Each (experiment, method) is one Hydra multirun over the seeds with the joblib launcher; runs already finished
-with the same config are skipped.
-"""
+notes' pass criteria 15-18 checked. Each (experiment, method) is one sweep over the seeds."""
 
 from __future__ import annotations
 
-import argparse
-import os
-import time
 from pathlib import Path
 
 import matplotlib
@@ -23,11 +13,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bnnpred.io import read_json, write_text  # noqa: E402
-from bnnpred.report.pages import check, checks_table, provenance, sweep  # noqa: E402
+from bnnpred.io import read_json  # noqa: E402
 from bnnpred.report.tables import collect, summarize  # noqa: E402
+from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
 
-SEEDS = "0,1,2,3,4"
 # The thesis's settings are γ = 0.999, S = 1, Σ₀ = 0.1 I from a shared random mean. From a random mean γ = 0.999
 # collapses to θ ≈ 0 here (NOTE [γ warm-up] in bnnpred/inference/ngvi.py), so each method runs at the largest γ
 # that learned in our trials (VOGGN learned at none we tried; it runs at OGGN's γ).
@@ -37,6 +26,8 @@ METHODS: dict[str, list[str]] = {
     "LGVA": ["inference=lgva", "inference.gamma=0.02", "inference.iterations=600"],
     "VOGGN": ["inference=voggn", "inference.gamma=0.1"],
 }
+QUICK = {"L-GGN": ("inference.map.steps=300",), "OGGN": ("inference.iterations=10",),
+         "LGVA": ("inference.iterations=10",), "VOGGN": ("inference.iterations=10",)}
 EXPERIMENTS = {"thesis_fig5_4": "Snelson with a gap (Fig. 5.4)", "thesis_fig5_5": "two moons (Fig. 5.5)"}
 
 
@@ -44,9 +35,13 @@ def slug(method: str) -> str:
     return method.lower().replace("-", "_")
 
 
-def sweep_method(runs: Path, experiment: str, method: str, jobs: int) -> Path:
-    return sweep(runs / experiment / slug(method), "seed${seed}", jobs, f"experiment={experiment}", *METHODS[method],
-                 f"seed={SEEDS}")
+def sweep_method(r: Reproduction, experiment: str, method: str) -> Path:
+    return r.sweep(r.runs / experiment / slug(method), "seed${seed}", f"experiment={experiment}", *METHODS[method],
+                   f"seed={seeds(r)}", quick=(*QUICK[method], "predictive.n_samples=100", "plot.grid_points=20"))
+
+
+def seeds(r: Reproduction) -> str:
+    return str(r.pick(cpu="0,1,2,3,4", quick="0,1"))
 
 
 def run_extras(run_dir: str) -> dict[str, float]:
@@ -137,13 +132,16 @@ def moons_checks(t: pd.DataFrame) -> list[str]:
     ]
 
 
-def section(runs: Path, out: Path, experiment: str) -> str:
+def section(r: Reproduction, experiment: str) -> str:
+    for method in METHODS:
+        sweep_method(r, experiment, method)
+    runs, out = r.runs, r.out
     table = method_table(runs, experiment)
     score = "rmse" if experiment == "thesis_fig5_4" else "accuracy"
     grid_figure(runs, experiment, out / f"{experiment}_grid.png")
     checks = snelson_checks(table) if experiment == "thesis_fig5_4" else moons_checks(table)
     lines = [f"## {EXPERIMENTS[experiment]}", "", f"`bnnpred train -m experiment={experiment} <method> "
-             f"seed={SEEDS}`; test set, mean ± s.e. over the five seeds, 1000 predictive samples.", "",
+             f"seed={seeds(r)}`; test set, mean ± s.e. over the seeds, 1000 predictive samples.", "",
              *results_table(table, score), "", checks_table(checks, "claim (notes-000 checklist)"), "",
              "Seed 0, rows NN / GLM sampling (mean ± 2 std and three joint function samples for Snelson; "
              "p(y = 1 | x) for two moons):", "", f"![grid]({experiment}_grid.png)"]
@@ -156,28 +154,15 @@ def section(runs: Path, out: Path, experiment: str) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", default="runs/reproduce")
-    parser.add_argument("--out", default="outputs/thesis_predictives")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    ns = parser.parse_args()
-    runs, out = Path(ns.runs), Path(ns.out)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.time()
-    for experiment in EXPERIMENTS:
-        for method in METHODS:
-            sweep_method(runs, experiment, method, ns.jobs)
-    made_by = provenance("python scripts/reproduce_thesis_predictives.py", start)
+def make(r: Reproduction) -> str:
     intro = ("Thesis settings (notes-000 §6.3): full covariance, shared random initial mean (seeded), S = 1, "
              "Σ₀ = 0.1 I, δ from our Figs 5.2 / 5.3 (0.398, σ² = 0.1; 0.631). Where we deviate: γ and the "
              "iterations (OGGN and VOGGN γ = 0.1 for 300 steps, LGVA γ = 0.02 for 600 steps; γ = 0.999 collapses "
              "from a random mean to θ ≈ 0), stopping when ‖µ_{t+1} − µ_t‖ / ‖µ_t‖ < 1e-6 or at the step limit.")
-    sections = [section(runs, out, experiment) for experiment in EXPERIMENTS]
-    write_text(out / "README.md", "\n\n".join(["# Thesis Figs 5.4 and 5.5: which predictive for which posterior",
-                                                made_by, intro, *sections]) + "\n")
-    print(out / "README.md")
+    sections = [section(r, experiment) for experiment in EXPERIMENTS]
+    return "\n\n".join(["# Thesis Figs 5.4 and 5.5: which predictive for which posterior",
+                          r.provenance("bnnpred reproduce thesis_predictives"), intro, *sections]) + "\n"
 
 
-if __name__ == "__main__":
-    main()
+STUDY = Study(name="thesis_predictives", title="thesis Figs 5.4 and 5.5: NN vs GLM sampling for L-GGN, OGGN, LGVA "
+              "and VOGGN, five seeds", make=make, cpu_cost="about 60 min")

@@ -1,15 +1,9 @@
 """The second thesis's (notes-003) Laplace-GGN / VOGGN experiments on regression: Fig. 5.1 (the marginal likelihood
 over δ on UCI wine-quality-red against train and test MSE) and Fig. 5.8 (Snelson with a gap: Laplace-GGN's BLR and
-GP predictives against VOGN's), with checklist items 5 and 12 checked.
-
-    python scripts/reproduce_notes003.py [--runs runs/reproduce] [--out outputs/notes003] [--jobs 2]
-"""
+GP predictives against VOGN's), with checklist items 5 and 12 checked."""
 
 from __future__ import annotations
 
-import argparse
-import os
-import time
 from pathlib import Path
 
 import matplotlib
@@ -22,20 +16,21 @@ import torch  # noqa: E402
 
 from bnnpred.io import read_json, write_text  # noqa: E402
 from bnnpred.predictive import PredictiveKind, predictor  # noqa: E402
-from bnnpred.report.pages import check, checks_table, provenance, sweep, train_once  # noqa: E402
+from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
 from bnnpred.runner import restore  # noqa: E402
 
-WINE_SPLITS = "0,1,2,3,4"
 SNELSON = {"laplace_ggn": [], "vogn": ["inference=vogn", "prior.delta=1", "predictive.kinds=[closed,glm,nn]"]}
+QUICK = {"laplace_ggn": ("inference.map.steps=300",), "vogn": ("inference.iterations=100",)}
 GAP = (1.5, 3.0)
 
 
 # ------------------------------------------------------------------------------------------ Fig. 5.1, wine
 
 
-def wine(runs: Path, out: Path, jobs: int) -> str:
-    folder = runs / "notes003_wine"
-    sweep(folder, "split${dataset.split}", jobs, "experiment=notes003_wine", f"dataset.split={WINE_SPLITS}")
+def wine(r: Reproduction) -> str:
+    splits, out = r.pick(cpu="0,1,2,3,4", quick="0"), r.out
+    folder = r.sweep(r.runs / "notes003_wine", "split${dataset.split}", "experiment=notes003_wine",
+                     f"dataset.split={splits}", quick=("inference.map.steps=200", "selection.delta_grid=[0.1,10,1000]"))
     rows = pd.concat([pd.read_csv(path).assign(split=path.parent.name)
                       for path in sorted(folder.glob("split*/selection.csv"))])
     rows["train_mse"], rows["test_mse"] = rows["train_rmse_map"] ** 2, rows["test_rmse_map"] ** 2
@@ -69,7 +64,7 @@ def wine(runs: Path, out: Path, jobs: int) -> str:
     return "\n".join([
         "## Fig. 5.1: marginal likelihood on wine-quality-red",
         "",
-        f"`bnnpred train -m experiment=notes003_wine dataset.split={WINE_SPLITS}`: Gal's splits (90/10), X and y "
+        f"`bnnpred train -m experiment=notes003_wine dataset.split={splits}`: Gal's splits (90/10), X and y "
         "standardised on train, 1x20 tanh (P = 261), σ = 0.64, δ ∈ logspace(−1, 3.6, 20), one MAP (Adam) per δ; "
         "curves are means over the splits ([wine_by_delta.csv](wine_by_delta.csv)). The thesis gives no numbers, "
         "only the claim that the marginal likelihood picks the δ of the lowest test error.",
@@ -93,11 +88,10 @@ def latent_band(run_dir: Path, kind: str, grid: torch.Tensor) -> tuple[np.ndarra
     return pred.mean.numpy(), latent_var.sqrt().numpy()
 
 
-def snelson(runs: Path, out: Path) -> str:
-    dirs = {}
-    for name, overrides in SNELSON.items():
-        dirs[name] = runs / f"notes003_fig5_8_{name}"
-        train_once(dirs[name], "experiment=notes003_fig5_8", *overrides)
+def snelson(r: Reproduction) -> str:
+    out = r.out
+    dirs = {name: r.train_once(r.runs / f"notes003_fig5_8_{name}", "experiment=notes003_fig5_8", *overrides,
+                               quick=QUICK[name]) for name, overrides in SNELSON.items()}
     s, _ = restore(dirs["laplace_ggn"])
     x_train, y_train = s.data.X_train[:, 0].numpy(), s.data.y_train.numpy()
     grid = torch.linspace(-1.0, 7.0, 801, dtype=torch.float64).unsqueeze(1)
@@ -152,21 +146,11 @@ def snelson(runs: Path, out: Path) -> str:
     ])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", default="runs/reproduce")
-    parser.add_argument("--out", default="outputs/notes003")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    ns = parser.parse_args()
-    runs, out = Path(ns.runs), Path(ns.out)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.time()
-    sections = [wine(runs, out, ns.jobs), snelson(runs, out)]
-    made_by = provenance("python scripts/reproduce_notes003.py", start)
-    write_text(out / "README.md", "\n\n".join(["# Second thesis (notes-003): wine evidence and Snelson VOGN",
-                                                made_by, *sections]) + "\n")
-    print(out / "README.md")
+def make(r: Reproduction) -> str:
+    sections = [wine(r), snelson(r)]
+    return "\n\n".join(["# Second thesis (notes-003): wine evidence and Snelson VOGN",
+                          r.provenance("bnnpred reproduce notes003"), *sections]) + "\n"
 
 
-if __name__ == "__main__":
-    main()
+STUDY = Study(name="notes003", title="second thesis (notes-003) Fig. 5.1 (wine marginal likelihood) and Fig. 5.8 "
+              "(Snelson, Laplace-GGN vs VOGN)", make=make, cpu_cost="about 10 min")

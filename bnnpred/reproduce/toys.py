@@ -1,28 +1,19 @@
-"""Reproduce the foundation's toy results and write ``outputs/toys/``: thesis Figs 5.2 and 5.3 (Laplace-GGN
-evidence) and the banana table (notes-003 Table 5.1, notes-004 Fig. 4), each beside the papers' numbers with
-the pass criteria of the notes checked.
-
-    python scripts/reproduce_toys.py [--runs runs/reproduce] [--out outputs/toys]
-
-Finished runs (a ``metrics.json`` present) are not recomputed.
-"""
+"""Toy problems: thesis Figs 5.2 and 5.3 (Laplace-GGN evidence) and the banana table (notes-003 Table 5.1,
+notes-004 Fig. 4), each beside the papers' numbers with the pass criteria of the notes checked."""
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from bnnpred.io import write_text
 from bnnpred.report import figures
-from bnnpred.report.pages import bnnpred, check, checks_table, provenance, sweep, train_once
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
+from bnnpred.reproduce.base import Reproduction, Study, check, checks_table
 
-BANANA_SEEDS = "0,1"
+QUICK_MAP = ("inference.map.steps=300",)
 BANANA_PAPER = {  # notes-003 Table 5.1 (no error bars in the thesis)
     "nn": (0.4289, 0.8251, 0.1295), "glm": (0.2151, 0.8955, 0.0288), "gp": (0.2137, 0.8968, 0.0251),
 }
@@ -31,15 +22,17 @@ BANANA_PAPER = {  # notes-003 Table 5.1 (no error bars in the thesis)
 # ------------------------------------------------------------------------------------- thesis Fig. 5.2
 
 
-def fig5_2(runs: Path, out: Path) -> str:
-    main = train_once(runs / "thesis_fig5_2", "experiment=thesis_fig5_2")
+def fig5_2(r: Reproduction) -> str:
+    runs, out = r.runs, r.out
+    main = r.train_once(runs / "thesis_fig5_2", "experiment=thesis_fig5_2",
+                        quick=(*QUICK_MAP, "selection.delta_grid=[0.01,1,100]", "selection.sigma2_grid=[0.01,1]"))
     table = pd.read_csv(main / "selection.csv")
     best = table.loc[table["log_marglik"].idxmax()]
     corner = table.loc[(table["delta"] == table["delta"].min()) & (table["sigma2"] == table["sigma2"].min())].iloc[0]
-    a_run = train_once(runs / "thesis_fig5_2_A", "experiment=thesis_fig5_2", "selection=none",
-                       f"prior.delta={corner['delta']}", f"likelihood.sigma2={corner['sigma2']}")
-    b_run = train_once(runs / "thesis_fig5_2_B", "experiment=thesis_fig5_2", "selection=none",
-                       "prior.delta=100", "likelihood.sigma2=1")
+    a_run = r.train_once(runs / "thesis_fig5_2_A", "experiment=thesis_fig5_2", "selection=none",
+                         f"prior.delta={corner['delta']}", f"likelihood.sigma2={corner['sigma2']}", quick=QUICK_MAP)
+    b_run = r.train_once(runs / "thesis_fig5_2_B", "experiment=thesis_fig5_2", "selection=none",
+                         "prior.delta=100", "likelihood.sigma2=1", quick=QUICK_MAP)
     b_row = pd.read_csv(b_run / "selection.csv").iloc[0]
     sigma2s, deltas = np.sort(table["sigma2"].unique()), np.sort(table["delta"].unique())
     panels = {label: table.pivot_table(index="delta", columns="sigma2", values=c).to_numpy()
@@ -90,14 +83,16 @@ def fig5_2(runs: Path, out: Path) -> str:
 # ------------------------------------------------------------------------------------- thesis Fig. 5.3
 
 
-def fig5_3(runs: Path, out: Path) -> str:
-    main = train_once(runs / "thesis_fig5_3", "experiment=thesis_fig5_3")
+def fig5_3(r: Reproduction) -> str:
+    runs, out = r.runs, r.out
+    main = r.train_once(runs / "thesis_fig5_3", "experiment=thesis_fig5_3",
+                        quick=(*QUICK_MAP, "selection.delta_grid=[0.01,1,100]"))
     table = pd.read_csv(main / "selection.csv").sort_values("delta")
     best = table.loc[table["log_marglik"].idxmax()]
     low, high = table.iloc[0], table.iloc[-1]
     for name, delta in [("A", low["delta"]), ("B", high["delta"])]:
-        run = train_once(runs / f"thesis_fig5_3_{name}", "experiment=thesis_fig5_3", "selection=none",
-                         f"prior.delta={delta}")
+        run = r.train_once(runs / f"thesis_fig5_3_{name}", "experiment=thesis_fig5_3", "selection=none",
+                           f"prior.delta={delta}", quick=QUICK_MAP)
         shutil.copyfile(run / "predictive_glm.png", out / f"fig5_3_predictive_{name}.png")
     shutil.copyfile(main / "predictive_glm.png", out / "fig5_3_predictive_star.png")
     figures.plot_evidence_1d(out / "fig5_3_evidence.png", table["delta"].to_numpy(), {
@@ -135,9 +130,12 @@ def fig5_3(runs: Path, out: Path) -> str:
 # ------------------------------------------------------------------------------------- banana
 
 
-def banana(runs: Path, out: Path) -> str:
-    folder = sweep(runs / "banana", "${hydra.job.num}", 2, "experiment=banana", f"seed={BANANA_SEEDS}",
-                   "plot.enabled=false")
+def banana(r: Reproduction) -> str:
+    runs, out = r.runs, r.out
+    seeds = r.pick(cpu="0,1", quick="0")
+    folder = r.sweep(runs / "banana", "${hydra.job.num}", "experiment=banana", f"seed={seeds}", "plot.enabled=false",
+                     quick=(*QUICK_MAP, "dataset.n_train=300", "predictive.n_samples=100",
+                            "prior.delta=0.1,10"))
     everything = collect([folder])
     by_delta = (everything[everything["split"] == "test"].groupby(["delta", "predictive"])["nll"].mean()
                 .unstack("predictive").sort_index())
@@ -150,7 +148,7 @@ def banana(runs: Path, out: Path) -> str:
     chosen = frame[(frame["split"] == "test")].groupby("predictive")["delta"].agg(lambda d: sorted(set(d)))
     best_glm = frame[(frame["split"] == "valid") & (frame["predictive"] == "glm") & (frame["seed"] == 0)]
     figure_run = Path(best_glm.iloc[0]["run_dir"])
-    bnnpred("eval", f"run_dir={figure_run}", "predictive.kinds=[map,nn,glm,gp]", "plot.enabled=true")
+    r.evaluate(figure_run, "predictive.kinds=[map,nn,glm,gp]", "plot.enabled=true")
     shutil.copyfile(figure_run / "predictive_means.png", out / "banana_means.png")
     shutil.copyfile(figure_run / "predictive_glm.png", out / "banana_glm_decomposition.png")
     lines = ["| predictive | NLL | accuracy | ECE | thesis NLL / acc / ECE | δ chosen (per seed) |",
@@ -176,7 +174,7 @@ def banana(runs: Path, out: Path) -> str:
         "## Banana: MAP / NN / GLM / GP predictives on one full Laplace-GGN posterior",
         "",
         f"2x50 tanh (P = 2751), 80/10/10 stratified split, δ ∈ logspace(−2, 2, 9) chosen per predictive and seed by "
-        f"validation NLL, 1000 samples; mean ± s.e. over seeds {BANANA_SEEDS} (test set).",
+        f"validation NLL, 1000 samples; mean ± s.e. over seeds {seeds} (test set).",
         "",
         *lines,
         "",
@@ -195,20 +193,11 @@ def banana(runs: Path, out: Path) -> str:
     ])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", default="runs/reproduce")
-    parser.add_argument("--out", default="outputs/toys")
-    ns = parser.parse_args()
-    runs, out = Path(ns.runs), Path(ns.out)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.time()
-    sections = [fig5_3(runs, out), fig5_2(runs, out), banana(runs, out)]
-    made_by = provenance("python scripts/reproduce_toys.py (make reproduce-toys)", start)
-    write_text(out / "README.md", "\n\n".join(["# Toy problems: Laplace-GGN evidence and predictives",
-                                                made_by, *sections]) + "\n")
-    print(out / "README.md")
+def make(r: Reproduction) -> str:
+    sections = [fig5_3(r), fig5_2(r), banana(r)]
+    return "\n\n".join(["# Toy problems: Laplace-GGN evidence and predictives",
+                          r.provenance("bnnpred reproduce toys"), *sections]) + "\n"
 
 
-if __name__ == "__main__":
-    main()
+STUDY = Study(name="toys", title="thesis (notes-000) Figs 5.2 and 5.3: Laplace-GGN evidence; banana predictives "
+              "(notes-003 Table 5.1, notes-004 Fig. 4)", make=make, cpu_cost="about 60 min")

@@ -1,0 +1,60 @@
+"""The papers' tables and figures, one study per module: a module here that defines ``STUDY`` is registered.
+
+``bnnpred reproduce [NAME ...] --tier quick|cpu|full`` runs them (finished runs are skipped), writes one page
+per study under the output folder and an index linking them; ``--report-only`` rebuilds the pages from the run
+directories alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+from bnnpred.errors import BnnpredError, unknown_choice
+from bnnpred.io import write_text
+from bnnpred.reproduce.base import Reproduction, Study, Tier
+
+__all__ = ["STUDIES", "Reproduction", "Study", "Tier", "reproduce"]
+
+
+def _discover() -> dict[str, Study]:
+    studies = {}
+    for module in pkgutil.iter_modules(__path__):
+        study = getattr(importlib.import_module(f"{__name__}.{module.name}"), "STUDY", None)
+        if study is not None:
+            studies[study.name] = study
+    return dict(sorted(studies.items()))
+
+
+STUDIES: dict[str, Study] = _discover()
+
+
+def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, report_only: bool) -> list[Path]:
+    """Make the pages of ``names`` (all studies if empty) and the index ``out/README.md``; returns the pages."""
+    for name in names:
+        if name not in STUDIES:
+            raise unknown_choice("study", name, STUDIES)
+    chosen = [STUDIES[n] for n in names] if names else list(STUDIES.values())
+    if tier is Tier.full and not any(s.full_scale for s in chosen):
+        raise BnnpredError("none of these studies has a full (GPU) tier yet: their CPU tier is the papers' scale; "
+                           "use --tier cpu")
+    pages = []
+    for study in chosen:
+        r = Reproduction(runs=runs, out=out / study.name, tier=tier, jobs=jobs, report_only=report_only)
+        r.out.mkdir(parents=True, exist_ok=True)
+        pages.append(write_text(r.out / "README.md", study.make(r)))
+    write_text(out / "README.md", index(out))
+    return pages
+
+
+def index(out: Path) -> str:
+    rows = [f"| [{s.name}/]({s.name}/README.md) | {s.title} | `bnnpred reproduce {s.name}` | {s.cpu_cost} |"
+            for s in STUDIES.values() if (out / s.name / "README.md").is_file()]
+    return "\n".join([
+        "# Reproduced results", "",
+        "| page | what | made by | CPU time (2 cores) |", "|---|---|---|---|", *rows, "",
+        "Each page states the command, the commit and the date that produced it, the papers' numbers beside ours, "
+        "and which of the notes' pass criteria hold. `make reproduce-tables` remakes them all (finished runs are "
+        "kept); `bnnpred reproduce --report-only` rebuilds the pages from the run directories without training.",
+    ]) + "\n"

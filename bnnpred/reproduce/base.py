@@ -1,0 +1,106 @@
+"""What every reproduction study shares: the tier it runs at, training through the CLI (finished runs are
+skipped by their run key), claims checked against the papers' pass criteria, and the provenance line."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+
+from bnnpred.errors import BnnpredError
+
+
+class Tier(str, Enum):
+    quick = "quick"  # every study at smoke scale (minutes): checks that the pipeline runs, not the papers' claims
+    cpu = "cpu"  # the CPU-scale study whose pages are committed under outputs/ (hours)
+    full = "full"  # the papers' full scale, for a GPU
+
+
+@dataclass
+class Reproduction:
+    """One study's run: where its runs and page go, at which tier, and whether to train or only read runs."""
+
+    runs: Path
+    out: Path
+    tier: Tier
+    jobs: int
+    report_only: bool = False
+    started: float = field(default_factory=time.time)
+
+    def pick(self, cpu: object, quick: object) -> object:
+        """The setting for this tier (the full tier uses the CPU-scale one unless a study says otherwise)."""
+        return quick if self.tier is Tier.quick else cpu
+
+    def train_once(self, run_dir: Path, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
+        """``bnnpred train OVERRIDES`` into ``run_dir`` (the quick tier appends ``quick``)."""
+        if self.report_only:
+            return _finished(run_dir)
+        _bnnpred("train", *overrides, *self._quick(quick), f"hydra.run.dir={run_dir}")
+        return run_dir
+
+    def sweep(self, sweep_dir: Path, subdir: str, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
+        """``bnnpred train -m OVERRIDES`` with ``self.jobs`` joblib workers into ``sweep_dir/<subdir>``."""
+        if not self.report_only:
+            _bnnpred("train", "-m", *overrides, *self._quick(quick), "hydra/launcher=joblib",
+                     f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
+                     f"hydra.sweep.subdir={subdir}")
+        return sweep_dir
+
+    def evaluate(self, run_dir: Path, *overrides: str) -> None:
+        """``bnnpred eval run_dir=RUN_DIR OVERRIDES`` (skipped when only rebuilding the page)."""
+        if not self.report_only:
+            _bnnpred("eval", f"run_dir={run_dir}", *overrides)
+
+    def _quick(self, overrides: tuple[str, ...]) -> tuple[str, ...]:
+        return overrides if self.tier is Tier.quick else ()
+
+    def provenance(self, command: str) -> str:
+        """``Made by COMMAND at commit C on DATE, machine, wall time``."""
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+        rebuilt = " (page rebuilt from the runs)" if self.report_only else ""
+        return (f"Made by `{command}` (tier {self.tier.value}){rebuilt} at commit {commit} on "
+                f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()} {platform.system()} "
+                f"({os.cpu_count()} cores), {(time.time() - self.started) / 60:.1f} min including cached runs.")
+
+
+@dataclass(frozen=True)
+class Study:
+    """A page under ``outputs/<name>/``: ``make(r)`` trains what is missing (unless ``r.report_only``) and
+    returns the page's Markdown. A module of :mod:`bnnpred.reproduce` defining ``STUDY`` registers it."""
+
+    name: str
+    title: str
+    make: Callable[[Reproduction], str]
+    cpu_cost: str  # wall time of the CPU tier on 2 cores, for the README
+    full_scale: bool = False  # whether the full tier differs from the CPU tier (GPU presets)
+
+
+def _bnnpred(*args: str) -> None:
+    command = [sys.executable, "-m", "bnnpred.cli", *args, "progress=false"]
+    print("+", " ".join(command[2:]), flush=True)
+    result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if result.returncode != 0:
+        raise BnnpredError(f"'bnnpred {' '.join(args[:3])} ...' failed (exit {result.returncode}); see above")
+
+
+def _finished(run_dir: Path) -> Path:
+    if not (run_dir / "metrics.json").is_file():
+        raise BnnpredError(f"{run_dir} is not a finished run; run the study without --report-only first")
+    return run_dir
+
+
+def check(claim: str, holds: bool, numbers: str) -> str:
+    """One row of a claims table: the claim, whether it holds, and the numbers that decide it."""
+    return f"| {claim} | {'holds' if holds else 'does not hold'} | {numbers} |"
+
+
+def checks_table(rows: list[str], header: str = "claim (pass criterion)") -> str:
+    return "\n".join([f"| {header} | result | numbers |", "|---|---|---|", *rows])

@@ -1,0 +1,38 @@
+"""Every experiment preset composes, passes the checks and trains one minimal step; every study is registered."""
+
+from pathlib import Path
+
+import pytest
+
+from bnnpred.cli import CONF_DIR, compose, main
+from bnnpred.reproduce import STUDIES
+from bnnpred.runner import train
+
+SMALLER = {"banana": ["dataset.n_train=200"], "mnist": ["dataset.n_train=50"]}
+PRESETS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+MINIMAL = ["inference.map.steps=2", "selection.delta_grid=[1.0]", "selection.sigma2_grid=null",
+           "predictive.n_samples=2", "plot.enabled=false", "progress=false"]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_runs_one_minimal_step(preset, tmp_path, data_root):
+    dataset = compose([f"experiment={preset}"]).dataset.name
+    cfg = compose([f"experiment={preset}", *MINIMAL, *SMALLER.get(dataset, [])])
+    document = train(cfg, tmp_path)
+    assert document["run"]["dataset"].startswith(cfg.dataset.name)
+    assert (tmp_path / "metrics.json").is_file()
+
+
+def test_every_study_module_is_registered_with_a_page_and_cost():
+    modules = {p.stem for p in (Path(__file__).parents[1] / "bnnpred" / "reproduce").glob("*.py")} - {
+        "__init__", "base"}
+    assert set(STUDIES) == modules
+    assert all(s.title and s.cpu_cost for s in STUDIES.values())
+
+
+def test_an_unknown_study_lists_the_valid_ones(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["reproduce", "tabel1"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: unknown study 'tabel1'; valid choices: {', '.join(sorted(STUDIES))}")
