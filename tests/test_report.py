@@ -54,3 +54,12 @@ def test_report_writes_three_formats_and_skips_unfinished_runs(sweep, tmp_path):
     md = (tmp_path / "out" / "table.md").read_text()
     assert "0.2000 ± 0.0500" in md  # glm: mean of 0.25 and 0.15, standard error 0.05
     assert r"\pm" in (tmp_path / "out" / "table.tex").read_text()
+
+
+def test_runs_from_different_code_versions_are_reported(sweep, caplog):
+    doc = json.loads((sweep / "a" / "metrics.json").read_text())
+    doc["run"]["version"] = "0.2.0"
+    (sweep / "a" / "metrics.json").write_text(json.dumps(doc))
+    with caplog.at_level("WARNING"):
+        collect([sweep])
+    assert "different code versions (0.1.0, 0.2.0)" in caplog.text
