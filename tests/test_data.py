@@ -24,7 +24,12 @@ from bnnpred.data.toy import (
     load_two_moons,
     snelson_function,
 )
-from bnnpred.data.uci import UCIRegressionConfig, load_uci_regression
+from bnnpred.data.uci import (
+    UCIClassificationConfig,
+    UCIRegressionConfig,
+    load_uci_classification,
+    load_uci_regression,
+)
 from bnnpred.errors import BnnpredError
 
 
@@ -178,6 +183,28 @@ def test_uci_regression_split_is_the_published_one_standardised_on_train(data_ro
     assert (len(held.X_train), len(held.X_valid), len(held.X_test)) == (1295, 144, 160)
 
 
+@pytest.mark.data
+@pytest.mark.parametrize("name,n,d,classes", [("breast_cancer", 683, 10, 2), ("glass", 214, 9, 6),
+                                              ("digits", 1797, 64, 10)])
+def test_uci_classification_splits_are_stratified_disjoint_and_standardised_on_train(name, n, d, classes,
+                                                                                    data_root):
+    ds = load_uci_classification(UCIClassificationConfig(dataset=name, split=2), data_root)
+    parts = [ds.y_train, ds.y_valid, ds.y_test]
+    assert sum(len(p) for p in parts) == n and ds.input_shape == (d,) and ds.n_classes == classes
+    assert len(ds.y_test) == round(0.15 * n) and len(ds.y_valid) == round(0.15 * n)
+    share = torch.bincount(ds.y_train, minlength=classes) / len(ds.y_train)
+    for part in parts[1:]:  # stratified: every class share within one point of the training share
+        assert ((torch.bincount(part, minlength=classes) / len(part) - share).abs() <= 1 / len(part) + 1e-9).all()
+    varying = ds.X_train.std(0) > 0
+    torch.testing.assert_close(ds.X_train.mean(0), torch.zeros(d), atol=1e-12, rtol=0)
+    torch.testing.assert_close(ds.X_train.std(0, unbiased=False)[varying], torch.ones(int(varying.sum())))
+    assert ds.X_test.mean(0).abs().max() > 1e-6  # test statistics did not enter the scaling
+    again = load_uci_classification(UCIClassificationConfig(dataset=name, split=2), data_root)
+    assert torch.equal(again.X_test, ds.X_test)
+    other = load_uci_classification(UCIClassificationConfig(dataset=name, split=3), data_root)
+    assert not torch.equal(other.y_test, ds.y_test)
+
+
 def test_schemas_match_registry():
     assert dataset_schemas() == {name: schema for name, (schema, _) in DATASETS.items()}
     for name, schema in dataset_schemas().items():
@@ -194,6 +221,9 @@ def test_schemas_match_registry():
         (SnelsonGapConfig(seed=0, gap=[-1.0, 7.0]), "covers the whole interval"),
         (BananaConfig(seed=0, valid_fraction=-0.1), "valid_fraction"),
         (UCIRegressionConfig(seed=0, dataset="wine"), "valid choices: bostonHousing, concrete"),
+        (UCIClassificationConfig(dataset="iris"), "valid choices: australian, breast_cancer, digits"),
+        (UCIClassificationConfig(train_fraction=0.8), r"sum to 1, got 0.8 \+ 0.15 \+ 0.15 = 1.1"),
+        (UCIClassificationConfig(split=10), r"split must be in 0\.\.9"),
         (UCIRegressionConfig(seed=0, dataset="protein-tertiary-structure", split=5), r"split must be in 0\.\.4"),
     ],
 )

@@ -22,7 +22,12 @@ from bnnpred.data.toy import (
     load_snelson_gap,
     load_two_moons,
 )
-from bnnpred.data.uci import UCIRegressionConfig, load_uci_regression
+from bnnpred.data.uci import (
+    UCIClassificationConfig,
+    UCIRegressionConfig,
+    load_uci_classification,
+    load_uci_regression,
+)
 from bnnpred.errors import BnnpredError, unknown_choice
 
 __all__ = ["DATASETS", "Dataset", "Task", "dataset_schemas", "load_dataset"]
@@ -35,6 +40,7 @@ DATASETS: dict[str, tuple[type, Callable[..., Dataset]]] = {
     "mnist": (MNISTConfig, load_mnist),
     "fashion_mnist": (FashionMNISTConfig, load_mnist),
     "uci_regression": (UCIRegressionConfig, load_uci_regression),
+    "uci_classification": (UCIClassificationConfig, load_uci_classification),
 }
 
 

@@ -49,6 +49,11 @@ def _pinned_files(checksums: str, url_of: Callable[[str], str]) -> list[RemoteFi
     return [RemoteFile(rel, sha256, url_of(rel)) for sha256, rel in (line.split() for line in lines if line)]
 
 
+def _uci_classification_url(rel_path: str) -> str:
+    """``uci_classification/<set>/<file>`` in Immer et al.'s repository (``data/<set>/<file>``)."""
+    return _github_raw("aleximmer/BNN-predictions", _BANANA_COMMIT, "data/" + rel_path.split("/", 1)[1])
+
+
 def _uci_regression_url(rel_path: str) -> str:
     """``uci_regression/<set>/<file>`` in Gal's repository (``UCI_Datasets/<set>/data/<file>``)."""
     _, dataset, file = rel_path.split("/")
@@ -75,6 +80,7 @@ FILES: dict[str, list[RemoteFile]] = {
         )
     ],
     "uci_regression": _pinned_files("uci_regression.sha256", _uci_regression_url),
+    "uci_classification": _pinned_files("uci_classification.sha256", _uci_classification_url),
     **{
         name: [
             RemoteFile(f"{folder}/{stem}.gz", sha256, f"{base}/{stem}.gz", gunzip=True)

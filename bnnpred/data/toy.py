@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from omegaconf import II
 from sklearn.datasets import make_moons
-from sklearn.model_selection import train_test_split
 
 from bnnpred.data.base import Dataset, Task
 from bnnpred.data.root import data_root, require_file
+from bnnpred.data.splits import standardized, stratified_split, stratified_take
 from bnnpred.errors import BnnpredError
 
 SNELSON_FILE = "snelson/snelson.npz"
@@ -346,20 +346,6 @@ def _read_banana(root: Path) -> tuple[np.ndarray, np.ndarray]:
     return x, (labels == 2.0).astype(np.int64)
 
 
-def _stratified_take(idx: np.ndarray, y: np.ndarray, n_take: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Split ``idx`` into ``(rest, taken)`` with ``n_take`` taken points, stratified by ``y[idx]``."""
-    if n_take == 0:
-        return idx, idx[:0]
-    try:
-        rest, taken = train_test_split(idx, test_size=n_take, stratify=y[idx], random_state=seed)
-    except ValueError as e:
-        raise BnnpredError(
-            f"dataset 'banana': cannot take a stratified subset of {n_take} from {idx.size} points; "
-            "change valid_fraction, test_fraction or n_train"
-        ) from e
-    return rest, taken
-
-
 def load_banana(cfg: BananaConfig, root: Path | None = None) -> Dataset:
     """Banana binary classification with seeded stratified train / valid / test splits.
 
@@ -370,9 +356,7 @@ def load_banana(cfg: BananaConfig, root: Path | None = None) -> Dataset:
     seed = _check_seed(cfg.name, cfg.seed)
     _check_fractions(cfg.name, cfg.valid_fraction, cfg.test_fraction)
     x, y = _read_banana(root if root is not None else data_root(cfg.root))
-    n = y.size
-    rest, test = _stratified_take(np.arange(n), y, round(cfg.test_fraction * n), seed)
-    train, valid = _stratified_take(rest, y, round(cfg.valid_fraction * n), seed)
+    train, valid, test = stratified_split(cfg.name, y, cfg.valid_fraction, cfg.test_fraction, seed)
     if cfg.n_train is not None:
         _check_counts(cfg.name, n_train=cfg.n_train)
         if cfg.n_train > train.size:
@@ -381,9 +365,8 @@ def load_banana(cfg: BananaConfig, root: Path | None = None) -> Dataset:
                 "lower n_train or set dataset.n_train=null"
             )
         if cfg.n_train < train.size:
-            _, train = _stratified_take(train, y, cfg.n_train, seed)
+            _, train = stratified_take(cfg.name, train, y, cfg.n_train, seed)
     if cfg.standardize:
-        mean, std = x[train].mean(axis=0), x[train].std(axis=0)
-        x = (x - mean) / np.where(std > 0, std, 1.0)
+        x = standardized(x, train)
     splits = [_classification_split(x[idx], y[idx]) for idx in (train, valid, test)]
     return _dataset("banana", Task.binary, 2, (2,), splits)

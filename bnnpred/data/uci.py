@@ -17,6 +17,7 @@ from omegaconf import II
 
 from bnnpred.data.base import Dataset, Task
 from bnnpred.data.root import require_file
+from bnnpred.data.splits import standardized, stratified_split
 from bnnpred.errors import BnnpredError, unknown_choice
 
 UCI_REGRESSION_SPLITS = {
@@ -75,3 +76,73 @@ def load_uci_regression(cfg: UCIRegressionConfig, root: Path) -> Dataset:
     return Dataset(f"uci_regression/{cfg.dataset}", Task.regression, 1, (X.shape[1],), X_tr, y_tr, X_va, y_va,
                    X_te, y_te)
 
+
+
+# notes-004 §2.5 (Immer et al. 2021): the reference implementation's split seeds, one per split index.
+UCI_CLASSIFICATION_SEEDS = (711, 1, 75, 359, 17, 420, 129, 666, 69, 36)
+_PRESPLIT = {"australian": "australian_presplit/australian_scale", "breast_cancer":
+             "breast_cancer_scale_presplit/breast_cancer_scale"}
+_XY = {"glass", "vehicle", "waveform", "satellite"}
+UCI_CLASSIFICATION = sorted([*_PRESPLIT, *_XY, "ionosphere", "digits"])
+
+
+@dataclass
+class UCIClassificationConfig:
+    """One UCI / LIBSVM classification set of Immer et al. (2021) and one of its 10 seeded stratified splits
+    (70 / 15 / 15), features standardised with training statistics (notes-004 §2.5)."""
+
+    name: str = "uci_classification"
+    dataset: str = "australian"
+    split: int = 0
+    root: str | None = None
+    train_fraction: float = 0.70
+    valid_fraction: float = 0.15
+    test_fraction: float = 0.15
+
+
+def _read_classification(root: Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
+    """Features ``[N, D]`` and raw labels ``[N]`` of one set (the presplit sets joined, to be split again)."""
+    folder = "uci_classification"
+    if dataset == "digits":
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        return digits.data.astype(np.float64), digits.target
+    if dataset in _PRESPLIT:
+        stem = f"{folder}/{_PRESPLIT[dataset]}"
+        parts = [np.loadtxt(require_file(root, folder, f"{stem}_{v}_{s}.csv"), ndmin=2 if v == "X" else 1)
+                 for s in ("tr", "te") for v in ("X", "y")]
+        return np.concatenate(parts[0::2]), np.concatenate(parts[1::2])
+    if dataset == "ionosphere":
+        raw = np.loadtxt(require_file(root, folder, f"{folder}/ionosphere/ionosphere.data"), delimiter=",",
+                         dtype=str)
+        return raw[:, :-1].astype(np.float64), raw[:, -1]
+    x = np.loadtxt(require_file(root, folder, f"{folder}/{dataset}/X.txt"), ndmin=2)
+    return x, np.loadtxt(require_file(root, folder, f"{folder}/{dataset}/Y.txt"))
+
+
+def load_uci_classification(cfg: UCIClassificationConfig, root: Path) -> Dataset:
+    """Train / valid / test of split ``cfg.split``: X ``[N, D]`` float64, labels ``[N]`` int64 in ``0..C-1``
+    (in the order of the sorted raw labels); binary sets have one logit (``Task.binary``)."""
+    if cfg.dataset not in UCI_CLASSIFICATION:
+        raise unknown_choice("UCI classification set (dataset.dataset)", cfg.dataset, UCI_CLASSIFICATION)
+    if not 0 <= cfg.split < len(UCI_CLASSIFICATION_SEEDS):
+        raise BnnpredError(f"dataset.split must be in 0..{len(UCI_CLASSIFICATION_SEEDS) - 1}, got {cfg.split}")
+    fractions = (cfg.train_fraction, cfg.valid_fraction, cfg.test_fraction)
+    if min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-9:
+        raise BnnpredError(f"dataset train/valid/test fractions must be non-negative and sum to 1, got "
+                           f"{' + '.join(map(str, fractions))} = {sum(fractions):g}")
+    x, raw = _read_classification(root, cfg.dataset)
+    classes, y = np.unique(raw, return_inverse=True)
+    if len(classes) < 2:
+        raise BnnpredError(f"dataset '{cfg.dataset}': only one class in the labels")
+    train, valid, test = stratified_split(cfg.dataset, y, cfg.valid_fraction, cfg.test_fraction,
+                                          UCI_CLASSIFICATION_SEEDS[cfg.split])
+    x = standardized(x, train)
+
+    def part(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.from_numpy(np.ascontiguousarray(x[rows])), torch.from_numpy(y[rows].astype(np.int64))
+
+    task = Task.binary if len(classes) == 2 else Task.multiclass
+    return Dataset(f"uci_classification/{cfg.dataset}", task, len(classes), (x.shape[1],), *part(train),
+                   *part(valid), *part(test))
