@@ -248,13 +248,15 @@ def plot_metric_vs_hyper(
 
 
 def plot_convergence(path: str | Path, trace: pd.DataFrame) -> Path:
-    """An iterative method's trace: the ELBO estimate and the relative mean change ``‖µ_{t+1} − µ_t‖ / ‖µ_t‖``
-    against the step (columns ``step``, ``elbo``, ``rel_change``)."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.4), layout="constrained")
-    left.plot(trace["step"], trace["elbo"], marker=".")
-    left.set(xlabel="step", ylabel="ELBO estimate", yscale="symlog")
-    right.plot(trace["step"], trace["rel_change"], marker=".")
-    right.set(xlabel="step", ylabel="relative change of the mean", yscale="log")
+    """An iterative fit's trace: one panel per recorded quantity (MAP loss; ELBO estimate and relative mean
+    change ``‖µ_{t+1} − µ_t‖ / ‖µ_t‖`` of the natural-gradient methods; BBB's ELBO and KL) against ``step``."""
+    columns = [c for c in trace.columns if c != "step"]
+    fig, axes = plt.subplots(1, len(columns), figsize=(4.5 * len(columns), 3.4), layout="constrained", squeeze=False)
+    for ax, column in zip(axes[0], columns, strict=True):
+        values = trace[column]
+        ax.plot(trace["step"], values, marker=".")
+        positive = bool((values > 0).all())
+        ax.set(xlabel="step", ylabel=column.replace("_", " "), yscale="log" if positive else "symlog")
     return _save(fig, path)
 
 
