@@ -7,6 +7,7 @@ from typing import Any
 
 from bnnpred.errors import unknown_choice
 from bnnpred.inference.base import Fit, Problem
+from bnnpred.inference.bbb import BBBConfig, fit_bbb
 from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, fit_laplace_ggn
 from bnnpred.inference.lgva import LGVAConfig, fit_lgva
 from bnnpred.inference.map import MapOnlyConfig, fit_map
@@ -19,6 +20,7 @@ METHODS: dict[str, tuple[type, Callable[[Problem, Any], Fit]]] = {
     "oggn": (OGGNConfig, fit_oggn),
     "lgva": (LGVAConfig, fit_lgva),
     "voggn": (VOGGNConfig, fit_voggn),
+    "bbb": (BBBConfig, fit_bbb),
 }
 
 # Methods whose fit carries the Laplace-GGN log evidence (``info["log_marglik"]``).

@@ -1,0 +1,57 @@
+"""Bayes-by-Backprop (notes-004 §2.6): the KL term, local reparameterisation, and the mean-field optimum."""
+
+import dataclasses
+
+import pytest
+import torch
+from torch.distributions import Normal, kl_divergence
+
+from bnnpred.errors import BnnpredError
+from bnnpred.inference.bbb import BBBConfig, fit_bbb, kl_to_prior, local_reparam_forward
+from bnnpred.inference.map import Schedule
+from tests.helpers import tiny_problem
+from tests.test_marglik import blr
+
+
+def test_kl_is_the_closed_form_summed_over_weights():
+    gen = torch.Generator().manual_seed(0)
+    mu, sigma = torch.randn(50, generator=gen), torch.rand(50, generator=gen) + 0.1
+    delta = torch.rand(50, generator=gen) + 0.5
+    expected = kl_divergence(Normal(mu, sigma), Normal(torch.zeros(50), delta.rsqrt())).sum()
+    torch.testing.assert_close(kl_to_prior(mu, sigma, delta), expected)
+
+
+def test_local_reparameterisation_matches_weight_sampling_on_a_linear_layer():
+    """For f = W x + b both give N(µ_W x + µ_b, σ_W² x² + σ_b²) per example."""
+    problem, _ = tiny_problem("gaussian", depth=0, n=4, d=3)
+    gen = torch.Generator().manual_seed(1)
+    mu = torch.randn(4, generator=gen)
+    var = torch.rand(4, generator=gen) + 0.2
+    X, S = problem.X, 40000
+    local = torch.stack([local_reparam_forward(problem.model, mu, var, X, gen)[:, 0] for _ in range(S)])
+    thetas = mu + var.sqrt() * torch.randn(S, 4, generator=gen)
+    weights = torch.stack([problem.model(t, X)[:, 0] for t in thetas[:2000]])
+    mean = X @ mu[:3] + mu[3]
+    variance = X.square() @ var[:3] + var[3]
+    torch.testing.assert_close(local.mean(0), mean, atol=4 * (variance / S).sqrt().max().item(), rtol=0)
+    torch.testing.assert_close(local.var(0), variance, rtol=0.05, atol=0)
+    torch.testing.assert_close(weights.var(0), variance, rtol=0.15, atol=0)
+
+
+@pytest.mark.parametrize("local_reparam", [True, False])
+def test_bbb_reaches_the_mean_field_optimum_of_a_linear_gaussian_model(local_reparam):
+    """For a Gaussian posterior N(m, Λ⁻¹) the mean-field optimum is N(m, diag(Λ)⁻¹)."""
+    problem, lik = tiny_problem("gaussian", depth=0, n=40, d=2, delta=1.0)
+    mean, precision, _ = blr(problem, lik.sigma2, 1.0)
+    problem = dataclasses.replace(problem, theta0=torch.zeros(3))
+    cfg = BBBConfig(lr=0.02, steps=3000, n_samples=8, init_rho=-2.0, schedule=Schedule.cosine,
+                    local_reparam=local_reparam)
+    fit = fit_bbb(problem, cfg)
+    torch.testing.assert_close(fit.theta, mean, atol=0.02, rtol=0)
+    torch.testing.assert_close(fit.posterior.precision, precision.diagonal(), rtol=0.1, atol=0)
+
+
+@pytest.mark.parametrize("field,value", [("lr", 0.0), ("kl_weight", -1.0), ("n_samples", 0), ("rho_lr_factor", 0.0)])
+def test_bad_bbb_settings_are_clear_errors(field, value):
+    with pytest.raises(BnnpredError, match=f"inference.{field}"):
+        BBBConfig(**{field: value}).validate()
