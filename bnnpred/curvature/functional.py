@@ -45,3 +45,24 @@ class FlatModel:
     def __call__(self, theta: Tensor, X: Tensor) -> Tensor:
         """Outputs ``f(X; θ)`` ``[B, C]`` for inputs ``X`` ``[B, ...]``."""
         return functional_call(self.module, {**self.unflatten(theta), **self.buffers}, (X,))
+
+
+class LinearizedModel:
+    """A network's linearisation at ``θ*`` on its ``N`` training inputs, addressed by row index:
+    ``f_lin(θ, i) = f(x_i; θ*) + J(x_i; θ*)(θ − θ*)`` (the GLM of notes-004 eq. 5; notes-000 §3).
+
+    Built from ``f*`` ``[N, C]`` and ``J*`` ``[N, C, P]``; it quacks like :class:`FlatModel` with inputs
+    ``idx`` ``[B]`` (int64 row numbers), so every estimator that linearises a network works on it unchanged.
+    """
+
+    def __init__(self, f_star: Tensor, J_star: Tensor, theta_star: Tensor):
+        self.f_star, self.J_star, self.theta_star = f_star, J_star, theta_star
+
+    @property
+    def n_params(self) -> int:
+        return self.theta_star.numel()
+
+    def __call__(self, theta: Tensor, idx: Tensor) -> Tensor:
+        """``f_lin(θ, idx)`` ``[B, C]``."""
+        J = torch.index_select(self.J_star, 0, idx)
+        return torch.index_select(self.f_star, 0, idx) + J @ (theta - self.theta_star)

@@ -8,6 +8,7 @@ from typing import Any
 from bnnpred.errors import unknown_choice
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.bbb import BBBConfig, fit_bbb
+from bnnpred.inference.glm_refine import GLMRefineConfig, fit_glm_refine
 from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, fit_laplace_ggn
 from bnnpred.inference.lgva import LGVAConfig, fit_lgva
 from bnnpred.inference.map import MapOnlyConfig, fit_map
@@ -21,6 +22,7 @@ METHODS: dict[str, tuple[type, Callable[[Problem, Any], Fit]]] = {
     "lgva": (LGVAConfig, fit_lgva),
     "voggn": (VOGGNConfig, fit_voggn),
     "bbb": (BBBConfig, fit_bbb),
+    "glm_refine": (GLMRefineConfig, fit_glm_refine),
 }
 
 # Methods whose fit carries the Laplace-GGN log evidence (``info["log_marglik"]``).

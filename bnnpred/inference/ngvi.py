@@ -88,14 +88,15 @@ def check_ngvi_config(cfg: NGVIConfig) -> None:
         raise BnnpredError(f"inference.batch_size must be >= 1 or null, got {cfg.batch_size}")
 
 
-def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator) -> Fit:
-    """Iterate the common update from ``N(θ0, init_var·I)`` until the mean stops moving or ``iterations``."""
+def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Posterior | None = None) -> Fit:
+    """Iterate the common update from ``start`` (default ``N(θ0, init_var·I)``) until the mean stops moving or
+    ``iterations``."""
     check_ngvi_config(cfg)
     N, delta = len(problem.X), problem.prior_precision
     P = delta.numel()
     eye_or_ones = torch.eye(P, dtype=delta.dtype, device=delta.device) if cfg.structure is Structure.full \
         else torch.ones_like(delta)
-    post = posterior_from_precision(cfg.structure.value, problem.theta0.clone(), eye_or_ones / cfg.init_var)
+    post = start or posterior_from_precision(cfg.structure.value, problem.theta0.clone(), eye_or_ones / cfg.init_var)
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
     momentum = torch.zeros_like(post.mean)
