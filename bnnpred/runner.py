@@ -320,6 +320,7 @@ def run_summary(s: Setup, chosen: Candidate, seconds: float) -> dict[str, Any]:
         "dataset": s.data.name, "task": s.data.task.value, "model": cfg.model.name,
         "inference": cfg.inference.name, "structure": getattr(getattr(cfg.inference, "structure", None), "value", None),
         "selection": cfg.selection.method.value, "seed": cfg.seed, "delta": chosen.delta, "sigma2": chosen.sigma2,
+        "data_split": getattr(cfg.dataset, "split", None),  # the published split of UCI sets
         "n_params": s.model.n_params, "n_train": len(s.data.X_train), "seconds": seconds, "tags": list(cfg.tags),
         "version": __version__, "commit": code_commit(),
     }

@@ -16,10 +16,12 @@ from bnnpred.data.toy import (
     BananaConfig,
     SnelsonConfig,
     SnelsonGapConfig,
+    StepConfig,
     TwoMoonsConfig,
     load_banana,
     load_snelson,
     load_snelson_gap,
+    load_step,
     load_two_moons,
 )
 from bnnpred.data.uci import (
@@ -37,6 +39,7 @@ DATASETS: dict[str, tuple[type, Callable[..., Dataset]]] = {
     "snelson": (SnelsonConfig, load_snelson),
     "snelson_gap": (SnelsonGapConfig, load_snelson_gap),
     "banana": (BananaConfig, load_banana),
+    "step": (StepConfig, load_step),
     "mnist": (MNISTConfig, load_mnist),
     "fashion_mnist": (FashionMNISTConfig, load_mnist),
     "uci_regression": (UCIRegressionConfig, load_uci_regression),

@@ -204,6 +204,31 @@ def load_two_moons(cfg: TwoMoonsConfig, root: Path | None = None) -> Dataset:
     return _dataset("two_moons", Task.binary, 2, (2,), splits)
 
 
+@dataclass
+class StepConfig:
+    """The GLM-predictive paper's 1-D step data (notes-004 §3.1; size and range not given): ``x ~ U[-x_max,
+    x_max]`` with ``y = 1[x ≥ 0]``; test points on an even grid over ``[-x_max, x_max]``."""
+
+    name: str = "step"
+    seed: int = II("seed")
+    n_train: int = 30
+    n_test: int = 200
+    x_max: float = 3.0
+
+
+def load_step(cfg: StepConfig, root: Path | None = None) -> Dataset:
+    """Dataset with X ``[N, 1]`` float64 and y ``[N]`` int64 in {0, 1}; no validation split."""
+    seed = _check_seed(cfg.name, cfg.seed)
+    _check_counts(cfg.name, n_train=cfg.n_train, n_test=cfg.n_test)
+    if not cfg.x_max > 0:
+        raise BnnpredError(f"dataset '{cfg.name}': x_max must be positive, got {cfg.x_max}")
+    x_train = np.random.default_rng(seed).uniform(-cfg.x_max, cfg.x_max, cfg.n_train)
+    x_test = np.linspace(-cfg.x_max, cfg.x_max, cfg.n_test)
+    splits = [_classification_split(x.reshape(-1, 1), (x >= 0).astype(np.int64))
+              for x in (x_train, x_train[:0], x_test)]
+    return _dataset("step", Task.binary, 2, (1,), splits)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Snelson
 

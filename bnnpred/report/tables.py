@@ -20,8 +20,8 @@ from bnnpred.io import write_text
 log = logging.getLogger(__name__)
 
 SETTING = ["dataset", "model", "inference", "structure", "selection", "predictive"]
-RUN_KEYS = ["dataset", "task", "model", "inference", "structure", "selection", "seed", "delta", "sigma2",
-            "n_params"]
+RUN_KEYS = ["dataset", "task", "model", "inference", "structure", "selection", "seed", "data_split", "delta",
+            "sigma2", "n_params"]
 
 
 def find_runs(dirs: list[Path]) -> list[Path]:
@@ -63,16 +63,17 @@ def collect(dirs: list[Path]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     frame["structure"] = frame["structure"].fillna("-")
     # rows in an order that does not depend on folder names, so sums (and tables) are byte-reproducible
-    order = ["split", "predictive", *SETTING, "delta", "sigma2", "seed"]
+    order = ["split", "predictive", *SETTING, "delta", "sigma2", "seed", "data_split"]
     return frame.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
 
 
 def select_by_valid_nll(frame: pd.DataFrame) -> pd.DataFrame:
-    """Keep, per setting and seed, the run (δ, σ²) with the lowest validation NLL of each predictive."""
+    """Keep, per setting, seed and data split, the run (δ, σ²) with the lowest validation NLL of each predictive."""
     valid = frame[frame["split"] == "valid"]
     if valid.empty:
         raise BnnpredError("--select-by valid_nll needs runs with a validation split")
-    best = valid.loc[valid.groupby(SETTING + ["seed"], dropna=False)["nll"].idxmin(), ["run_dir", "predictive"]]
+    per_run = SETTING + ["seed", "data_split"]
+    best = valid.loc[valid.groupby(per_run, dropna=False)["nll"].idxmin(), ["run_dir", "predictive"]]
     return frame.merge(best, on=["run_dir", "predictive"])
 
 
