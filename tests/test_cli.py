@@ -78,9 +78,9 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
 
 @pytest.mark.parametrize("args,message", [
     (["dataset=foo"], "unknown dataset 'foo'; valid choices: banana, fashion_mnist, mnist, snelson, snelson_gap, "
-                      "two_moons, uci_classification, uci_regression"),
+                      "step, two_moons, uci_classification, uci_regression"),
     (["inference=vi"], "unknown inference 'vi'; valid choices: bbb, glm_refine, glm_refine_diag, glm_refine_laplace, "
-                       "laplace_ggn, lgva, map, oggn, vogn, voggn"),
+                       "laplace_ggn, lgva, map, oggn, voggn, vogn"),
     (["inference.structure=kron"], "inference.structure"),
     (["dataset.n_trian=3"], "n_trian"),
     (["prior.delta=-1"], "prior.delta must be positive"),

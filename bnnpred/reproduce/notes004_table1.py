@@ -117,7 +117,7 @@ def make(r: Reproduction) -> str:
     return "\n".join([
         "# GLM predictive paper, Table 1 and Fig. 5: UCI classification", "",
         r.provenance("bnnpred reproduce notes004_table1"), "",
-        "2x50 tanh (quick tier: 2x20), MAP by full-batch Adam, 1000 predictive samples; "
+        "2x50 tanh, MAP by full-batch Adam, 1000 predictive samples (quick tier: 2x20, 1000 Adam steps, 100 samples); "
         f"δ ∈ {{{', '.join(f'{d:.3g}' for d in deltas)}}} chosen per set, column and split by validation NLL; "
         "test NLL mean ± s.e. over splits "
         f"{', '.join(str(int(s)) for s in splits)}, the paper's value in brackets.", "",
