@@ -28,7 +28,7 @@ USAGE = """usage: bnnpred <command> [args]
 commands:
   train [-m] [group=option ...] [key=value ...]   train and evaluate one run (or sweep with -m)
   eval run_dir=PATH [predictive=KIND] [predictive.n_samples=S ...]   re-evaluate a saved run
-  report DIR [DIR ...] [--out DIR] [--select-by valid_nll]          tables over run directories
+  report [DIR ...] [--out DIR] [--select-by valid_nll]  tables over run directories (none: every study page)
   reproduce [STUDY ...] [--tier quick|cpu|full] [--report-only]     the papers' tables and figures
   data fetch|verify NAME [--root PATH] [--force]                    data files with checksums
 """
@@ -302,12 +302,16 @@ def report_command(args: list[str]) -> None:
     from bnnpred.report.tables import write_report
 
     parser = _parser("report")
-    parser.add_argument("dirs", nargs="+", help="run directories or folders containing them")
+    parser.add_argument("dirs", nargs="*",
+                        help="run directories or folders containing them; none: rebuild every study page under "
+                             "outputs/ from runs/reproduce (bnnpred reproduce --report-only)")
     parser.add_argument("--out", default="outputs/report", help="folder for the tables")
     parser.add_argument("--split", default="test")
     parser.add_argument("--select-by", choices=["none", "valid_nll"], default="none",
                         help="pick δ per (group, seed, predictive) by validation NLL before averaging")
     ns = parser.parse_args(args)
+    if not ns.dirs:
+        return reproduce_command(["--report-only"])
     written = write_report([Path(d) for d in ns.dirs], Path(ns.out), split=ns.split, select_by=ns.select_by)
     for path in written:
         print(path)

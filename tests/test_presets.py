@@ -36,3 +36,10 @@ def test_an_unknown_study_lists_the_valid_ones(capsys):
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip() == (
         f"error: unknown study 'tabel1'; valid choices: {', '.join(sorted(STUDIES))}")
+
+
+def test_rebuilding_pages_without_runs_skips_them_with_a_reason(tmp_path, caplog, capsys):
+    main(["reproduce", "--report-only", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")])
+    assert "page toys not rebuilt: " in caplog.text and "is not a finished run" in caplog.text
+    assert not (tmp_path / "out" / "toys" / "README.md").exists()
+    assert (tmp_path / "out" / "README.md").read_text().count("| [") == 0

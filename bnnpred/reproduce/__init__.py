@@ -8,12 +8,15 @@ directories alone.
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 from pathlib import Path
 
 from bnnpred.errors import BnnpredError, unknown_choice
 from bnnpred.io import write_text
 from bnnpred.reproduce.base import Reproduction, Study, Tier
+
+log = logging.getLogger(__name__)
 
 __all__ = ["STUDIES", "Reproduction", "Study", "Tier", "reproduce"]
 
@@ -43,7 +46,14 @@ def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, re
     for study in chosen:
         r = Reproduction(runs=runs, out=out / study.name, tier=tier, jobs=jobs, report_only=report_only)
         r.out.mkdir(parents=True, exist_ok=True)
-        pages.append(write_text(r.out / "README.md", study.make(r)))
+        try:
+            page = study.make(r)
+        except BnnpredError as e:
+            if not report_only or names:
+                raise
+            log.warning("page %s not rebuilt: %s", study.name, e)
+            continue
+        pages.append(write_text(r.out / "README.md", page))
     write_text(out / "README.md", index(out))
     return pages
 

@@ -51,6 +51,8 @@ class Reproduction:
             _bnnpred("train", "-m", *overrides, *self._quick(quick), "hydra/launcher=joblib",
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
                      f"hydra.sweep.subdir={subdir}")
+        elif not any(sweep_dir.glob("*/metrics.json")):
+            raise BnnpredError(f"no finished runs in {sweep_dir}; run the study without --report-only first")
         return sweep_dir
 
     def evaluate(self, run_dir: Path, *overrides: str) -> None:
