@@ -136,7 +136,8 @@ def snelson(r: Reproduction) -> str:
         "## Fig. 5.8: Snelson with a gap, Laplace-GGN against VOGN",
         "",
         "`bnnpred train experiment=notes003_fig5_8` (Laplace-GGN, δ = 0.1) and the same with `inference=vogn "
-        "prior.delta=1` (diagonal VOGGN with the DNN2GP settings: S = 10, minibatch 20, 3000 steps); 2x64 sigmoid "
+        "prior.delta=1` (diagonal VOGGN with VOGN's settings, see conf/inference/vogn.yaml: S = 10, minibatch 20, "
+        "8000 steps); 2x64 sigmoid "
         "(P = 4353), the real 200 Snelson points without 1.5 < x < 3 in training, σ = 0.286. Latent std = "
         "√(J Σ Jᵀ) on a grid; 'near the data' = within 0.05 of a training input.",
         "",
