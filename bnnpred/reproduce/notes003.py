@@ -143,6 +143,10 @@ def snelson(r: Reproduction) -> str:
         "",
         checks_table(checks, "claim (notes-003 checklist item 12)"),
         "",
+        *([f"VOGN underfits (training RMSE {rmse['vogn']:.3f}): at the step sizes that are stable here its "
+           "diagonal natural-gradient steps had not converged after 8000 steps (its ELBO was still rising, see "
+           "convergence.png in its run folder), so (a) and (b) compare against an underfit model.", ""]
+          if rmse["vogn"] > 1.5 * sigma else []),
         "![snelson](snelson_fig5_8.png)",
     ])
 
