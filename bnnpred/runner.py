@@ -85,6 +85,9 @@ def check_config(cfg: Config) -> None:
         raise BnnpredError(f"threads must be >= 1 or null (torch's default), got {cfg.threads}")
     if cfg.inference.name == "map" and set(cfg.predictive.kinds) - {PredictiveKind.map}:
         raise BnnpredError("inference=map gives a point estimate; use predictive=map or inference=laplace_ggn")
+    if PredictiveKind.gp in cfg.predictive.kinds and cfg.inference.name != "laplace_ggn":
+        raise BnnpredError(f"predictive gp is the GP view of the Laplace-GGN posterior and ignores a "
+                           f"{cfg.inference.name} posterior; use inference=laplace_ggn, or predictive glm / closed")
     cfg.inference.validate()
     cfg.selection.validate()
     marglik = (SelectionMethod.marglik_grid, SelectionMethod.marglik_gradient)

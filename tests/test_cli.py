@@ -88,6 +88,7 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
     (["prior.delta=abc"], "prior.delta"),
     (["dataset=banana", "dataset.root=/nonexistent"], "bnnpred data fetch banana"),
     (["inference=map", "predictive=glm"], "point estimate"),
+    (["inference=oggn", "predictive=gp"], "predictive gp is the GP view of the Laplace-GGN posterior"),
     (["inference=oggn", "inference.gamma=1.5"], "inference.gamma must be in (0, 1]"),
     (["inference=voggn", "selection=marglik_grid"], "needs the Laplace-GGN evidence"),
     (["inference.map.lr=0"], "inference.map.lr must be positive"),
