@@ -279,16 +279,17 @@ def eval_command(args: list[str]) -> None:
 
 
 def predictive_overrides(overrides: list[str]) -> DictConfig:
-    """The ``predictive`` / ``plot`` settings an ``eval`` call changes, as a partial config."""
-    allowed = ("predictive", "plot", "device")
+    """The ``predictive`` / ``plot`` (and display) settings an ``eval`` call changes, as a partial config."""
+    allowed = ("predictive", "plot", "device", "progress", "threads")
     bad = [o for o in overrides if o.split("=", 1)[0].split(".", 1)[0].split("/")[0] not in allowed]
     if bad:
-        raise BnnpredError(f"eval only changes predictive, plot and device settings, not: {' '.join(bad)}")
+        raise BnnpredError(f"eval only changes predictive, plot, device, progress and threads settings, not: "
+                           f"{' '.join(bad)}")
     group = [o for o in overrides if o.startswith("predictive=")]
     partial = OmegaConf.create({})
     if group:
         partial.predictive = compose(group).predictive
-    dotted = [o for o in overrides if "." in o.split("=", 1)[0] or o.startswith("device=")]
+    dotted = [o for o in overrides if "." in o.split("=", 1)[0] or o.startswith(("device=", "progress=", "threads="))]
     try:
         return OmegaConf.merge(partial, OmegaConf.from_dotlist(dotted))
     except OmegaConfBaseException as e:
