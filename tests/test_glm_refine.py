@@ -49,3 +49,17 @@ def test_laplace_refinement_of_a_logistic_glm_reaches_its_map():
     gradient = torch.einsum("ncp,nc->p", J, lik.residual(f_lin, problem.y)) - problem.prior_precision * mu
     assert gradient.norm() < 1e-9 * (1 + mu.norm())
     assert fit.info["refine_converged"] == 1.0
+
+
+def test_the_linearised_model_returns_its_stored_jacobians_as_autodiff_would():
+    from torch.func import jacrev
+
+    from bnnpred.curvature.functional import LinearizedModel
+
+    gen = torch.Generator().manual_seed(0)
+    f, J, theta_star, theta = (torch.randn(*s, generator=gen) for s in ((7, 3), (7, 3, 5), (5,), (5,)))
+    model = LinearizedModel(f, J, theta_star)
+    rows = torch.tensor([4, 0, 6])
+    out, jac = jacobians(model, theta, rows)
+    torch.testing.assert_close(out, f[rows] + J[rows] @ (theta - theta_star))
+    torch.testing.assert_close(jac, jacrev(model)(theta, rows))

@@ -64,5 +64,9 @@ class LinearizedModel:
 
     def __call__(self, theta: Tensor, idx: Tensor) -> Tensor:
         """``f_lin(θ, idx)`` ``[B, C]``."""
+        return self.outputs_and_jacobians(theta, idx)[0]
+
+    def outputs_and_jacobians(self, theta: Tensor, idx: Tensor) -> tuple[Tensor, Tensor]:
+        """``f_lin(θ, idx)`` ``[B, C]`` and its Jacobians, the stored ``J*[idx]`` ``[B, C, P]`` (no autodiff)."""
         J = torch.index_select(self.J_star, 0, idx)
-        return torch.index_select(self.f_star, 0, idx) + J @ (theta - self.theta_star)
+        return torch.index_select(self.f_star, 0, idx) + J @ (theta - self.theta_star), J

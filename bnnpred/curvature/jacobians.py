@@ -8,13 +8,13 @@ import torch
 from torch import Tensor
 from torch.func import jacrev, vmap
 
-from bnnpred.curvature.functional import FlatModel
+from bnnpred.curvature.functional import FlatModel, LinearizedModel
 
 # Jacobian chunks hold at most this many numbers (B·C·P), about 128 MB in float64.
 DEFAULT_CHUNK_ELEMS = 2**24
 
 
-def jacobians(model: FlatModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+def jacobians(model: FlatModel | LinearizedModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
     """Outputs and per-example Jacobians at ``θ``.
 
     Each example's Jacobian is one reverse pass per output over that example alone (``vmap`` over
@@ -28,6 +28,9 @@ def jacobians(model: FlatModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tenso
     Returns:
         ``f`` ``[B, C]`` and ``J`` ``[B, C, P]``.
     """
+
+    if isinstance(model, LinearizedModel):  # a linear model knows its Jacobians
+        return model.outputs_and_jacobians(theta, X)
 
     def f_single(th: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
         out = model(th, x.unsqueeze(0)).squeeze(0)
