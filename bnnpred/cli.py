@@ -201,14 +201,14 @@ def read_ledger(path: Path) -> list[LedgerEntry]:
     return entries
 
 
-def progress_line(ledger: list[LedgerEntry], total: int, elapsed: float | None) -> str:
+def progress_line(ledger: list[LedgerEntry], total: int, elapsed: float) -> str:
     """``sweep: 5/8 runs (3 trained, 1 skipped, 1 failed), 3 left, about 2 min left``."""
     counts = {status: sum(e.status == status for e in ledger) for status in ("trained", "skipped", "failed")}
     left = total - len(ledger)
     line = (f"sweep: {len(ledger)}/{total} runs ({counts['trained']} trained, {counts['skipped']} skipped, "
             f"{counts['failed']} failed), {left} left")
     worked = counts["trained"] + counts["failed"]
-    if elapsed is not None and left and worked:
+    if left and worked:
         line += f", about {elapsed / worked * left / 60:.1f} min left"
     return line
 

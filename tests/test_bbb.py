@@ -34,6 +34,7 @@ def test_local_reparameterisation_matches_weight_sampling_on_a_linear_layer():
     mean = X @ mu[:3] + mu[3]
     variance = X.square() @ var[:3] + var[3]
     torch.testing.assert_close(local.mean(0), mean, atol=4 * (variance / S).sqrt().max().item(), rtol=0)
+    # a sample variance of S Gaussian draws has relative s.d. √(2/S): 0.007 for 40000, 0.032 for 2000 (about 5-7 s.d.)
     torch.testing.assert_close(local.var(0), variance, rtol=0.05, atol=0)
     torch.testing.assert_close(weights.var(0), variance, rtol=0.15, atol=0)
 
@@ -47,6 +48,7 @@ def test_bbb_reaches_the_mean_field_optimum_of_a_linear_gaussian_model(local_rep
     cfg = BBBConfig(lr=0.02, steps=3000, n_samples=8, init_rho=-2.0, schedule=Schedule.cosine,
                     local_reparam=local_reparam)
     fit = fit_bbb(problem, cfg)
+    # the remaining error is the stochastic gradient's noise at the end of the cosine decay (posterior s.d. ≈ 0.1)
     torch.testing.assert_close(fit.theta, mean, atol=0.02, rtol=0)
     torch.testing.assert_close(fit.posterior.precision, precision.diagonal(), rtol=0.1, atol=0)
 

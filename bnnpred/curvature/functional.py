@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
+from torch.func import functional_call, jacrev, vmap
 
 
 class FlatModel:
@@ -45,6 +45,20 @@ class FlatModel:
     def __call__(self, theta: Tensor, X: Tensor) -> Tensor:
         """Outputs ``f(X; θ)`` ``[B, C]`` for inputs ``X`` ``[B, ...]``."""
         return functional_call(self.module, {**self.unflatten(theta), **self.buffers}, (X,))
+
+    def outputs_and_jacobians(self, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+        """``f`` ``[B, C]`` and per-example Jacobians ``J`` ``[B, C, P]`` at ``θ``.
+
+        Each example's Jacobian is one reverse pass per output over that example alone (``vmap`` over examples
+        of ``jacrev``), so the cost is ``O(B·C·P)``, not the ``O(B²·C·P)`` of ``jacrev`` on a batch.
+        """
+
+        def f_single(th: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+            out = self(th, x.unsqueeze(0)).squeeze(0)
+            return out, out
+
+        J, f = vmap(jacrev(f_single, has_aux=True), in_dims=(None, 0))(theta, X)
+        return f, J
 
 
 class LinearizedModel:

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import torch
 from torch import Tensor
-from torch.func import jacrev, vmap
 
 from bnnpred.curvature.functional import FlatModel, LinearizedModel
 
@@ -15,29 +14,15 @@ DEFAULT_CHUNK_ELEMS = 2**24
 
 
 def jacobians(model: FlatModel | LinearizedModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
-    """Outputs and per-example Jacobians at ``θ``.
+    """Outputs ``f`` ``[B, C]`` and per-example Jacobians ``J`` ``[B, C, P]`` at ``θ`` ``[P]`` for inputs ``X``
+    (see each model's ``outputs_and_jacobians``)."""
+    return model.outputs_and_jacobians(theta, X)
 
-    Each example's Jacobian is one reverse pass per output over that example alone (``vmap`` over
-    examples of ``jacrev``), so the cost is ``O(B·C·P)``, not the ``O(B²·C·P)`` of ``jacrev`` on a batch.
 
-    Args:
-        model: the network as a function of flat parameters.
-        theta: parameters ``[P]``.
-        X: inputs ``[B, ...]``.
-
-    Returns:
-        ``f`` ``[B, C]`` and ``J`` ``[B, C, P]``.
-    """
-
-    if isinstance(model, LinearizedModel):  # a linear model knows its Jacobians
-        return model.outputs_and_jacobians(theta, X)
-
-    def f_single(th: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
-        out = model(th, x.unsqueeze(0)).squeeze(0)
-        return out, out
-
-    J, f = vmap(jacrev(f_single, has_aux=True), in_dims=(None, 0))(theta, X)
-    return f, J
+def stacked_jacobians(model: FlatModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+    """All outputs ``[N, C]`` and Jacobians ``[N, C, P]`` of ``X``, computed in bounded chunks and held at once."""
+    fs, Js = zip(*[(f, J) for _, f, J in iter_jacobians(model, theta, X)], strict=True)
+    return torch.cat(fs), torch.cat(Js)
 
 
 def chunk_size_for(n_outputs: int, n_params: int, max_elems: int = DEFAULT_CHUNK_ELEMS) -> int:

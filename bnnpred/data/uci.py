@@ -65,12 +65,11 @@ def load_uci_regression(cfg: UCIRegressionConfig, root: Path) -> Dataset:
     n_valid = int(round(cfg.valid_fraction * len(train)))
     valid, train = train[order[:n_valid]], train[np.sort(order[n_valid:])]
     X, y = data[:, features], data[:, target]
-    x_mean, x_std = X[train].mean(0), X[train].std(0)
-    x_std[x_std == 0] = 1.0  # constant features (e.g. in naval) stay zero
-    y_mean, y_std = y[train].mean(), y[train].std()
+    X = standardized(X, train)  # constant features (e.g. in naval) stay zero
+    y = (y - y[train].mean()) / y[train].std()
 
     def part(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.from_numpy((X[rows] - x_mean) / x_std), torch.from_numpy((y[rows] - y_mean) / y_std)
+        return torch.from_numpy(np.ascontiguousarray(X[rows])), torch.from_numpy(y[rows])
 
     (X_tr, y_tr), (X_va, y_va), (X_te, y_te) = part(train), part(valid), part(test)
     return Dataset(f"uci_regression/{cfg.dataset}", Task.regression, 1, (X.shape[1],), X_tr, y_tr, X_va, y_va,

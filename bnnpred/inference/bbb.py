@@ -27,7 +27,7 @@ from tqdm import tqdm
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem, batches
-from bnnpred.inference.map import Schedule
+from bnnpred.inference.map import Schedule, lr_scheduler
 from bnnpred.posteriors import DiagPosterior
 
 
@@ -112,8 +112,7 @@ def fit_bbb(problem: Problem, cfg: BBBConfig) -> Fit:
     mu = problem.theta0.detach().clone().requires_grad_(True)
     rho = torch.full_like(mu, cfg.init_rho).requires_grad_(True)
     optimizer = torch.optim.Adam([{"params": [mu]}, {"params": [rho], "lr": cfg.lr * cfg.rho_lr_factor}], lr=cfg.lr)
-    scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=cfg.steps)
-                 if cfg.schedule is Schedule.cosine else torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0))
+    scheduler = lr_scheduler(optimizer, cfg.schedule, cfg.steps)
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
     show = problem.progress and sys.stderr.isatty()

@@ -23,7 +23,7 @@ import torch
 
 from bnnpred.curvature.functional import LinearizedModel
 from bnnpred.curvature.ggn import Curvature
-from bnnpred.curvature.jacobians import iter_jacobians
+from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.laplace_ggn import laplace_at
 from bnnpred.inference.lgva import estimate_lgva
@@ -53,8 +53,7 @@ class GLMRefineConfig(NGVIConfig):
 
 def linearized_problem(problem: Problem, theta_star: torch.Tensor) -> Problem:
     """The same problem on the GLM at ``θ*``: inputs become row numbers ``[N]`` of the stored ``f*`` and ``J*``."""
-    fs, Js = zip(*[(f, J) for _, f, J in iter_jacobians(problem.model, theta_star, problem.X)], strict=True)
-    model = LinearizedModel(torch.cat(fs), torch.cat(Js), theta_star)
+    model = LinearizedModel(*stacked_jacobians(problem.model, theta_star, problem.X), theta_star)
     rows = torch.arange(len(problem.X), device=theta_star.device)
     return dataclasses.replace(problem, model=model, X=rows, theta0=theta_star)
 

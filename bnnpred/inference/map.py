@@ -68,7 +68,7 @@ def train_map(problem: Problem, cfg: MapConfig) -> Fit:
     N = len(problem.X)
     theta = problem.theta0.detach().clone().requires_grad_(True)
     optimizer = torch.optim.Adam([theta], lr=cfg.lr)
-    scheduler = _scheduler(optimizer, cfg)
+    scheduler = lr_scheduler(optimizer, cfg.schedule, cfg.steps)
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
     show = problem.progress and sys.stderr.isatty()
@@ -89,9 +89,11 @@ def train_map(problem: Problem, cfg: MapConfig) -> Fit:
     return Fit(theta=theta, posterior=None, info={"grad_norm": log_joint_grad_norm(problem, theta)}, trace=trace)
 
 
-def _scheduler(optimizer: torch.optim.Optimizer, cfg: MapConfig) -> torch.optim.lr_scheduler.LRScheduler:
-    if cfg.schedule is Schedule.cosine:
-        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, cfg.steps))
+def lr_scheduler(optimizer: torch.optim.Optimizer, schedule: Schedule,
+                 steps: int) -> torch.optim.lr_scheduler.LRScheduler:
+    """Cosine decay to zero over ``steps``, or a constant learning rate."""
+    if schedule is Schedule.cosine:
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, steps))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
 
 

@@ -4,8 +4,6 @@ GP predictives against VOGN's), with checklist items 5 and 12 checked."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -15,9 +13,9 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from bnnpred.io import read_json, write_text  # noqa: E402
-from bnnpred.predictive import PredictiveKind, predictor  # noqa: E402
+from bnnpred.predictive import Context  # noqa: E402
 from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
-from bnnpred.runner import restore  # noqa: E402
+from bnnpred.runner import Setup, predictors, restore  # noqa: E402
 
 SNELSON = {"laplace_ggn": [], "vogn": ["inference=vogn", "prior.delta=1", "predictive.kinds=[closed,glm,nn]"]}
 QUICK = {"laplace_ggn": ("inference.map.steps=300",), "vogn": ("inference.iterations=100",)}
@@ -78,27 +76,29 @@ def wine(r: Reproduction) -> str:
 # -------------------------------------------------------------------------------------- Fig. 5.8, Snelson
 
 
-def latent_band(run_dir: Path, kind: str, grid: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Predictive mean and latent std ``√(V[y] − σ²)`` of one predictive of a finished run on ``grid`` ``[G, 1]``."""
-    s, ctx = restore(run_dir)
-    p = s.cfg.predictive
-    pred = predictor(PredictiveKind(kind), ctx, n_samples=p.n_samples, seed=s.cfg.seed,
-                     gp_subset_size=p.gp_subset_size, gp_subset_how=p.gp_subset)(grid.to(dtype=s.dtype))
-    latent_var = (pred.variance - ctx.likelihood.sigma2).clamp_min(0)
-    return pred.mean.numpy(), latent_var.sqrt().numpy()
+def latent_bands(s: Setup, ctx: Context, kinds: list[str],
+                 grid: torch.Tensor) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Predictive mean and latent std ``√(V[y] − σ²)`` on ``grid`` ``[G, 1]`` of some of a restored run's
+    predictives, by kind."""
+    predict = predictors(s, ctx)
+    bands = {}
+    for kind in kinds:
+        pred = predict[kind](grid.to(dtype=s.dtype))
+        bands[kind] = pred.mean.numpy(), (pred.variance - ctx.likelihood.sigma2).clamp_min(0).sqrt().numpy()
+    return bands
 
 
 def snelson(r: Reproduction) -> str:
     out = r.out
     dirs = {name: r.train_once(r.runs / f"notes003_fig5_8_{name}", "experiment=notes003_fig5_8", *overrides,
                                quick=QUICK[name]) for name, overrides in SNELSON.items()}
-    s, _ = restore(dirs["laplace_ggn"])
+    (s, ctx), (s_vogn, ctx_vogn) = restore(dirs["laplace_ggn"]), restore(dirs["vogn"])
     x_train, y_train = s.data.X_train[:, 0].numpy(), s.data.y_train.numpy()
     grid = torch.linspace(-1.0, 7.0, 801, dtype=torch.float64).unsqueeze(1)
     x = grid[:, 0].numpy()
-    bands = {"Laplace-GGN, BLR": latent_band(dirs["laplace_ggn"], "closed", grid),
-             "Laplace-GGN, GP": latent_band(dirs["laplace_ggn"], "gp", grid),
-             "VOGN, BLR": latent_band(dirs["vogn"], "closed", grid)}
+    laplace = latent_bands(s, ctx, ["closed", "gp"], grid)
+    bands = {"Laplace-GGN, BLR": laplace["closed"], "Laplace-GGN, GP": laplace["gp"],
+             "VOGN, BLR": latent_bands(s_vogn, ctx_vogn, ["closed"], grid)["closed"]}
     in_gap = (GAP[0] < x) & (x < GAP[1])
     near_data = np.abs(x[:, None] - x_train[None, :]).min(1) < 0.05
     gap_std = {k: float(std[in_gap].mean()) for k, (_, std) in bands.items()}

@@ -13,9 +13,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from scipy.stats import norm  # noqa: E402
 
-from bnnpred.predictive import PredictiveKind, predictor  # noqa: E402
 from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
-from bnnpred.runner import restore  # noqa: E402
+from bnnpred.runner import predictors, restore  # noqa: E402
 
 W_RANGE, B_RANGE, GRID = (-8.0, 8.0), (-8.0, 8.0), 801
 
@@ -55,10 +54,8 @@ def make(r: Reproduction) -> str:
     grid_x = torch.linspace(-s.data.X_test.abs().max().item(), s.data.X_test.abs().max().item(), 200,
                             dtype=torch.float64)
     truth = true_predictive(w, b, weights, grid_x, scale)
-    p = s.cfg.predictive
-    means = {kind: predictor(PredictiveKind(kind), ctx, n_samples=p.n_samples, seed=s.cfg.seed,
-                             gp_subset_size=None, gp_subset_how=p.gp_subset)(grid_x[:, None]).probs[:, 1]
-             for kind in ("nn", "glm")}
+    predict = predictors(s, ctx)
+    means = {kind: predict[kind](grid_x[:, None]).probs[:, 1] for kind in ("nn", "glm")}
     error = {kind: float((mean - truth).abs().mean()) for kind, mean in means.items()}
 
     fig, (left, mid, right) = plt.subplots(1, 3, figsize=(14, 4), layout="constrained")
@@ -100,7 +97,7 @@ def make(r: Reproduction) -> str:
         f"f(x) = 5 tanh(w x + b), prior N(0, I / {delta:g}) (the paper gives neither the data nor the prior), MAP by "
         "Adam, full Laplace-GGN. "
         f"True posterior by integration on a {GRID} x {GRID} grid over [-8, 8]² (the paper used 10⁵ HMC samples); "
-        f"{p.n_samples} predictive samples.", "",
+        f"{s.cfg.predictive.n_samples} predictive samples.", "",
         checks_table(rows, "claim (notes-004 §3.1)"), "",
         "![fig3](fig3.png)",
     ]) + "\n"

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from bnnpred.curvature.jacobians import iter_jacobians  # noqa: E402
+from bnnpred.curvature.jacobians import stacked_jacobians  # noqa: E402
 from bnnpred.io import read_json  # noqa: E402
 from bnnpred.reproduce.base import Reproduction, Study  # noqa: E402
 from bnnpred.runner import restore  # noqa: E402
@@ -21,10 +21,10 @@ from bnnpred.runner import restore  # noqa: E402
 QUICK = ("dataset.n_train=300", "inference.map.steps=100", "predictive.n_samples=10")
 
 
-def stacked_jacobians(model, theta, X) -> tuple[torch.Tensor, torch.Tensor]:
+def logit_and_jacobians(model, theta, X) -> tuple[torch.Tensor, torch.Tensor]:
     """Outputs ``[N]`` and Jacobians ``[N, P]`` of the single logit."""
-    fs, Js = zip(*[(f[:, 0], J[:, 0]) for _, f, J in iter_jacobians(model, theta, X)], strict=True)
-    return torch.cat(fs), torch.cat(Js)
+    f, J = stacked_jacobians(model, theta, X)
+    return f[:, 0], J[:, 0]
 
 
 def image_row(ax_row, images, captions) -> None:
@@ -41,12 +41,12 @@ def make(r: Reproduction) -> str:
     theta, delta = ctx.theta, float(ctx.prior_precision[0])
     grad_norm = read_json(run_dir / "metrics.json")["info"]["grad_norm"]
     X, y = s.data.X_train, s.data.y_train.to(s.dtype)
-    f, J = stacked_jacobians(s.model, theta, X)
+    f, J = logit_and_jacobians(s.model, theta, X)
     a = y - torch.sigmoid(f)  # residual importances, digit 9 = 1
     order = torch.argsort(a)
     train_acc = float(((f > 0).to(s.dtype) == y).to(s.dtype).mean())
 
-    f_test, J_test = stacked_jacobians(s.model, theta, s.data.X_test)
+    f_test, J_test = logit_and_jacobians(s.model, theta, s.data.X_test)
     y_test = s.data.y_test
     correct = (f_test > 0).long() == y_test
     wrong = torch.nonzero(~correct)[:, 0]
