@@ -81,6 +81,9 @@ class Config:
     threads: int | None = None
     task_name: str = "train"
     tags: list[str] = field(default_factory=list)
+    # Folder of point estimates shared between runs (a MAP computed once serves the full and diagonal Laplace and
+    # the refinements of the same data, prior and seed; keyed by content). null: train every run's own.
+    fit_cache: str | None = "runs/fit_cache"
 
 
 def logspace(start: float, stop: float, num: int) -> list[float]:
@@ -94,7 +97,7 @@ def logspace_sweep(start: float, stop: float, num: int) -> str:
 
 
 # Settings that change how a run is shown, named or scheduled, not its results: left out of the run key.
-NOT_IN_RUN_KEY = ("hydra", "progress", "force", "threads", "task_name", "tags")
+NOT_IN_RUN_KEY = ("hydra", "progress", "force", "threads", "task_name", "tags", "fit_cache")
 
 
 def run_key(cfg: Any) -> str:

@@ -203,7 +203,7 @@ class Trainer:
             model=s.model, likelihood=likelihood, X=s.data.X_train, y=s.data.y_train, prior_precision=prior,
             theta0=self.theta0 if warm is None else warm,
             generator=torch.Generator(device=s.device).manual_seed(s.cfg.seed),
-            progress=s.cfg.progress,
+            progress=s.cfg.progress, fit_cache=Path(s.cfg.fit_cache) if s.cfg.fit_cache else None,
         )
         fit = inference.fit(problem, s.cfg.inference)
         row = {"delta": delta, "sigma2": sigma2 if sigma2 is not None else float("nan"), **fit.info,

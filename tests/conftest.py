@@ -1,5 +1,6 @@
 """Shared pytest fixtures for the bnnpred test suite.
 
+- ``isolated_cwd``: every test runs in its own temporary folder.
 - ``data_root``: the real data folder (``BNNPRED_DATA_DIR``, else ``shared/data`` next to the repository);
   skips the test when it is absent and points ``BNNPRED_DATA_DIR`` at it for the test's duration.
 """
@@ -29,3 +30,9 @@ def float64_default():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(previous)
+
+
+@pytest.fixture(autouse=True)
+def isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs write relative paths (``runs/``, the fit cache) into the test's own folder, not the repository."""
+    monkeypatch.chdir(tmp_path)

@@ -81,6 +81,14 @@ class LinearizedModel:
         return self.outputs_and_jacobians(theta, idx)[0]
 
     def outputs_and_jacobians(self, theta: Tensor, idx: Tensor) -> tuple[Tensor, Tensor]:
-        """``f_lin(θ, idx)`` ``[B, C]`` and its Jacobians, the stored ``J*[idx]`` ``[B, C, P]`` (no autodiff)."""
-        J = torch.index_select(self.J_star, 0, idx)
-        return torch.index_select(self.f_star, 0, idx) + J @ (theta - self.theta_star), J
+        """``f_lin(θ, idx)`` ``[B, C]`` and its Jacobians, the stored ``J*[idx]`` ``[B, C, P]`` (no autodiff; a view,
+        not a copy, when ``idx`` is a run of consecutive rows, as in full-batch chunks)."""
+        J, f_star = self._rows(self.J_star, idx), self._rows(self.f_star, idx)
+        return f_star + J @ (theta - self.theta_star), J
+
+    @staticmethod
+    def _rows(stored: Tensor, idx: Tensor) -> Tensor:
+        first = int(idx[0]) if len(idx) else 0
+        if len(idx) and int(idx[-1]) - first + 1 == len(idx) and bool((idx.diff() == 1).all()):
+            return stored[first : first + len(idx)]
+        return torch.index_select(stored, 0, idx)

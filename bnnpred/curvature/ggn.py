@@ -88,14 +88,15 @@ def gradient_and_ggn(
     g = theta.new_zeros(P)
     G = theta.new_zeros((P, P) if structure is Structure.full else (P,))
     loglik = theta.new_zeros(())
+    S = 1
     for rows, f, J in iter_jacobians(model, theta, X, max_elems):
         evaluations = f.unsqueeze(0) if outputs is None else outputs(f, J)
         S = len(evaluations)
         for f_hat in evaluations:
-            g += torch.einsum("bc,bcp->p", likelihood.residual(f_hat, y[rows]), J) / S
-            _accumulate(G, (likelihood.hessian_sqrt(f_hat) @ J).reshape(-1, P) / S**0.5, structure)
-            loglik += likelihood.log_prob(f_hat, y[rows]).sum() / S
-    return g, G, loglik
+            g += torch.einsum("bc,bcp->p", likelihood.residual(f_hat, y[rows]), J)
+            _accumulate(G, (likelihood.hessian_sqrt(f_hat) @ J).reshape(-1, P), structure)
+            loglik += likelihood.log_prob(f_hat, y[rows]).sum()
+    return g / S, G.div_(S), loglik / S
 
 
 def _accumulate(G: Tensor, A: Tensor, structure: Structure) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -25,6 +26,7 @@ class Problem:
     theta0: Tensor  # [P] initial parameters
     generator: torch.Generator
     progress: bool = False
+    fit_cache: Path | None = None  # folder of shared point estimates (see inference.fit_cache); None: none
 
 
 @dataclass

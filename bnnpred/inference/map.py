@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem, batches
+from bnnpred.inference.fit_cache import cached_fit
 
 
 class Schedule(str, Enum):
@@ -63,8 +64,13 @@ def log_joint_grad_norm(problem: Problem, theta: Tensor) -> float:
 
 
 def train_map(problem: Problem, cfg: MapConfig) -> Fit:
-    """Adam on the negative log joint from ``problem.theta0``; a NaN or inf loss stops with an error."""
+    """Adam on the negative log joint from ``problem.theta0`` (or the same MAP from ``problem.fit_cache``); a NaN or
+    inf loss stops with an error."""
     _check_map_config(cfg)
+    return cached_fit(problem, "map", cfg, lambda: _adam(problem, cfg))
+
+
+def _adam(problem: Problem, cfg: MapConfig) -> Fit:
     N = len(problem.X)
     theta = problem.theta0.detach().clone().requires_grad_(True)
     optimizer = torch.optim.Adam([theta], lr=cfg.lr)

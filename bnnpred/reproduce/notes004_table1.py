@@ -1,15 +1,23 @@
 """GLM-predictive paper (notes-004 §3.3) Table 1 and Fig. 5: UCI classification with MAP, MFVI (BBB), the bnn and
 glm predictives of the full Laplace-GGN, glm diag, and the VI-refined GLM posteriors (full and diagonal); δ chosen
-per method, set and split by validation NLL; the checklist's item 6 and 7 criteria checked."""
+per method, set and split by validation NLL; the checklist's item 6 and 7 criteria checked.
+
+Tiers: ``full`` is the paper's scale (10 splits x 10 δ, 250 full VI refinement steps everywhere: 1-2 CPU-hours per
+run on digits and satellite, notes-004 §7); ``cpu`` is notes-004 §7's scaled-down version: 3 splits x 5 δ, the
+paper's MAP, BBB, predictives and diagonal refinement, and the full VI refinement cut to 50 steps of γ = 0.05 on the
+five sets where a step costs under a second (N·C·P² below 1e11 flop); ``quick`` is a smoke run.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
-from bnnpred.reproduce.base import Reproduction, Study, check, checks_table
+from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
 
 SETS = ["australian", "breast_cancer", "ionosphere", "glass", "vehicle", "waveform", "digits", "satellite"]
 # one sweep (splits x δ) per set and method; each method's predictives give the table's columns
@@ -32,6 +40,9 @@ PAPER = {  # notes-004 Table 1: test NLL, mean over 10 splits
     "digits": [0.094, 0.219, 0.875, 0.250, 0.409, 0.150, 0.149],
     "satellite": [0.230, 0.307, 0.482, 0.241, 0.327, 0.227, 0.248],
 }
+CPU_SHARED = ("dataset.split=0,1,2", "prior.delta=0.01,0.1,1,10,100")
+CPU = {"refine": ("inference.iterations=50", "inference.gamma=0.05")}
+CHEAP_FULL_REFINE = SETS[:5]  # waveform, digits and satellite need 3-20 s per full refinement step
 QUICK_SHARED = ("dataset.split=0,1,2", "prior.delta=0.1,1,10", "model.width=20", "predictive.n_samples=100")
 QUICK = {"laplace": ("inference.map.steps=1000",), "laplace_diag": ("inference.map.steps=1000",),
          "bbb": ("inference.steps=500",), "refine": ("inference.map.steps=1000", "inference.iterations=25"),
@@ -39,13 +50,21 @@ QUICK = {"laplace": ("inference.map.steps=1000",), "laplace_diag": ("inference.m
 FIG5_SET = "waveform"
 
 
-def sweep_all(r: Reproduction, sets: list[str]) -> pd.DataFrame:
+def runs_full_refine(r: Reproduction, name: str) -> bool:
+    return r.tier is Tier.full or name in CHEAP_FULL_REFINE
+
+
+def sweep_all(r: Reproduction, sets: list[str], arch: str, *overrides_all: str) -> pd.DataFrame:
     """Every run of every set and method, with its table column (rows of :func:`collect`)."""
     frames = []
+    scaled = {method: (*CPU_SHARED, *CPU.get(method, ())) if r.tier is Tier.cpu else () for method in METHODS}
     for name in sets:
         for method, overrides in METHODS.items():
-            folder = r.sweep(r.runs / "notes004_table1" / name / method, "split${dataset.split}_delta${prior.delta}",
-                             "experiment=notes004_table1", f"dataset.dataset={name}", *overrides,
+            if method == "refine" and not runs_full_refine(r, name):
+                continue
+            folder = r.sweep(r.runs / "notes004_table1" / arch / name / method,
+                             "split${dataset.split}_delta${prior.delta}", "experiment=notes004_table1",
+                             f"dataset.dataset={name}", *overrides_all, *overrides, *scaled[method],
                              quick=(*QUICK_SHARED, *QUICK[method]))
             frame = collect([folder])
             frame["set"], frame["column"] = name, [COLUMNS.get((method, k)) for k in frame["predictive"]]
@@ -53,16 +72,19 @@ def sweep_all(r: Reproduction, sets: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def nll_table(selected: pd.DataFrame, sets: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """Test NLL mean and s.e. over splits per set x column, and its Markdown beside the paper's numbers."""
-    table = summarize(selected, "test", ["set", "column"]).set_index(["set", "column"])
+def metric_table(table: pd.DataFrame, sets: list[str], metric: str, paper: dict[str, list[float]] | None = None,
+                 digits: int = 3) -> list[str]:
+    """Markdown of ``metric`` mean ± s.e. per set x column, the paper's value in brackets where given."""
     columns = list(COLUMNS.values())
     lines = ["| set | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     for name in sets:
-        cells = [f"{table.loc[(name, c), 'nll']:.3f} ± {table.loc[(name, c), 'nll_se']:.3f} ({p:.3f})"
-                 for c, p in zip(columns, PAPER[name], strict=True)]
+        cells = []
+        for i, c in enumerate(columns):
+            ours = (f"{table.loc[(name, c), metric]:.{digits}f} ± {table.loc[(name, c), f'{metric}_se']:.{digits}f}"
+                    if (name, c) in table.index else "—")
+            cells.append(f"{ours} ({paper[name][i]:.3f})" if paper else ours)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return table, lines
+    return lines
 
 
 def claims(table: pd.DataFrame, sets: list[str]) -> list[str]:
@@ -73,7 +95,8 @@ def claims(table: pd.DataFrame, sets: list[str]) -> list[str]:
     paper = {(n, c): p for n in sets for c, p in zip(COLUMNS.values(), PAPER[n], strict=True)}
     close = [(n, c) for n in sets for c in ("MAP", "bnn", "glm")
              if abs(nll(n, c) - paper[(n, c)]) <= max(0.05, 0.15 * paper[(n, c)])]
-    worst = [n for n in sets if nll(n, "bnn") >= max(nll(n, c) for c in COLUMNS.values())]
+    worst = [n for n in sets if nll(n, "bnn") >= max(nll(n, c) for c in COLUMNS.values() if (n, c) in table.index)]
+    refined = [n for n in sets if (n, "glm refine") in table.index]
     count = len(sets)
     return [
         check(f"(a) glm < bnn on {count}/{count}", all(nll(n, "glm") < nll(n, "bnn") for n in sets),
@@ -82,9 +105,9 @@ def claims(table: pd.DataFrame, sets: list[str]) -> list[str]:
               f"{sum(nll(n, 'glm diag') < nll(n, 'bnn') for n in sets)}/{count}"),
         check("(b) glm ≤ MFVI on ≥ 6/8", sum(nll(n, "glm") <= nll(n, "MFVI") for n in sets) >= 0.75 * count,
               f"{sum(nll(n, 'glm') <= nll(n, 'MFVI') for n in sets)}/{count}"),
-        check("(c, soft) glm refine ≤ glm on ≥ 5/8",
-              sum(nll(n, "glm refine") <= nll(n, "glm") for n in sets) >= 5 / 8 * count,
-              f"{sum(nll(n, 'glm refine') <= nll(n, 'glm') for n in sets)}/{count}"),
+        check(f"(c, soft) glm refine ≤ glm on ≥ 5/8 (of the {len(refined)} sets refined)",
+              sum(nll(n, "glm refine") <= nll(n, "glm") for n in refined) >= 5 / 8 * len(refined),
+              f"{sum(nll(n, 'glm refine') <= nll(n, 'glm') for n in refined)}/{len(refined)}"),
         check("(d) MAP, bnn, glm within max(0.05, 15 %) of the paper", len(close) == 3 * count,
               f"{len(close)}/{3 * count} cells"),
         check("(e) bnn the worst column on ≥ 7/8", len(worst) >= 7 / 8 * count, f"{len(worst)}/{count}"),
@@ -107,25 +130,36 @@ def fig5(r: Reproduction, frame: pd.DataFrame, name: str) -> list[str]:
             "![fig5](fig5_nll_vs_delta.png)"]
 
 
-def make(r: Reproduction) -> str:
-    sets = list(r.pick(cpu=SETS, quick=["australian", "glass"]))
-    frame = sweep_all(r, sets)
-    selected = select_by_valid_nll(frame)
-    table, lines = nll_table(selected, sets)
-    splits = sorted(frame["data_split"].dropna().unique())
-    deltas = np.sort(frame["delta"].unique())
-    return "\n".join([
-        "# GLM predictive paper, Table 1 and Fig. 5: UCI classification", "",
-        r.provenance("bnnpred reproduce notes004_table1"), "",
-        "2x50 tanh, MAP by full-batch Adam, 1000 predictive samples (quick tier: 2x20, 1000 Adam steps, 100 samples); "
-        f"δ ∈ {{{', '.join(f'{d:.3g}' for d in deltas)}}} chosen per set, column and split by validation NLL; "
-        "test NLL mean ± s.e. over splits "
-        f"{', '.join(str(int(s)) for s in splits)}, the paper's value in brackets.", "",
-        *lines, "", checks_table(claims(table, sets), "claim (notes-004 checklist item 6)"), "",
-        *fig5(r, frame, FIG5_SET if FIG5_SET in sets else sets[-1]),
-    ]) + "\n"
+def make_for(depth: int) -> Callable[[Reproduction], str]:
+    """The page of the ``depth`` x 50 tanh network (the paper's Table 1 is 2 x 50; App. B.3 adds 1 x 50)."""
+    arch = f"{depth}x50"
+
+    def make(r: Reproduction) -> str:
+        sets = list(r.pick(cpu=SETS, quick=["australian", "glass"]))
+        frame = sweep_all(r, sets, arch, f"model.depth={depth}")
+        table = summarize(select_by_valid_nll(frame), "test", ["set", "column"]).set_index(["set", "column"])
+        splits = sorted(frame["data_split"].dropna().unique())
+        deltas = np.sort(frame["delta"].unique())
+        paper = PAPER if depth == 2 else None
+        beside = "the paper's value in brackets" if paper else "the paper gives no table for this network"
+        return "\n".join([
+            f"# GLM predictive paper, Table 1 and Fig. 5: UCI classification, {arch} tanh", "",
+            r.provenance(f"bnnpred reproduce {r.out.name}"), "",
+            f"{arch} tanh, MAP by full-batch Adam, 1000 predictive samples (quick tier: width 20, 1000 Adam steps, "
+            f"100 samples); δ ∈ {{{', '.join(f'{d:.3g}' for d in deltas)}}} chosen per set, column and split by "
+            f"validation NLL; test metrics mean ± s.e. over splits {', '.join(str(int(s)) for s in splits)}. "
+            "Scale of each tier: see the study's docstring (`bnnpred/reproduce/notes004_table1.py`); — marks a "
+            "column this tier does not run.", "",
+            f"## Test NLL ({beside})", "", *metric_table(table, sets, "nll", paper), "",
+            checks_table(claims(table, sets), "claim (notes-004 checklist item 6)"), "",
+            "## Test accuracy", "", *metric_table(table, sets, "accuracy"), "",
+            "## Test ECE", "", *metric_table(table, sets, "ece"), "",
+            *fig5(r, frame, FIG5_SET if FIG5_SET in sets else sets[-1]),
+        ]) + "\n"
+
+    return make
 
 
 STUDY = Study(name="notes004_table1", title="GLM predictive paper (notes-004) Table 1 and Fig. 5: UCI classification "
-              "with MAP, MFVI, bnn, glm, glm diag and refined GLM posteriors", make=make,
-              cpu_cost="many hours (8 sets x 10 splits x 10 δ x 5 methods)")
+              "with MAP, MFVI, bnn, glm, glm diag and refined GLM posteriors (2x50 tanh)", make=make_for(2),
+              cpu_cost="CPU_COST", full_scale=True)

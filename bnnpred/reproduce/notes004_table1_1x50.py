@@ -1,0 +1,8 @@
+"""GLM-predictive paper App. B.3: Table 1's study (:mod:`bnnpred.reproduce.notes004_table1`) with one hidden layer
+of 50 tanh units; the paper reports that its conclusions hold on this architecture too."""
+
+from bnnpred.reproduce.base import Study
+from bnnpred.reproduce.notes004_table1 import make_for
+
+STUDY = Study(name="notes004_table1_1x50", title="GLM predictive paper (notes-004) App. B.3: Table 1's study with "
+              "1x50 tanh", make=make_for(1), cpu_cost="CPU_COST", full_scale=True)

@@ -1,0 +1,46 @@
+"""The shared store of point estimates: a hit returns the same MAP and generator state without training again."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from bnnpred.inference import map as map_module
+from bnnpred.inference.map import MapConfig, train_map
+from tests.helpers import tiny_problem
+
+MINIBATCH = MapConfig(steps=30, batch_size=4, lr=1e-2)
+
+
+def cached_problem(tmp_path, delta: float = 0.7):
+    problem, _ = tiny_problem("bernoulli", delta=delta)
+    return dataclasses.replace(problem, fit_cache=tmp_path / "cache")
+
+
+def refuse_training(problem, cfg):
+    raise AssertionError("trained although the cache holds this MAP")
+
+
+def test_hit_returns_the_same_map_and_generator_state(tmp_path, monkeypatch):
+    first = cached_problem(tmp_path)
+    fit = train_map(first, MINIBATCH)
+    assert list((tmp_path / "cache" / "map").glob("*.pt"))
+    monkeypatch.setattr(map_module, "_adam", refuse_training)
+    second = cached_problem(tmp_path)
+    assert not torch.equal(second.generator.get_state(), first.generator.get_state())  # minibatches drew numbers
+    hit = train_map(second, MINIBATCH)
+    assert torch.equal(hit.theta, fit.theta)
+    assert hit.trace == fit.trace and hit.info == fit.info
+    assert torch.equal(second.generator.get_state(), first.generator.get_state())
+
+
+@pytest.mark.parametrize("change", ["delta", "steps"])
+def test_other_prior_or_settings_miss(tmp_path, monkeypatch, change):
+    train_map(cached_problem(tmp_path), MINIBATCH)
+    monkeypatch.setattr(map_module, "_adam", refuse_training)
+    problem = cached_problem(tmp_path, delta=0.8 if change == "delta" else 0.7)
+    cfg = dataclasses.replace(MINIBATCH, steps=31) if change == "steps" else MINIBATCH
+    with pytest.raises(AssertionError, match="trained although"):
+        train_map(problem, cfg)
