@@ -36,9 +36,15 @@ class DType(str, Enum):
     float64 = "float64"
 
 
+class PriorScale(str, Enum):
+    isotropic = "isotropic"  # Δ = δ I
+    fan_in = "fan_in"  # weights δ·fan_in, biases δ: s² = 1/fan_in at δ = 1 (notes-001 §6 item 1)
+
+
 @dataclass
 class PriorConfig:
     delta: float = 1.0  # prior precision δ: θ ~ N(0, δ⁻¹ I)
+    scale: PriorScale = PriorScale.isotropic
 
 
 @dataclass

@@ -44,6 +44,10 @@ class Likelihood(ABC):
     def hessian_sqrt(self, f: Tensor) -> Tensor: ...
 
     @abstractmethod
+    def sample(self, f: Tensor, generator: torch.Generator) -> Tensor:
+        """Targets ``ỹ ~ p(y | f)`` ``[B]`` for outputs ``[B, C]`` (labels from the model, as VL's Fisher needs)."""
+
+    @abstractmethod
     def predict_samples(self, f_samples: Tensor) -> Prediction: ...
 
     @abstractmethod
@@ -79,6 +83,10 @@ class Gaussian(Likelihood):
     def hessian_sqrt(self, f: Tensor) -> Tensor:
         return torch.full_like(f, self.sigma2**-0.5).unsqueeze(2)
 
+    def sample(self, f: Tensor, generator: torch.Generator) -> Tensor:
+        noise = torch.randn(f[:, 0].shape, generator=generator, dtype=f.dtype, device=f.device)
+        return f[:, 0] + self.sigma2**0.5 * noise
+
     def predict_samples(self, f_samples: Tensor) -> RegPrediction:
         loc = f_samples[..., 0]
         return RegPrediction(loc=loc, var=torch.full_like(loc, self.sigma2))
@@ -103,6 +111,9 @@ class Bernoulli(Likelihood):
     def hessian_sqrt(self, f: Tensor) -> Tensor:
         p = torch.sigmoid(f)
         return (p * (1 - p)).sqrt().unsqueeze(2)
+
+    def sample(self, f: Tensor, generator: torch.Generator) -> Tensor:
+        return torch.bernoulli(torch.sigmoid(f[:, 0]), generator=generator).long()
 
     def predict_samples(self, f_samples: Tensor) -> ClassPrediction:
         p1 = torch.sigmoid(f_samples[..., 0])  # [S, B]
@@ -131,6 +142,9 @@ class Categorical(Likelihood):
         p = torch.softmax(f, dim=-1)
         s = p.sqrt()
         return torch.diag_embed(s) - s.unsqueeze(2) * p.unsqueeze(1)
+
+    def sample(self, f: Tensor, generator: torch.Generator) -> Tensor:
+        return torch.multinomial(torch.softmax(f, dim=-1), 1, generator=generator)[:, 0]
 
     def predict_samples(self, f_samples: Tensor) -> ClassPrediction:
         probs = torch.softmax(f_samples, dim=-1)

@@ -8,6 +8,7 @@ staged in ``.incomplete/`` and moved in only when the run succeeds, so a failed 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred import __version__, inference, metrics
-from bnnpred.config import Config, Device, DType, run_key
+from bnnpred.config import Config, Device, DType, PriorScale, run_key
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task, load_dataset
@@ -88,6 +90,9 @@ def check_config(cfg: Config) -> None:
     if PredictiveKind.gp in cfg.predictive.kinds and cfg.inference.name != "laplace_ggn":
         raise BnnpredError(f"predictive gp is the GP view of the Laplace-GGN posterior and ignores a "
                            f"{cfg.inference.name} posterior; use inference=laplace_ggn, or predictive glm / closed")
+    if cfg.inference.name == "vl" and getattr(cfg.model, "activation", None) == "relu":
+        raise BnnpredError("inference=vl needs an activation with a second derivative (ReLU's is zero); "
+                           "use model.activation=softplus")
     cfg.inference.validate()
     cfg.selection.validate()
     marglik = (SelectionMethod.marglik_grid, SelectionMethod.marglik_gradient)
@@ -149,6 +154,16 @@ def plugin_metrics(s: Setup, theta: torch.Tensor, likelihood: Any) -> dict[str, 
     return out
 
 
+def test_metrics_at(s: Setup, likelihood: Any, theta: torch.Tensor) -> dict[str, float]:
+    """``test_<metric>`` of the network at ``θ`` (the plug-in predictive), for training traces."""
+    X, y = s.data.split("test")
+    if not len(X):
+        return {}
+    with torch.no_grad():
+        pred = likelihood.predict_point(s.model(theta, X))
+    return {f"test_{name}": value for name, value in metrics.evaluate(pred, y).items()}
+
+
 def make_context(s: Setup, fit: Fit, likelihood: Any, prior_precision: torch.Tensor) -> Context:
     return Context(s.model, likelihood, fit.theta, fit.posterior, prior_precision, s.data.X_train)
 
@@ -181,12 +196,15 @@ def evaluate_all(
     return results, test_predictions
 
 
-def likelihood_and_prior(
-    task: Task, theta: torch.Tensor, delta: float, sigma2: float | None
-) -> tuple[Any, torch.Tensor]:
-    """The likelihood and prior precision ``[P]`` (shaped like ``θ``) for hyperparameters ``δ`` and ``σ²``."""
-    likelihood = likelihood_for(task, sigma2 if sigma2 is not None else 1.0)
-    return likelihood, torch.full_like(theta, delta)
+def likelihood_and_prior(s: Setup, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
+    """The likelihood and prior precision ``[P]`` for hyperparameters ``δ`` and ``σ²`` (``prior.scale``: the same
+    δ for every parameter, or δ times each weight's fan-in)."""
+    likelihood = likelihood_for(s.data.task, sigma2 if sigma2 is not None else 1.0)
+    unit = torch.ones(s.model.n_params, dtype=s.dtype, device=s.device)
+    if s.cfg.prior.scale is PriorScale.fan_in:
+        unit = torch.cat([torch.full((size,), float(math.prod(shape[1:])) if len(shape) > 1 else 1.0)
+                          for shape, size in zip(s.model.shapes, s.model.sizes, strict=True)]).to(unit)
+    return likelihood, delta * unit
 
 
 class Trainer:
@@ -204,6 +222,7 @@ class Trainer:
             theta0=self.theta0 if warm is None else warm,
             generator=torch.Generator(device=s.device).manual_seed(s.cfg.seed),
             progress=s.cfg.progress, fit_cache=Path(s.cfg.fit_cache) if s.cfg.fit_cache else None,
+            monitor=partial(test_metrics_at, s, likelihood),
         )
         fit = inference.fit(problem, s.cfg.inference)
         row = {"delta": delta, "sigma2": sigma2 if sigma2 is not None else float("nan"), **fit.info,
@@ -215,7 +234,7 @@ class Trainer:
         return Candidate(delta=delta, sigma2=sigma2, fit=fit, row=row)
 
     def likelihood_and_prior(self, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
-        return likelihood_and_prior(self.s.data.task, self.theta0, delta, sigma2)
+        return likelihood_and_prior(self.s, delta, sigma2)
 
     def valid_nll(self, fit: Fit, likelihood: Any, prior: torch.Tensor) -> float:
         X, y = self.s.data.split("valid")
@@ -400,7 +419,7 @@ def restore(run_dir: Path, overrides: DictConfig | None = None) -> tuple[Setup, 
         state = {k: (v.to(device=s.device, dtype=s.dtype) if torch.is_tensor(v) else v)
                  for k, v in saved["posterior"].items()}
         posterior = load_posterior(state)
-    likelihood, prior = likelihood_and_prior(s.data.task, theta, saved["delta"], saved["sigma2"])
+    likelihood, prior = likelihood_and_prior(s, saved["delta"], saved["sigma2"])
     return s, Context(s.model, likelihood, theta, posterior, prior, s.data.X_train)
 
 

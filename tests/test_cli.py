@@ -79,8 +79,11 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
 @pytest.mark.parametrize("args,message", [
     (["dataset=foo"], "unknown dataset 'foo'; valid choices: banana, fashion_mnist, mnist, snelson, snelson_gap, "
                       "step, two_moons, uci_classification, uci_regression"),
-    (["inference=vi"], "unknown inference 'vi'; valid choices: bbb, glm_refine, glm_refine_diag, glm_refine_laplace, "
-                       "laplace_ggn, lgva, map, oggn, voggn, vogn"),
+    (["inference=vx"], "unknown inference 'vx'; valid choices: bbb, glm_refine, glm_refine_diag, glm_refine_laplace, "
+                       "laplace_ggn, lgva, map, oggn, vi, vl, voggn, vogn"),
+    (["inference=vl", "predictive=map", "model.activation=relu"], "use model.activation=softplus"),
+    (["inference=vl", "predictive=map", "inference.kl_weight=0"], "inference.kl_weight (β) must be positive"),
+    (["inference=vi", "predictive=map", "inference.rho_lr_factor=-1"], "inference.rho_lr_factor must be positive"),
     (["inference.structure=kron"], "inference.structure"),
     (["dataset.n_trian=3"], "n_trian"),
     (["prior.delta=-1"], "prior.delta must be positive"),

@@ -3,21 +3,27 @@
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from bnnpred.cli import CONF_DIR, compose, main
 from bnnpred.reproduce import STUDIES
 from bnnpred.runner import train
 
-SMALLER = {"banana": ["dataset.n_train=200"], "mnist": ["dataset.n_train=50"]}
+SMALLER = {"banana": ["dataset.n_train=200"], "mnist": ["dataset.n_train=50"], "fashion_mnist": ["dataset.n_train=50"]}
 PRESETS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
-MINIMAL = ["inference.map.steps=2", "selection.delta_grid=[1.0]", "selection.sigma2_grid=null",
-           "predictive.n_samples=2", "plot.enabled=false", "progress=false"]
+MINIMAL = ["selection.delta_grid=[1.0]", "selection.sigma2_grid=null", "predictive.n_samples=2", "plot.enabled=false",
+           "progress=false"]
+STEP_KEYS = ("map.steps", "steps", "iterations")  # whichever the preset's method has, set to 2
+
+
+def one_step(inference) -> list[str]:
+    return [f"inference.{key}=2" for key in STEP_KEYS if OmegaConf.select(inference, key) is not None]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_preset_runs_one_minimal_step(preset, tmp_path, data_root):
-    dataset = compose([f"experiment={preset}"]).dataset.name
-    cfg = compose([f"experiment={preset}", *MINIMAL, *SMALLER.get(dataset, [])])
+    base = compose([f"experiment={preset}"])
+    cfg = compose([f"experiment={preset}", *MINIMAL, *one_step(base.inference), *SMALLER.get(base.dataset.name, [])])
     document = train(cfg, tmp_path)
     assert document["run"]["dataset"].startswith(cfg.dataset.name)
     assert (tmp_path / "metrics.json").is_file()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +27,7 @@ class Problem:
     generator: torch.Generator
     progress: bool = False
     fit_cache: Path | None = None  # folder of shared point estimates (see inference.fit_cache); None: none
+    monitor: Callable[[Tensor], dict[str, float]] | None = None  # metrics at θ for training traces, e.g. test NLL
 
 
 @dataclass

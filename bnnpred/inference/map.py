@@ -23,6 +23,7 @@ from bnnpred.inference.fit_cache import cached_fit
 class Schedule(str, Enum):
     constant = "constant"
     cosine = "cosine"  # anneal to zero, so the MAP ends (nearly) stationary, as the Laplace evidence assumes
+    step = "step"  # ÷10 at 50 % and 75 % of the steps (notes-001 §7, the paper's ÷10 at epochs 100 and 150 of 200)
 
 
 @dataclass
@@ -97,9 +98,11 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
 
 def lr_scheduler(optimizer: torch.optim.Optimizer, schedule: Schedule,
                  steps: int) -> torch.optim.lr_scheduler.LRScheduler:
-    """Cosine decay to zero over ``steps``, or a constant learning rate."""
+    """Cosine decay to zero over ``steps``, ÷10 at half and three quarters of them, or a constant learning rate."""
     if schedule is Schedule.cosine:
         return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, steps))
+    if schedule is Schedule.step:
+        return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[steps // 2, 3 * steps // 4], gamma=0.1)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
 
 

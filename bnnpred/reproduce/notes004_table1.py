@@ -2,10 +2,11 @@
 glm predictives of the full Laplace-GGN, glm diag, and the VI-refined GLM posteriors (full and diagonal); δ chosen
 per method, set and split by validation NLL; the checklist's item 6 and 7 criteria checked.
 
-Tiers: ``full`` is the paper's scale (10 splits x 10 δ, 250 full VI refinement steps everywhere: 1-2 CPU-hours per
-run on digits and satellite, notes-004 §7); ``cpu`` is notes-004 §7's scaled-down version: 3 splits x 5 δ, the
-paper's MAP, BBB, predictives and diagonal refinement, and the full VI refinement cut to 50 steps of γ = 0.05 on the
-five sets where a step costs under a second (N·C·P² below 1e11 flop); ``quick`` is a smoke run.
+Tiers: ``full`` is the paper's scale (10 splits x 10 δ, MAP 10,000 steps, BBB 5,000, 250 refinement steps: 1-2
+CPU-hours per run on digits and satellite, notes-004 §7); ``cpu`` is notes-004 §7's scaled-down version: 3 splits x
+5 δ, MAP 5,000 steps, BBB 2,500 (its ELBO is flat after about 1,000 at lr 1e-2), both VI refinements cut to 50 steps
+of 5x the paper's γ, the full one only on the five sets where a step takes under a second (N·C·P² < 1e11 flop);
+the predictives as in the paper (1000 samples); ``quick`` is a smoke run.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ PAPER = {  # notes-004 Table 1: test NLL, mean over 10 splits
     "satellite": [0.230, 0.307, 0.482, 0.241, 0.327, 0.227, 0.248],
 }
 CPU_SHARED = ("dataset.split=0,1,2", "prior.delta=0.01,0.1,1,10,100")
-CPU = {"refine": ("inference.iterations=50", "inference.gamma=0.05")}
+CPU = {"laplace": ("inference.map.steps=5000",), "laplace_diag": ("inference.map.steps=5000",),
+       "bbb": ("inference.steps=2500",),
+       "refine": ("inference.map.steps=5000", "inference.iterations=50", "inference.gamma=0.05"),
+       "refine_d": ("inference.map.steps=5000", "inference.iterations=50", "inference.gamma=0.005")}
 CHEAP_FULL_REFINE = SETS[:5]  # waveform, digits and satellite need 3-20 s per full refinement step
 QUICK_SHARED = ("dataset.split=0,1,2", "prior.delta=0.1,1,10", "model.width=20", "predictive.n_samples=100")
 QUICK = {"laplace": ("inference.map.steps=1000",), "laplace_diag": ("inference.map.steps=1000",),
@@ -57,7 +61,7 @@ def runs_full_refine(r: Reproduction, name: str) -> bool:
 def sweep_all(r: Reproduction, sets: list[str], arch: str, *overrides_all: str) -> pd.DataFrame:
     """Every run of every set and method, with its table column (rows of :func:`collect`)."""
     frames = []
-    scaled = {method: (*CPU_SHARED, *CPU.get(method, ())) if r.tier is Tier.cpu else () for method in METHODS}
+    scaled = {method: (*CPU_SHARED, *CPU[method]) if r.tier is Tier.cpu else () for method in METHODS}
     for name in sets:
         for method, overrides in METHODS.items():
             if method == "refine" and not runs_full_refine(r, name):
@@ -146,7 +150,8 @@ def make_for(depth: int) -> Callable[[Reproduction], str]:
             f"# GLM predictive paper, Table 1 and Fig. 5: UCI classification, {arch} tanh", "",
             r.provenance(f"bnnpred reproduce {r.out.name}"), "",
             f"{arch} tanh, MAP by full-batch Adam, 1000 predictive samples (quick tier: width 20, 1000 Adam steps, "
-            f"100 samples); δ ∈ {{{', '.join(f'{d:.3g}' for d in deltas)}}} chosen per set, column and split by "
+            f"100 samples; cpu tier: half the paper's MAP and BBB steps, refinements cut to 50 steps); "
+            f"δ ∈ {{{', '.join(f'{d:.3g}' for d in deltas)}}} chosen per set, column and split by "
             f"validation NLL; test metrics mean ± s.e. over splits {', '.join(str(int(s)) for s in splits)}. "
             "Scale of each tier: see the study's docstring (`bnnpred/reproduce/notes004_table1.py`); — marks a "
             "column this tier does not run.", "",
