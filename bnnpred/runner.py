@@ -224,7 +224,7 @@ class Trainer:
             progress=s.cfg.progress, fit_cache=Path(s.cfg.fit_cache) if s.cfg.fit_cache else None,
             monitor=partial(test_metrics_at, s, likelihood),
         )
-        fit = inference.fit(problem, s.cfg.inference)
+        fit = replace(inference.fit(problem, s.cfg.inference), buffers=s.model.buffer_state())
         row = {"delta": delta, "sigma2": sigma2 if sigma2 is not None else float("nan"), **fit.info,
                **plugin_metrics(s, fit.theta, likelihood)}
         if "log_marglik" in fit.info:
@@ -298,6 +298,7 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
         keep_last_good(run_dir, e.last_good)
         raise
     fit = chosen.fit
+    s.model.load_buffers(fit.buffers)  # a later candidate of the selection grid may have changed them
     likelihood, prior = trainer.likelihood_and_prior(chosen.delta, chosen.sigma2)
     ctx = make_context(s, fit, likelihood, prior)
     predict = predictors(s, ctx)  # built once: the GP predictive conditions on its training subset here
@@ -371,6 +372,7 @@ def saved_fit(s: Setup, fit: Fit, chosen: Candidate) -> dict[str, Any]:
         "delta": chosen.delta,
         "sigma2": chosen.sigma2,
         "n_params": s.model.n_params,
+        "buffers": {name: value.cpu() for name, value in fit.buffers.items()},
     }
 
 
@@ -414,6 +416,7 @@ def restore(run_dir: Path, overrides: DictConfig | None = None) -> tuple[Setup, 
     s = setup(cfg)
     theta = saved["theta"].to(device=s.device, dtype=s.dtype)
     s.model.load(theta)
+    s.model.load_buffers(saved.get("buffers", {}))  # runs saved before buffers were kept have none
     posterior = None
     if saved["posterior"] is not None:
         state = {k: (v.to(device=s.device, dtype=s.dtype) if torch.is_tensor(v) else v)

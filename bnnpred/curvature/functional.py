@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev, vmap
@@ -10,11 +13,13 @@ from torch.func import functional_call, jacrev, vmap
 class FlatModel:
     """Wraps ``module`` so that ``f(θ, X)`` evaluates it at the flat parameters ``θ`` ``[P]``.
 
-    The order of ``θ`` is ``module.named_parameters()``; buffers are taken from the module as they are.
+    The order of ``θ`` is ``module.named_parameters()``; buffers are taken from the module as they are. The module
+    is in eval mode, a deterministic function of ``θ`` (batch-norm layers use their running statistics); trainers
+    switch it to train mode with :meth:`training`, where batch norm normalises by the batch and updates them.
     """
 
     def __init__(self, module: nn.Module):
-        self.module = module
+        self.module = module.eval()
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self.names = [n for n, _ in named]
         self.shapes = [p.shape for _, p in named]
@@ -34,6 +39,24 @@ class FlatModel:
         """``[P]`` -> ``{name: tensor}`` (differentiable views)."""
         chunks = torch.split(theta, self.sizes)
         return {n: c.view(s) for n, c, s in zip(self.names, chunks, self.shapes, strict=True)}
+
+    @contextmanager
+    def training(self) -> Iterator[None]:
+        """Train mode for the duration of a ``with`` block."""
+        self.module.train()
+        try:
+            yield
+        finally:
+            self.module.eval()
+
+    def buffer_state(self) -> dict[str, Tensor]:
+        """Copies of the module's buffers (batch-norm running statistics), which training changes."""
+        return {name: buffer.detach().clone() for name, buffer in self.buffers.items()}
+
+    def load_buffers(self, state: dict[str, Tensor]) -> None:
+        with torch.no_grad():
+            for name, value in state.items():
+                self.buffers[name].copy_(value)
 
     def load(self, theta: Tensor) -> None:
         """Copy ``θ`` into the module's parameters."""
@@ -75,6 +98,10 @@ class LinearizedModel:
     @property
     def n_params(self) -> int:
         return self.theta_star.numel()
+
+    def training(self) -> AbstractContextManager[None]:
+        """A linear model has no train mode."""
+        return nullcontext()
 
     def __call__(self, theta: Tensor, idx: Tensor) -> Tensor:
         """``f_lin(θ, idx)`` ``[B, C]``."""

@@ -39,12 +39,14 @@ class Fit:
         posterior: the Gaussian over ``θ``, or ``None`` for a point estimate.
         info: scalar diagnostics (final gradient norm, steps, log marginal likelihood, ...).
         trace: per-step records, e.g. ``{"step": 100, "loss": 0.31}``.
+        buffers: the network's buffers after training (batch-norm running statistics; empty for most networks).
     """
 
     theta: Tensor
     posterior: Posterior | None
     info: dict[str, float] = field(default_factory=dict)
     trace: list[dict[str, float]] = field(default_factory=list)
+    buffers: dict[str, Tensor] = field(default_factory=dict)
 
 
 def batches(N: int, batch_size: int | None, generator: torch.Generator) -> Iterator[Tensor | slice]:

@@ -1,11 +1,11 @@
 """A content-addressed store of point estimates, so runs that share a stage (e.g. one MAP under a full Laplace, a
 diagonal Laplace and two refinements) compute it once.
 
-The key hashes everything the stage reads: the training data, prior precision, start point, random-generator
-state, network architecture, likelihood, the stage's settings and the code version. A hit returns the stored
-``Fit`` on the problem's device and leaves the generator where the computation left it, so later stages draw the
-same numbers either way; entries are written atomically, so parallel runs computing the same stage at once
-both succeed and leave one valid entry.
+The key hashes everything the stage reads: the training data, prior precision, start point, random-generator state,
+network architecture, likelihood, the stage's settings and the code version. A hit returns the stored ``Fit`` on the
+problem's device and leaves the generator and the network's buffers (batch-norm statistics) where the computation
+left them, so later stages see the same state either way; entries are written atomically, so parallel runs computing
+the same stage at once both succeed and leave one valid entry.
 """
 
 from __future__ import annotations
@@ -49,11 +49,13 @@ def cached_fit(problem: Problem, stage: str, settings: Any, compute: Callable[[]
         log.info("%s reused from %s", stage, path)
         stored = torch.load(path, map_location="cpu", weights_only=True)
         problem.generator.set_state(stored["generator"])
+        problem.model.load_buffers(stored["buffers"])
         theta = stored["theta"].to(problem.theta0.device)
-        return Fit(theta=theta, posterior=None, info=stored["info"], trace=stored["trace"])
+        return Fit(theta=theta, posterior=None, info=stored["info"], trace=stored["trace"],
+                   buffers=problem.model.buffer_state())
     fit = compute()
     if fit.posterior is not None:
         raise ValueError(f"cached_fit stores point estimates; {stage} returned a posterior")
     save_torch(path, {"theta": fit.theta.detach(), "info": fit.info, "trace": fit.trace,
-                      "generator": problem.generator.get_state()})
+                      "generator": problem.generator.get_state(), "buffers": problem.model.buffer_state()})
     return fit

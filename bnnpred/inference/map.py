@@ -82,7 +82,8 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
     for step in tqdm(range(1, cfg.steps + 1), desc="MAP", disable=not show, leave=False):
         rows = next(rows_stream)
         optimizer.zero_grad(set_to_none=True)
-        loss = neg_log_joint(problem, theta, rows)
+        with problem.model.training():
+            loss = neg_log_joint(problem, theta, rows)
         if not math.isfinite(loss.item()):
             raise BnnpredError(
                 f"MAP loss became {loss.item()} at step {step}; lower inference.map.lr or raise prior.delta"

@@ -118,10 +118,11 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
         optimizer.zero_grad(set_to_none=True)
         sigma = sigma_of(rho, cfg)
         kl = kl_to_prior(mu, sigma, problem.prior_precision)
-        loss = -expected_loglik(problem, mu, sigma, next(rows_stream)) + cfg.kl_weight * kl / N
-        if not math.isfinite(loss.item()):
-            raise BnnpredError(f"{cfg.name} loss became {loss.item()} at step {step}; lower inference.lr")
-        loss.backward()
+        with problem.model.training():
+            loss = -expected_loglik(problem, mu, sigma, next(rows_stream)) + cfg.kl_weight * kl / N
+            if not math.isfinite(loss.item()):
+                raise BnnpredError(f"{cfg.name} loss became {loss.item()} at step {step}; lower inference.lr")
+            loss.backward()
         optimizer.step()
         scheduler.step()
         window.append(-loss.item())

@@ -9,10 +9,12 @@ from torch import nn
 from bnnpred.errors import BnnpredError, unknown_choice
 from bnnpred.models.cnn import ThesisCNNConfig, build_thesis_cnn
 from bnnpred.models.mlp import ACTIVATIONS, MLPConfig, build_mlp
+from bnnpred.models.resnet import PreActResNetConfig, build_preact_resnet18
 from bnnpred.models.step import ScaledTanhConfig, build_scaled_tanh
 
 MODELS = {"mlp": (MLPConfig, build_mlp), "thesis_cnn": (ThesisCNNConfig, build_thesis_cnn),
-          "scaled_tanh": (ScaledTanhConfig, build_scaled_tanh)}
+          "scaled_tanh": (ScaledTanhConfig, build_scaled_tanh),
+          "preact_resnet18": (PreActResNetConfig, build_preact_resnet18)}
 
 
 def build_model(cfg: Any, input_shape: tuple[int, ...], out_features: int) -> nn.Module:

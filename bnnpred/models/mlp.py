@@ -7,7 +7,16 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from bnnpred.errors import unknown_choice
+
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "softplus": nn.Softplus, "sigmoid": nn.Sigmoid}
+
+
+def activation(name: str) -> type[nn.Module]:
+    """The activation layer class called ``name`` (``model.activation``)."""
+    if name not in ACTIVATIONS:
+        raise unknown_choice("model.activation", name, ACTIVATIONS)
+    return ACTIVATIONS[name]
 
 
 @dataclass
@@ -24,7 +33,7 @@ def build_mlp(cfg: MLPConfig, input_shape: tuple[int, ...], out_features: int) -
     layers: list[nn.Module] = [nn.Flatten()]
     fan_in = math.prod(input_shape)
     for _ in range(cfg.depth):
-        layers += [nn.Linear(fan_in, cfg.width, bias=cfg.bias), ACTIVATIONS[cfg.activation]()]
+        layers += [nn.Linear(fan_in, cfg.width, bias=cfg.bias), activation(cfg.activation)()]
         fan_in = cfg.width
     layers.append(nn.Linear(fan_in, out_features, bias=cfg.bias))
     return nn.Sequential(*layers)

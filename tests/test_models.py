@@ -1,0 +1,58 @@
+"""Architectures (parameter counts the papers state or imply) and batch-norm state across training and saving."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from bnnpred.curvature.functional import FlatModel
+from bnnpred.inference.map import MapConfig, train_map
+from bnnpred.models import n_params
+from bnnpred.models.cnn import ThesisCNNConfig, build_thesis_cnn
+from bnnpred.models.resnet import PreActResNetConfig, build_preact_resnet18
+from tests.helpers import tiny_problem
+
+
+@pytest.mark.parametrize("shape,classes,expected", [((3, 32, 32), 10, 11_171_146), ((1, 28, 28), 10, 11_169_994),
+                                                    ((3, 32, 32), 100, 11_217_316)])
+def test_preact_resnet18_parameter_count(shape, classes, expected):
+    """notes-001 §3.1's counts for the CIFAR PreActResNet-18 default."""
+    assert n_params(build_preact_resnet18(PreActResNetConfig(), shape, classes)) == expected
+
+
+def test_softplus_thesis_cnn_keeps_the_thesis_parameter_count():
+    module = build_thesis_cnn(ThesisCNNConfig(activation="softplus"), (1, 28, 28), 1)
+    assert n_params(module) == 4587
+    assert sum(isinstance(m, nn.Softplus) for m in module.modules()) == 4
+
+
+def batchnorm_problem(tmp_path):
+    """A linear-BN-tanh-linear network on the tiny Bernoulli problem's data, with a shared MAP store."""
+    problem, _ = tiny_problem("bernoulli", n=40)
+    torch.manual_seed(0)
+    model = FlatModel(nn.Sequential(nn.Linear(2, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 1)).double())
+    theta = model.theta()
+    return dataclasses.replace(problem, model=model, theta0=theta, prior_precision=torch.ones_like(theta),
+                               fit_cache=tmp_path / "cache")
+
+
+def test_training_updates_batchnorm_statistics_and_evaluation_uses_them(tmp_path):
+    problem = batchnorm_problem(tmp_path)
+    fit = train_map(problem, MapConfig(steps=50, lr=1e-2))
+    stats = problem.model.buffer_state()
+    assert stats["1.num_batches_tracked"] == 50 and not torch.equal(stats["1.running_var"], torch.ones(6))
+    one, batch = problem.model(fit.theta, problem.X[:1]), problem.model(fit.theta, problem.X)
+    torch.testing.assert_close(one, batch[:1])  # eval mode: an example's output does not depend on its batch
+    assert not problem.model.module.training
+
+
+def test_a_cached_map_brings_its_batchnorm_statistics(tmp_path):
+    trained = batchnorm_problem(tmp_path)
+    train_map(trained, MapConfig(steps=30, lr=1e-2))
+    fresh = batchnorm_problem(tmp_path)  # a new network with untouched statistics, same content key
+    train_map(fresh, MapConfig(steps=30, lr=1e-2))
+    for name, value in trained.model.buffer_state().items():
+        torch.testing.assert_close(fresh.model.buffers[name], value)
