@@ -17,7 +17,7 @@ import time
 import torch
 
 from bnnpred.curvature.functional import FlatModel
-from bnnpred.data.images import FashionMNISTConfig, load_mnist
+from bnnpred.data.images import FashionMNISTConfig, load_images
 from bnnpred.data.root import data_root
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Problem
@@ -35,7 +35,7 @@ STEPS = N // BATCH  # one epoch
 
 def images() -> tuple[torch.Tensor, torch.Tensor, str]:
     try:
-        data = load_mnist(FashionMNISTConfig(seed=0), data_root(None))
+        data = load_images(FashionMNISTConfig(seed=0), data_root(None))
         return data.X_train.float(), data.y_train, "Fashion-MNIST"
     except BnnpredError:  # no data root here: random images cost the same
         gen = torch.Generator().manual_seed(0)

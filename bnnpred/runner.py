@@ -222,7 +222,7 @@ class Trainer:
             theta0=self.theta0 if warm is None else warm,
             generator=torch.Generator(device=s.device).manual_seed(s.cfg.seed),
             progress=s.cfg.progress, fit_cache=Path(s.cfg.fit_cache) if s.cfg.fit_cache else None,
-            monitor=partial(test_metrics_at, s, likelihood),
+            monitor=partial(test_metrics_at, s, likelihood), augment=s.data.augment,
         )
         fit = replace(inference.fit(problem, s.cfg.inference), buffers=s.model.buffer_state())
         row = {"delta": delta, "sigma2": sigma2 if sigma2 is not None else float("nan"), **fit.info,

@@ -77,8 +77,8 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
 
 
 @pytest.mark.parametrize("args,message", [
-    (["dataset=foo"], "unknown dataset 'foo'; valid choices: banana, fashion_mnist, mnist, snelson, snelson_gap, "
-                      "step, two_moons, uci_classification, uci_regression"),
+    (["dataset=foo"], "unknown dataset 'foo'; valid choices: banana, cifar10, cifar100, fashion_mnist, mnist, "
+                      "snelson, snelson_gap, step, svhn, two_moons, uci_classification, uci_regression"),
     (["inference=vx"], "unknown inference 'vx'; valid choices: bbb, glm_refine, glm_refine_diag, glm_refine_laplace, "
                        "laplace_ggn, lgva, map, oggn, vi, vl, voggn, vogn"),
     (["inference=vl", "predictive=map", "model.activation=relu"], "use model.activation=softplus"),

@@ -305,5 +305,5 @@ def test_fetch_network_failure_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr("urllib.request.urlopen", offline)
     with pytest.raises(BnnpredError, match=r"^could not download https://\S+: no route to host$"):
         fetch("snelson", tmp_path)
-    with pytest.raises(BnnpredError, match="unknown dataset to fetch 'cifar10'"):
-        fetch("cifar10", tmp_path)
+    with pytest.raises(BnnpredError, match="unknown dataset to fetch 'cifar11'"):
+        fetch("cifar11", tmp_path)

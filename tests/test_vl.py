@@ -137,3 +137,10 @@ def test_step_schedule_divides_by_ten_at_half_and_three_quarters():
         optimizer.step()
         scheduler.step()
     assert rates == pytest.approx([1, 1, 1, 1, 0.1, 0.1, 0.01, 0.01])
+
+
+def test_epochs_replace_steps_with_one_trace_row_per_epoch():
+    problem = softplus_problem(n=10)  # 10 // 4 = 2 minibatches per epoch (the last partial one dropped)
+    fit = fit_vl(problem, VLConfig(epochs=3, batch_size=4, steps=999, log_every=999))
+    assert [row["step"] for row in fit.trace] == [2, 4, 6] and fit.info["steps"] == 6
+    assert [row["epoch"] for row in fit.trace] == pytest.approx([0.8, 1.6, 2.4])  # examples seen / N

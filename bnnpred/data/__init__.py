@@ -10,7 +10,14 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred.data.base import Dataset, Task
-from bnnpred.data.images import FashionMNISTConfig, MNISTConfig, load_mnist
+from bnnpred.data.images import (
+    CIFAR10Config,
+    CIFAR100Config,
+    FashionMNISTConfig,
+    MNISTConfig,
+    SVHNConfig,
+    load_images,
+)
 from bnnpred.data.root import data_root
 from bnnpred.data.toy import (
     BananaConfig,
@@ -40,8 +47,11 @@ DATASETS: dict[str, tuple[type, Callable[..., Dataset]]] = {
     "snelson_gap": (SnelsonGapConfig, load_snelson_gap),
     "banana": (BananaConfig, load_banana),
     "step": (StepConfig, load_step),
-    "mnist": (MNISTConfig, load_mnist),
-    "fashion_mnist": (FashionMNISTConfig, load_mnist),
+    "mnist": (MNISTConfig, load_images),
+    "fashion_mnist": (FashionMNISTConfig, load_images),
+    "cifar10": (CIFAR10Config, load_images),
+    "cifar100": (CIFAR100Config, load_images),
+    "svhn": (SVHNConfig, load_images),
     "uci_regression": (UCIRegressionConfig, load_uci_regression),
     "uci_classification": (UCIClassificationConfig, load_uci_classification),
 }

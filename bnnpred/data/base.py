@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from torch import Tensor
+from torch import Generator, Tensor
 
 
 class Task(str, Enum):
@@ -32,6 +33,8 @@ class Dataset:
     y_valid: Tensor
     X_test: Tensor
     y_test: Tensor
+    # training-time input transform (x_batch, generator) -> x_batch, e.g. random crops; None: none
+    augment: Callable[[Tensor, Generator], Tensor] | None = None
 
     @property
     def output_dim(self) -> int:

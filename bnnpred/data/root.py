@@ -103,6 +103,19 @@ FILES: dict[str, list[RemoteFile]] = {
     },
 }
 
+FILES.update({
+    "cifar10": [RemoteFile("cifar-10/cifar-10-python.tar.gz",
+                           "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
+                           "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz")],
+    "cifar100": [RemoteFile("cifar-100/cifar-100-python.tar.gz",
+                            "85cd44d02ba6437773c5bbd22e183051d648de2e7d6b014e1ef29b855ba677a7",
+                            "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz")],
+    "svhn": [RemoteFile("svhn/train_32x32.mat", "435e94d69a87fde4fd4d7f3dd208dfc32cb6ae8af2240d066de1df7508d083b8",
+                        "http://ufldl.stanford.edu/housenumbers/train_32x32.mat"),
+             RemoteFile("svhn/test_32x32.mat", "cdce80dfb2a2c4c6160906d0bd7c68ec5a99d7ca4831afa54f09182025b6a75b",
+                        "http://ufldl.stanford.edu/housenumbers/test_32x32.mat")],
+})
+
 # sha256 of files already hashed in this process, keyed by (absolute path, size, mtime_ns).
 _DIGESTS: dict[tuple[str, int, int, bool], str] = {}
 

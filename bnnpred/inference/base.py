@@ -28,6 +28,12 @@ class Problem:
     progress: bool = False
     fit_cache: Path | None = None  # folder of shared point estimates (see inference.fit_cache); None: none
     monitor: Callable[[Tensor], dict[str, float]] | None = None  # metrics at θ for training traces, e.g. test NLL
+    augment: Callable[[Tensor, torch.Generator], Tensor] | None = None  # training-time input transform
+
+    def training_batch(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
+        """Inputs and targets of ``rows`` as a trainer sees them: augmented when the dataset asks for it."""
+        X = self.X[rows]
+        return (X if self.augment is None else self.augment(X, self.generator)), self.y[rows]
 
 
 @dataclass
@@ -58,3 +64,12 @@ def batches(N: int, batch_size: int | None, generator: torch.Generator) -> Itera
         perm = torch.randperm(N, generator=generator, device=generator.device)
         for start in range(0, N - batch_size + 1, batch_size):
             yield perm[start : start + batch_size]
+
+
+def training_length(N: int, batch_size: int | None, steps: int, epochs: int | None, log_every: int) -> tuple[int, int]:
+    """``(steps, log_every)`` of a trainer: ``epochs`` passes of ``N // batch_size`` minibatches with one trace row
+    per epoch when ``epochs`` is set, else ``steps`` and ``log_every`` as given."""
+    if epochs is None:
+        return steps, log_every
+    per_epoch = max(1, N // batch_size) if batch_size else 1
+    return epochs * per_epoch, per_epoch

@@ -64,7 +64,7 @@ def sampled_loglik(cfg: BBBConfig) -> ExpectedLoglik:
     """Monte Carlo estimate of ``(1/B) Σ_b E_q log p(y_b | f(x_b; θ))`` ``[]`` with ``cfg.n_samples`` draws."""
 
     def estimate(problem: Problem, mu: Tensor, sigma: Tensor, rows: Tensor | slice) -> Tensor:
-        X, y = problem.X[rows], problem.y[rows]
+        X, y = problem.training_batch(rows)
         total = mu.new_zeros(())
         for _ in range(cfg.n_samples):
             if cfg.local_reparam:

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 def problem_digest(problem: Problem) -> hashlib._Hash:
     """sha256 over the problem's data, prior, start point, generator state, network and likelihood."""
     digest = hashlib.sha256(f"bnnpred {__version__}|{repr(getattr(problem.model, 'module', problem.model))}|"
-                            f"{type(problem.likelihood).__name__}{sorted(vars(problem.likelihood).items())}".encode())
+                            f"{type(problem.likelihood).__name__}{sorted(vars(problem.likelihood).items())}|"
+                            f"{problem.augment!r}".encode())
     for tensor in (problem.X, problem.y, problem.prior_precision, problem.theta0, problem.generator.get_state()):
         digest.update(f"{tensor.dtype}{tuple(tensor.shape)}{tensor.device.type}".encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())

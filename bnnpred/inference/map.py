@@ -16,7 +16,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches
+from bnnpred.inference.base import Fit, Problem, batches, training_length
 from bnnpred.inference.fit_cache import cached_fit
 
 
@@ -33,6 +33,7 @@ class MapConfig:
     schedule: Schedule = Schedule.cosine
     batch_size: int | None = None  # None: full batch
     log_every: int = 100
+    epochs: int | None = None  # if set: this many passes over the data (replaces steps), a trace row per epoch
 
     def validate(self) -> None:
         _check_map_config(self)
@@ -49,10 +50,11 @@ class MapOnlyConfig:
         self.map.validate()
 
 
-def neg_log_joint(problem: Problem, theta: Tensor, rows: Tensor | slice) -> Tensor:
-    """Per-example negative log joint on a batch: ``-(1/B) Σ log p - (1/2N) θᵀΔθ`` ``[]``."""
-    f = problem.model(theta, problem.X[rows])
-    nll = -problem.likelihood.log_prob(f, problem.y[rows]).mean()
+def neg_log_joint(problem: Problem, theta: Tensor, rows: Tensor | slice, augment: bool = False) -> Tensor:
+    """Per-example negative log joint on a batch: ``-(1/B) Σ log p - (1/2N) θᵀΔθ`` ``[]`` (on the augmented batch
+    with ``augment``)."""
+    X, y = problem.training_batch(rows) if augment else (problem.X[rows], problem.y[rows])
+    nll = -problem.likelihood.log_prob(problem.model(theta, X), y).mean()
     return nll + 0.5 * (problem.prior_precision * theta.square()).sum() / len(problem.X)
 
 
@@ -75,15 +77,16 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
     N = len(problem.X)
     theta = problem.theta0.detach().clone().requires_grad_(True)
     optimizer = torch.optim.Adam([theta], lr=cfg.lr)
-    scheduler = lr_scheduler(optimizer, cfg.schedule, cfg.steps)
+    steps, log_every = training_length(N, cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
+    scheduler = lr_scheduler(optimizer, cfg.schedule, steps)
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
     show = problem.progress and sys.stderr.isatty()
-    for step in tqdm(range(1, cfg.steps + 1), desc="MAP", disable=not show, leave=False):
+    for step in tqdm(range(1, steps + 1), desc="MAP", disable=not show, leave=False):
         rows = next(rows_stream)
         optimizer.zero_grad(set_to_none=True)
         with problem.model.training():
-            loss = neg_log_joint(problem, theta, rows)
+            loss = neg_log_joint(problem, theta, rows, augment=True)
         if not math.isfinite(loss.item()):
             raise BnnpredError(
                 f"MAP loss became {loss.item()} at step {step}; lower inference.map.lr or raise prior.delta"
@@ -91,7 +94,7 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
         loss.backward()
         optimizer.step()
         scheduler.step()
-        if step % cfg.log_every == 0 or step == cfg.steps:
+        if step % log_every == 0 or step == steps:
             trace.append({"step": step, "loss": loss.item()})
     theta = theta.detach()
     return Fit(theta=theta, posterior=None, info={"grad_norm": log_joint_grad_norm(problem, theta)}, trace=trace)
@@ -112,6 +115,8 @@ def _check_map_config(cfg: MapConfig) -> None:
         raise BnnpredError(f"inference.map.lr must be positive, got {cfg.lr}")
     if cfg.steps < 0:
         raise BnnpredError(f"inference.map.steps must be >= 0, got {cfg.steps}")
+    if cfg.epochs is not None and cfg.epochs < 1:
+        raise BnnpredError(f"inference.map.epochs must be >= 1 or null (use steps), got {cfg.epochs}")
     if cfg.batch_size is not None and cfg.batch_size < 1:
         raise BnnpredError(f"inference.map.batch_size must be >= 1 or null, got {cfg.batch_size}")
 

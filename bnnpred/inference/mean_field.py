@@ -27,7 +27,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches
+from bnnpred.inference.base import Fit, Problem, batches, training_length
 from bnnpred.inference.map import Schedule, lr_scheduler
 from bnnpred.posteriors import DiagPosterior
 
@@ -51,7 +51,8 @@ class MeanFieldConfig:
     init_log_sigma_offset: float = -3.0  # log: log σ₀ − log s
     sigma_min: float = 1e-6  # softplus only
     fixed_sigma2: float | None = None  # hold σ² at this value (learn µ only); None: learn σ
-    log_every: int = 100  # steps per trace row (set it to N / batch_size for one row per epoch)
+    log_every: int = 100  # steps per trace row
+    epochs: int | None = None  # if set: this many passes over the data (replaces steps), a trace row per epoch
 
     def validate(self) -> None:
         check_mean_field_config(self)
@@ -65,8 +66,8 @@ def check_mean_field_config(cfg: MeanFieldConfig) -> None:
         raise BnnpredError(f"inference.kl_weight (β) must be positive, got {cfg.kl_weight}; 1 is the ELBO")
     if cfg.fixed_sigma2 is not None and not cfg.fixed_sigma2 > 0:
         raise BnnpredError(f"inference.fixed_sigma2 must be positive or null (learned), got {cfg.fixed_sigma2}")
-    if cfg.steps < 1 or cfg.log_every < 1:
-        raise BnnpredError("inference.steps and inference.log_every must be >= 1")
+    if cfg.steps < 1 or cfg.log_every < 1 or (cfg.epochs is not None and cfg.epochs < 1):
+        raise BnnpredError("inference.steps, inference.log_every and inference.epochs (or null) must be >= 1")
     if cfg.batch_size is not None and cfg.batch_size < 1:
         raise BnnpredError(f"inference.batch_size must be >= 1 or null, got {cfg.batch_size}")
 
@@ -108,13 +109,14 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
     rho = initial_rho(problem, cfg).detach().requires_grad_(cfg.fixed_sigma2 is None)
     groups = [{"params": [mu]}] + ([{"params": [rho], "lr": cfg.lr * cfg.rho_lr_factor}] if rho.requires_grad else [])
     optimizer = torch.optim.Adam(groups, lr=cfg.lr)
-    scheduler = lr_scheduler(optimizer, cfg.schedule, cfg.steps)
+    steps, log_every = training_length(N, cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
+    scheduler = lr_scheduler(optimizer, cfg.schedule, steps)
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     batch = N if cfg.batch_size is None else min(cfg.batch_size, N)
     trace: list[dict[str, float]] = []
     window: list[float] = []
     show = problem.progress and sys.stderr.isatty()
-    for step in tqdm(range(1, cfg.steps + 1), desc=cfg.name, disable=not show, leave=False):
+    for step in tqdm(range(1, steps + 1), desc=cfg.name, disable=not show, leave=False):
         optimizer.zero_grad(set_to_none=True)
         sigma = sigma_of(rho, cfg)
         kl = kl_to_prior(mu, sigma, problem.prior_precision)
@@ -126,11 +128,11 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
         optimizer.step()
         scheduler.step()
         window.append(-loss.item())
-        if step % cfg.log_every == 0 or step == cfg.steps:
+        if step % log_every == 0 or step == steps:
             trace.append(trace_row(problem, cfg, step, step * batch / N, sum(window) / len(window), kl, mu, rho))
             window = []
     mu, sigma = mu.detach(), sigma_of(rho.detach(), cfg)
-    info = {"steps": cfg.steps, "elbo_per_example": trace[-1]["elbo"], "kl": trace[-1]["kl"]}
+    info = {"steps": steps, "elbo_per_example": trace[-1]["elbo"], "kl": trace[-1]["kl"]}
     return Fit(theta=mu, posterior=DiagPosterior(mu, 1.0 / sigma.square()), info=info, trace=trace)
 
 

@@ -44,7 +44,7 @@ def fisher_regulariser(problem: Problem, f: Tensor, mu: Tensor, sigma: Tensor) -
 
 def laplace_loglik(problem: Problem, mu: Tensor, sigma: Tensor, rows: Tensor | slice) -> Tensor:
     """VL's estimate of ``(1/B) Σ_b E_q log p(y_b | x_b)`` ``[]`` (notes-001 eq. 27 per example)."""
-    X, y = problem.X[rows], problem.y[rows]
+    X, y = problem.training_batch(rows)
     f = problem.model(mu, X)
     return (problem.likelihood.log_prob(f, y).sum() - fisher_regulariser(problem, f, mu, sigma)) / len(X)
 
