@@ -26,6 +26,7 @@ class Curvature(str, Enum):
 class Structure(str, Enum):
     full = "full"
     diag = "diag"
+    kron = "kron"  # per-layer Kronecker factors (curvature.kron); Laplace-GGN only
 
 
 def curvature(

@@ -1,17 +1,22 @@
 r"""Laplace-GGN: MAP, then ``Π = S₀⁻¹ + Σ_i J_iᵀ Λ_i J_i`` at ``θ*`` (notes-000 eqs. 3.11-3.12; notes-004 eq. 12).
 
-The posterior is ``N(θ*, Π⁻¹)`` in full or diagonal form; the empirical Fisher can replace the GGN.
+The posterior is ``N(θ*, Π⁻¹)`` in full, diagonal or per-layer Kronecker form (notes-004 eq. 8; ``dampen`` gives
+the Ritter et al. baseline); the empirical Fisher can replace the GGN (full and diagonal).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from torch import Tensor
+
 from bnnpred.curvature.ggn import Curvature, Structure, curvature
+from bnnpred.curvature.kron import kron_ggn
+from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.marglik import log_marglik
-from bnnpred.posteriors import posterior_from_precision
+from bnnpred.posteriors import KronPosterior, Posterior, posterior_from_precision
 
 
 @dataclass
@@ -19,26 +24,43 @@ class LaplaceGGNConfig:
     name: str = "laplace_ggn"
     structure: Structure = Structure.full
     curvature: Curvature = Curvature.ggn
+    dampen: bool = False  # kron only: (B + √δ I) ⊗ (A + √δ I) instead of B ⊗ A + δ I
+    kron_batch_size: int = 128  # examples per batch of the Kronecker factors' C backward passes
     map: MapConfig = field(default_factory=MapConfig)
 
     def validate(self) -> None:
         self.map.validate()
+        if self.dampen and self.structure is not Structure.kron:
+            raise BnnpredError("inference.dampen applies to inference.structure=kron")
+        if self.structure is Structure.kron and self.curvature is not Curvature.ggn:
+            raise BnnpredError("inference.structure=kron uses the GGN; set inference.curvature=ggn")
+        if self.kron_batch_size < 1:
+            raise BnnpredError(f"inference.kron_batch_size must be >= 1, got {self.kron_batch_size}")
 
 
 def fit_laplace_ggn(problem: Problem, cfg: LaplaceGGNConfig) -> Fit:
     """Train the MAP, then build the Laplace-GGN posterior and its log evidence there."""
     fit = train_map(problem, cfg.map)
+    if cfg.structure is Structure.kron:
+        blocks, loglik = kron_ggn(problem.model, problem.likelihood, fit.theta, problem.X, problem.y,
+                                  cfg.kron_batch_size)
+        return with_evidence(fit, KronPosterior(fit.theta, blocks, problem.prior_precision, cfg.dampen), loglik,
+                             problem.prior_precision)
     return laplace_at(problem, fit, cfg.structure, cfg.curvature)
 
 
 def laplace_at(problem: Problem, fit: Fit, structure: Structure, kind: Curvature) -> Fit:
-    """The Laplace posterior at ``fit.theta`` and its log marginal likelihood (notes-000 §5.2)."""
+    """The full or diagonal Laplace posterior at ``fit.theta`` and its log marginal likelihood (notes-000 §5.2)."""
     G, loglik = curvature(
         problem.model, problem.likelihood, fit.theta, problem.X, problem.y, kind=kind, structure=structure
     )
     delta = problem.prior_precision
     precision = G + (delta.diag() if structure is Structure.full else delta)
-    posterior = posterior_from_precision(structure.value, fit.theta, precision)
+    return with_evidence(fit, posterior_from_precision(structure.value, fit.theta, precision), loglik, delta)
+
+
+def with_evidence(fit: Fit, posterior: Posterior, loglik: Tensor, delta: Tensor) -> Fit:
+    """``fit`` with the Laplace posterior and its log evidence at ``fit.theta``."""
     evidence = log_marglik(loglik, fit.theta, delta, posterior.logdet_precision())
     info = {**fit.info, "log_marglik": float(evidence), "train_loglik_map": float(loglik)}
     return Fit(theta=fit.theta, posterior=posterior, info=info, trace=fit.trace)

@@ -69,6 +69,8 @@ class DivergenceError(BnnpredError):
 
 
 def check_ngvi_config(cfg: NGVIConfig) -> None:
+    if cfg.structure is Structure.kron:
+        raise BnnpredError(f"inference={cfg.name} supports structure full or diag; kron is for laplace_ggn")
     for key in ("gamma", "gamma_start"):
         if not 0 < getattr(cfg, key) <= 1:
             raise BnnpredError(f"inference.{key} must be in (0, 1], got {getattr(cfg, key)}; the thesis uses 0.999")

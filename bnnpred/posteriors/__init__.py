@@ -9,12 +9,14 @@ from torch import Tensor
 from bnnpred.posteriors.base import Posterior
 from bnnpred.posteriors.diag import DiagPosterior
 from bnnpred.posteriors.full import FullPosterior
+from bnnpred.posteriors.kron import KronPosterior
 
-STRUCTURES: dict[str, type[Posterior]] = {"full": FullPosterior, "diag": DiagPosterior}
+STRUCTURES: dict[str, type[Posterior]] = {"full": FullPosterior, "diag": DiagPosterior, "kron": KronPosterior}
 
 
 def posterior_from_precision(structure: str, mean: Tensor, precision: Tensor) -> Posterior:
-    """``N(mean, precision⁻¹)`` with ``precision`` ``[P, P]`` (full) or ``[P]`` (diag)."""
+    """``N(mean, precision⁻¹)`` with ``precision`` ``[P, P]`` (full) or ``[P]`` (diag); a Kronecker posterior is
+    built from its factors (:class:`KronPosterior`)."""
     return STRUCTURES[structure](mean, precision)
 
 
@@ -23,5 +25,5 @@ def load_posterior(state: dict[str, Any]) -> Posterior:
     return STRUCTURES[state["structure"]].from_state(state)
 
 
-__all__ = ["Posterior", "FullPosterior", "DiagPosterior", "STRUCTURES", "posterior_from_precision",
+__all__ = ["Posterior", "FullPosterior", "DiagPosterior", "KronPosterior", "STRUCTURES", "posterior_from_precision",
            "load_posterior"]

@@ -1,0 +1,134 @@
+r"""Kronecker-factored GGN per layer (KFLR: the exact GGN's factors, Botev et al. 2017; notes-004 eq. 8 and §2.3).
+
+For a linear layer ``s = W a + b`` with ``W`` ``[out, in]`` flattened row-major, the GGN block of ``W`` is
+``Σ_n G_n ⊗ a_n a_nᵀ`` with ``G_n = J_{s,n}ᵀ Λ_n J_{s,n}`` ``[out, out]``; KFLR approximates it by ``B ⊗ A`` with
+``A = Σ_n a_n aₙᵀ`` and ``B = (1/N) Σ_n G_n`` (one factor carries the 1/N, so the product estimates the sum; exact
+for one example). ``G_n`` is accumulated without Jacobians: back-propagating each row ``k`` of the factor ``L_n``
+(``L_nᵀ L_n = Λ_n``) from the outputs gives ``g⁽ᵏ⁾ = J_sᵀ L_n[k]ᵀ`` and ``Σ_k g⁽ᵏ⁾ g⁽ᵏ⁾ᵀ = G_n``: C backward passes
+per batch. A convolution is the same with every output position ``t`` as an example ("expand" KFAC, Grosse & Martens
+2016): ``A = Σ_{n,t} a_{nt} a_{nt}ᵀ`` of the unfolded input patches, ``B = Σ_{n,t} G_{nt} / (N T)``. Bias blocks are
+exact and dense: ``Σ_n Σ_k (Σ_t g⁽ᵏ⁾_{nt})(Σ_t g⁽ᵏ⁾_{nt})ᵀ``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bnnpred.curvature.functional import FlatModel
+from bnnpred.errors import BnnpredError
+from bnnpred.likelihoods import Likelihood
+
+
+@dataclass
+class KronBlock:
+    """The GGN block of ``θ[start:stop]``: ``B ⊗ A`` (a weight) or a dense matrix (a bias)."""
+
+    start: int
+    stop: int
+    B: Tensor | None = None  # [out, out]
+    A: Tensor | None = None  # [in·k·k, in·k·k]
+    dense: Tensor | None = None  # [size, size]
+
+    def to_dense(self) -> Tensor:
+        return self.dense if self.dense is not None else torch.kron(self.B, self.A)
+
+
+@dataclass
+class _Layer:
+    module: nn.Linear | nn.Conv2d
+    weight: KronBlock
+    bias: KronBlock | None
+
+
+def supported_layers(model: FlatModel) -> list[_Layer]:
+    """One entry per ``nn.Linear`` / ``nn.Conv2d`` with its blocks' θ slices; other parameters are an error."""
+    offsets, start = {}, 0
+    for name, size in zip(model.names, model.sizes, strict=True):
+        offsets[name] = (start, start + size)
+        start += size
+    layers, covered = [], set()
+    for prefix, module in model.module.named_modules():
+        if not isinstance(module, (nn.Linear, nn.Conv2d)):
+            continue
+        if isinstance(module, nn.Conv2d) and module.groups != 1:
+            raise BnnpredError(f"structure=kron supports ungrouped convolutions; {prefix} has groups={module.groups}")
+        name = f"{prefix}.weight" if prefix else "weight"
+        bias = f"{prefix}.bias" if prefix else "bias"
+        covered |= {name, bias}
+        layers.append(_Layer(module, KronBlock(*offsets[name]),
+                             KronBlock(*offsets[bias]) if module.bias is not None else None))
+    others = [n for n in model.names if n not in covered]
+    if others:
+        raise BnnpredError(f"structure=kron covers Linear and Conv2d layers only, not {', '.join(others[:3])}; "
+                           "use inference.structure=diag")
+    return layers
+
+
+def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor, y: Tensor,
+             batch_size: int = 128) -> tuple[list[KronBlock], Tensor]:
+    """KFLR blocks of the GGN of the negative log-likelihood at ``θ`` over ``X`` (in θ order) and
+    ``Σ log p(y | f(x; θ))``."""
+    layers = supported_layers(model)
+    N = len(X)
+    for layer in layers:
+        out_dim = layer.module.out_features if isinstance(layer.module, nn.Linear) else layer.module.out_channels
+        in_dim = (layer.module.in_features if isinstance(layer.module, nn.Linear)
+                  else layer.module.in_channels * layer.module.kernel_size[0] * layer.module.kernel_size[1])
+        layer.weight.B, layer.weight.A = theta.new_zeros(out_dim, out_dim), theta.new_zeros(in_dim, in_dim)
+        if layer.bias is not None:
+            layer.bias.dense = theta.new_zeros(out_dim, out_dim)
+    loglik = theta.new_zeros(())
+    positions = [0] * len(layers)  # output positions T per layer
+    for start in range(0, N, batch_size):
+        rows = slice(start, min(start + batch_size, N))
+        f, captured = _forward_capturing(model, layers, theta, X[rows])
+        loglik += likelihood.log_prob(f.detach(), y[rows]).sum()
+        L = likelihood.hessian_sqrt(f.detach())  # [B, C, C]
+        patches = [_patches(layer.module, a) for layer, (a, _) in zip(layers, captured, strict=True)]  # [B, I, T]
+        for layer, p in zip(layers, patches, strict=True):
+            layer.weight.A += torch.einsum("bit,bjt->ij", p, p)
+        outputs = [s for _, s in captured]
+        for k in range(L.shape[1]):
+            grads = torch.autograd.grad(f, outputs, grad_outputs=L[:, k, :], retain_graph=k < L.shape[1] - 1)
+            for i, (layer, g) in enumerate(zip(layers, grads, strict=True)):
+                g = g.reshape(g.shape[0], g.shape[1], -1)  # [B, out, T]
+                positions[i] = g.shape[-1]
+                layer.weight.B += torch.einsum("bot,bpt->op", g, g)
+                if layer.bias is not None:
+                    summed = g.sum(-1)
+                    layer.bias.dense += summed.T @ summed
+    blocks = []
+    for layer, T in zip(layers, positions, strict=True):
+        layer.weight.B /= N * T
+        blocks += [layer.weight] + ([layer.bias] if layer.bias is not None else [])
+    return blocks, loglik
+
+
+def _forward_capturing(model: FlatModel, layers: list[_Layer], theta: Tensor,
+                       X: Tensor) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
+    """Outputs ``f`` and each layer's (input, output) of one forward pass with a graph to the outputs."""
+    captured: dict[int, list[tuple[Tensor, Tensor]]] = {id(layer.module): [] for layer in layers}
+
+    def keep(module: nn.Module, inputs: tuple[Tensor, ...], output: Tensor) -> None:
+        captured[id(module)].append((inputs[0].detach(), output))
+
+    hooks = [layer.module.register_forward_hook(keep) for layer in layers]
+    try:
+        f = model(theta.detach().requires_grad_(True), X)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    if any(len(calls) != 1 for calls in captured.values()):
+        raise BnnpredError("structure=kron needs every Linear / Conv2d layer called once per forward pass")
+    return f, [captured[id(layer.module)][0] for layer in layers]
+
+
+def _patches(module: nn.Linear | nn.Conv2d, a: Tensor) -> Tensor:
+    """Layer inputs as ``[B, I, T]``: ``[B, in, 1]`` for a linear layer, unfolded patches for a convolution."""
+    if isinstance(module, nn.Linear):
+        return a.reshape(a.shape[0], -1, 1)
+    return F.unfold(a, module.kernel_size, dilation=module.dilation, padding=module.padding, stride=module.stride)
