@@ -70,6 +70,7 @@ class PlotConfig:
 @dataclass
 class Config:
     dataset: Any = MISSING
+    ood: Any = None  # an out-of-distribution dataset (config group ood): OOD-AUC by predictive entropy
     model: Any = MISSING
     inference: Any = MISSING
     predictive: PredictiveConfig = field(default_factory=PredictiveConfig)

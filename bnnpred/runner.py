@@ -57,6 +57,7 @@ class Setup:
     model: FlatModel
     device: torch.device
     dtype: torch.dtype
+    X_ood: torch.Tensor | None = None  # inputs of the out-of-distribution set (``ood=NAME``), or None
 
 
 def typed(cfg: DictConfig) -> Config:
@@ -126,7 +127,22 @@ def setup(cfg: Config) -> Setup:
     model = FlatModel(module)
     log.info("model %s: P = %d parameters", cfg.model.name, model.n_params)
     check_full_covariance_fits(cfg, model.n_params, dtype)
-    return Setup(cfg=cfg, data=data, model=model, device=device, dtype=dtype)
+    X_ood = ood_inputs(cfg, data, device, dtype)
+    return Setup(cfg=cfg, data=data, model=model, device=device, dtype=dtype, X_ood=X_ood)
+
+
+def ood_inputs(cfg: Config, data: Dataset, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
+    """The test inputs of the OOD set (notes-004 §3.5: the OOD dataset's test split), checked against the
+    in-distribution input shape."""
+    if cfg.ood is None:
+        return None
+    if data.task is Task.regression:
+        raise BnnpredError("ood=NAME scores classifiers by predictive entropy; drop it for regression data")
+    ood = load_dataset(cfg.ood)
+    if ood.input_shape != data.input_shape:
+        raise BnnpredError(f"OOD set {cfg.ood.name} has inputs {list(ood.input_shape)} but {cfg.dataset.name} has "
+                           f"{list(data.input_shape)}; pick an OOD set of the same shape")
+    return torch.cat([ood.X_valid, ood.X_test]).to(device=device, dtype=dtype)
 
 
 def to_device(data: Dataset, device: torch.device, dtype: torch.dtype) -> Dataset:
@@ -179,10 +195,12 @@ def predictors(s: Setup, ctx: Context) -> dict[str, Callable[[torch.Tensor], Pre
 
 def evaluate_all(
     s: Setup, predict_by_kind: dict[str, Callable[[torch.Tensor], Prediction]]
-) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, Prediction]]:
-    """Metrics ``{split: {kind: {metric: value}}}`` and the test-set predictions per kind."""
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, Prediction], dict[str, Prediction]]:
+    """Metrics ``{split: {kind: {metric: value}}}`` (with the test split's ``ood_auc`` when an OOD set is given), and
+    the test-set and OOD-set predictions per kind."""
     results: dict[str, dict[str, dict[str, float]]] = {split: {} for split in SPLITS}
     test_predictions: dict[str, Prediction] = {}
+    ood_predictions: dict[str, Prediction] = {}
     for kind, predict in predict_by_kind.items():
         for split in SPLITS:
             X, y = s.data.split(split)
@@ -193,7 +211,11 @@ def evaluate_all(
             results[split][kind] = {**metrics.evaluate(pred, y), "seconds": time.perf_counter() - start}
             if split == "test":
                 test_predictions[kind] = pred
-    return results, test_predictions
+        if s.X_ood is not None and kind in test_predictions:
+            ood_predictions[kind] = predict(s.X_ood)
+            results["test"][kind]["ood_auc"] = metrics.ood_auc(test_predictions[kind].probs,
+                                                               ood_predictions[kind].probs)
+    return results, test_predictions, ood_predictions
 
 
 def likelihood_and_prior(s: Setup, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
@@ -302,12 +324,12 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     likelihood, prior = trainer.likelihood_and_prior(chosen.delta, chosen.sigma2)
     ctx = make_context(s, fit, likelihood, prior)
     predict = predictors(s, ctx)  # built once: the GP predictive conditions on its training subset here
-    results, test_predictions = evaluate_all(s, predict)
+    results, test_predictions, ood_predictions = evaluate_all(s, predict)
     summary = run_summary(s, chosen, time.perf_counter() - start)
     with staged(run_dir) as stage:
         write_text(stage / "config.yaml", OmegaConf.to_yaml(cfg_dict, resolve=True))
         save_torch(stage / "posterior.pt", saved_fit(s, fit, chosen))
-        save_npz(stage / "predictions.npz", prediction_arrays(test_predictions, s.data.y_test))
+        save_npz(stage / "predictions.npz", prediction_arrays(test_predictions, s.data.y_test, ood_predictions))
         write_text(stage / "selection.csv", pd.DataFrame(rows).to_csv(index=False))
         write_text(stage / "trace.csv", pd.DataFrame(fit.trace).to_csv(index=False))
         if cfg.plot.enabled:
@@ -376,8 +398,10 @@ def saved_fit(s: Setup, fit: Fit, chosen: Candidate) -> dict[str, Any]:
     }
 
 
-def prediction_arrays(predictions: dict[str, Prediction], y: torch.Tensor) -> dict[str, np.ndarray]:
-    arrays = {"y": y.cpu().numpy()}
+def prediction_arrays(predictions: dict[str, Prediction], y: torch.Tensor,
+                      ood: dict[str, Prediction]) -> dict[str, np.ndarray]:
+    """Test-set predictions per kind (``<kind>_probs``, or ``_mean`` / ``_var``) and OOD ``<kind>_ood_probs``."""
+    arrays = {"y": y.cpu().numpy(), **{f"{kind}_ood_probs": pred.probs.cpu().numpy() for kind, pred in ood.items()}}
     for kind, pred in predictions.items():
         if isinstance(pred, ClassPrediction):
             arrays[f"{kind}_probs"] = pred.probs.cpu().numpy()
@@ -432,7 +456,7 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, A
 
     s, ctx = restore(run_dir, predictive_overrides)
     predict = predictors(s, ctx)
-    results, _ = evaluate_all(s, predict)
+    results, _, _ = evaluate_all(s, predict)
     document = read_json(Path(run_dir) / "metrics.json")
     for split, by_kind in results.items():
         document["metrics"].setdefault(split, {}).update(by_kind)

@@ -121,3 +121,12 @@ def test_unknown_command_lists_the_commands(capsys):
     with pytest.raises(SystemExit):
         main(["trian"])
     assert "valid choices: train, eval, report, data" in capsys.readouterr().err
+
+
+def test_an_ood_set_of_another_input_shape_is_one_line(data_root, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "ood=mnist", "inference.map.steps=2", f"hydra.run.dir={tmp_path / 'run'}"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == ("error: OOD set mnist has inputs [1, 28, 28] but two_moons has [2]; "
+                                               "pick an OOD set of the same shape")

@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch import nn
 
+from bnnpred.cli import compose
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.inference.map import MapConfig, train_map
-from bnnpred.models import n_params
+from bnnpred.models import build_model, n_params
 from bnnpred.models.cnn import ThesisCNNConfig, build_thesis_cnn
 from bnnpred.models.resnet import PreActResNetConfig, build_preact_resnet18
 from tests.helpers import tiny_problem
@@ -21,6 +22,17 @@ from tests.helpers import tiny_problem
 def test_preact_resnet18_parameter_count(shape, classes, expected):
     """notes-001 §3.1's counts for the CIFAR PreActResNet-18 default."""
     assert n_params(build_preact_resnet18(PreActResNetConfig(), shape, classes)) == expected
+
+
+@pytest.mark.parametrize("name,shape,expected", [("3c3d", (3, 32, 32), 895_210), ("3c3d", (1, 28, 28), 892_010),
+                                                 ("allcnnc", (3, 32, 32), 1_369_738),
+                                                 ("mlp_images", (1, 28, 28), 1_494_154)])
+def test_image_networks_have_the_papers_parameter_counts(name, shape, expected):
+    """notes-004 §3.4: 3c3d, All-CNN-C and the (F)MNIST MLP, and their outputs for a batch of two images."""
+    cfg = compose([f"model={name}"]).model
+    module = build_model(cfg, shape, 10)
+    assert n_params(module) == expected
+    assert module(torch.zeros(2, *shape)).shape == (2, 10)
 
 
 def test_softplus_thesis_cnn_keeps_the_thesis_parameter_count():

@@ -8,13 +8,15 @@ from torch import nn
 
 from bnnpred.errors import BnnpredError, unknown_choice
 from bnnpred.models.cnn import ThesisCNNConfig, build_thesis_cnn
+from bnnpred.models.deepobs import AllCNNCConfig, C3D3Config, build_3c3d, build_allcnnc
 from bnnpred.models.mlp import ACTIVATIONS, MLPConfig, build_mlp
 from bnnpred.models.resnet import PreActResNetConfig, build_preact_resnet18
 from bnnpred.models.step import ScaledTanhConfig, build_scaled_tanh
 
 MODELS = {"mlp": (MLPConfig, build_mlp), "thesis_cnn": (ThesisCNNConfig, build_thesis_cnn),
           "scaled_tanh": (ScaledTanhConfig, build_scaled_tanh),
-          "preact_resnet18": (PreActResNetConfig, build_preact_resnet18)}
+          "preact_resnet18": (PreActResNetConfig, build_preact_resnet18), "3c3d": (C3D3Config, build_3c3d),
+          "allcnnc": (AllCNNCConfig, build_allcnnc)}
 
 
 def build_model(cfg: Any, input_shape: tuple[int, ...], out_features: int) -> nn.Module:

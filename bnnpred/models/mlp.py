@@ -26,14 +26,15 @@ class MLPConfig:
     width: int = 50
     activation: str = "tanh"
     bias: bool = True
+    widths: list[int] | None = None  # hidden widths, e.g. [1024, 512, 256, 128]; replaces depth x width
 
 
 def build_mlp(cfg: MLPConfig, input_shape: tuple[int, ...], out_features: int) -> nn.Sequential:
     """``flatten -> in -> [width, act] x depth -> out`` with PyTorch's default initialisation."""
     layers: list[nn.Module] = [nn.Flatten()]
     fan_in = math.prod(input_shape)
-    for _ in range(cfg.depth):
-        layers += [nn.Linear(fan_in, cfg.width, bias=cfg.bias), activation(cfg.activation)()]
-        fan_in = cfg.width
+    for width in cfg.widths if cfg.widths is not None else [cfg.width] * cfg.depth:
+        layers += [nn.Linear(fan_in, width, bias=cfg.bias), activation(cfg.activation)()]
+        fan_in = width
     layers.append(nn.Linear(fan_in, out_features, bias=cfg.bias))
     return nn.Sequential(*layers)
