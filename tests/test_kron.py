@@ -135,9 +135,9 @@ def test_ood_auc_is_reported_per_predictive_and_the_ood_probabilities_saved(data
     MAP and bnn predictives tell the sets apart well above chance, and predictions.npz keeps the OOD probabilities
     for the entropy histograms."""
     cfg = compose(["dataset=fashion_mnist", "dataset.n_train=300", "ood=mnist", "model=mlp", "model.width=20",
-                   "inference.structure=kron", "inference.dampen=true", "inference.map.steps=150", "inference.map.lr=0.01",
-                   "selection=none", "predictive.kinds=[map,nn]", "predictive.n_samples=10", "plot.enabled=false",
-                   "progress=false"])
+                   "inference.structure=kron", "inference.dampen=true", "inference.map.steps=150",
+                   "inference.map.lr=0.01", "selection=none", "predictive.kinds=[map,nn]", "predictive.n_samples=10",
+                   "plot.enabled=false", "progress=false"])
     document = train(cfg, tmp_path)
     aucs = {kind: document["metrics"]["test"][kind]["ood_auc"] for kind in ("map", "nn")}
     assert all(0.6 < auc <= 1 for auc in aucs.values()), aucs  # chance is 0.5
