@@ -107,8 +107,15 @@ def nn_predictive(ctx: Context, X: Tensor, n_samples: int, generator: torch.Gene
 
 
 def glm_predictive(ctx: Context, X: Tensor, n_samples: int, generator: torch.Generator) -> Prediction:
-    thetas = ctx.require_posterior("glm").sample(n_samples, generator)
-    return ctx.likelihood.predict_samples(glm_samples(ctx, X, thetas))
+    """GLM sampling in function space (notes-004 §2.4): ``f_s ~ N(f(x;θ*) + J(µ − θ*), J Σ Jᵀ)`` per input, the
+    marginals of ``f_lin(x; θ_s)`` with ``θ_s ~ q``, drawn from the ``C x C`` logit covariance instead of ``[S, P]``
+    parameter draws (what makes it affordable for image networks)."""
+    ctx.require_posterior("glm")
+    mean, cov = glm_latent(ctx, X)
+    values, vectors = torch.linalg.eigh(cov)
+    root = vectors * values.clamp_min(0).sqrt().unsqueeze(-2)  # [B, C, C], root rootᵀ = cov
+    z = torch.randn(n_samples, *mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+    return ctx.likelihood.predict_samples(mean + torch.einsum("bcd,sbd->sbc", root, z))
 
 
 def glm_latent(ctx: Context, X: Tensor) -> tuple[Tensor, Tensor]:

@@ -34,9 +34,14 @@ def test_glm_equals_nn_sample_for_sample_on_a_linear_model(kind):
     ctx, X = laplace_context(kind, depth=0)
     thetas = ctx.posterior.sample(50, torch.Generator().manual_seed(0))
     torch.testing.assert_close(glm_samples(ctx, X, thetas), nn_samples(ctx, X, thetas))
-    a = glm_predictive(ctx, X, 50, torch.Generator().manual_seed(1))
-    b = nn_predictive(ctx, X, 50, torch.Generator().manual_seed(1))
-    torch.testing.assert_close(a.mean, b.mean)
+    # the glm predictive draws logits from the C x C covariance instead: the same distribution, other samples
+    a = glm_predictive(ctx, X, 40000, torch.Generator().manual_seed(1))
+    b = nn_predictive(ctx, X, 40000, torch.Generator().manual_seed(2))
+    if kind == "gaussian":
+        torch.testing.assert_close(a.mean, b.mean, atol=0.03 * float(b.variance.sqrt().max()), rtol=0)
+        torch.testing.assert_close(a.variance, b.variance, rtol=0.03, atol=0)
+    else:
+        torch.testing.assert_close(a.probs, b.probs, atol=0.01, rtol=0)
 
 
 @pytest.mark.parametrize("kind", KINDS)
