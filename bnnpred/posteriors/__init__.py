@@ -10,8 +10,10 @@ from bnnpred.posteriors.base import Posterior
 from bnnpred.posteriors.diag import DiagPosterior
 from bnnpred.posteriors.full import FullPosterior
 from bnnpred.posteriors.kron import KronPosterior
+from bnnpred.posteriors.lowrank import LowRankDiagPosterior
 
-STRUCTURES: dict[str, type[Posterior]] = {"full": FullPosterior, "diag": DiagPosterior, "kron": KronPosterior}
+STRUCTURES: dict[str, type[Posterior]] = {"full": FullPosterior, "diag": DiagPosterior, "kron": KronPosterior,
+                                       "lowrank": LowRankDiagPosterior}
 
 
 def posterior_from_precision(structure: str, mean: Tensor, precision: Tensor) -> Posterior:
@@ -25,5 +27,5 @@ def load_posterior(state: dict[str, Any]) -> Posterior:
     return STRUCTURES[state["structure"]].from_state(state)
 
 
-__all__ = ["Posterior", "FullPosterior", "DiagPosterior", "KronPosterior", "STRUCTURES", "posterior_from_precision",
-           "load_posterior"]
+__all__ = ["Posterior", "FullPosterior", "DiagPosterior", "KronPosterior", "LowRankDiagPosterior", "STRUCTURES",
+           "posterior_from_precision", "load_posterior"]
