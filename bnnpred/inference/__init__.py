@@ -13,6 +13,7 @@ from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, fit_laplace_ggn
 from bnnpred.inference.lgva import LGVAConfig, fit_lgva
 from bnnpred.inference.map import MapOnlyConfig, fit_map
 from bnnpred.inference.oggn import OGGNConfig, fit_oggn
+from bnnpred.inference.slang import SLANGConfig, fit_slang
 from bnnpred.inference.vl import VLConfig, fit_vl
 from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
 
@@ -25,6 +26,7 @@ METHODS: dict[str, tuple[type, Callable[[Problem, Any], Fit]]] = {
     "bbb": (BBBConfig, fit_bbb),
     "glm_refine": (GLMRefineConfig, fit_glm_refine),
     "vl": (VLConfig, fit_vl),
+    "slang": (SLANGConfig, fit_slang),
 }
 
 # Methods whose fit carries the Laplace-GGN log evidence (``info["log_marglik"]``).

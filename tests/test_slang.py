@@ -1,0 +1,76 @@
+"""SLANG (notes-002 §2.3-2.8): its update against the full-Gaussian empirical-Fisher update, the diagonal
+correction, the eigensolvers, and a run that raises the ELBO."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from bnnpred.errors import BnnpredError
+from bnnpred.inference.slang import (
+    Eig,
+    SLANGConfig,
+    SLANGState,
+    fit_slang,
+    randomized_eigen_factor,
+    slang_step,
+    top_eigen_factor,
+)
+from tests.helpers import tiny_problem
+
+P, MS = 12, 5
+
+
+def state_and_gradients(rank: int) -> tuple[SLANGState, torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    state = SLANGState(mean=torch.randn(P, generator=gen), U=torch.randn(P, rank, generator=gen),
+                       d=torch.rand(P, generator=gen) + 0.5, momentum=torch.zeros(P))
+    return state, torch.randn(P, MS, generator=gen), torch.randn(P, generator=gen), torch.full((P,), 0.3)
+
+
+def dense_ef_step(state: SLANGState, G, g_hat, prior, alpha: float, beta: float):
+    """Full-Gaussian VOGN with the empirical Fisher (notes-002 eq. 2), no momentum."""
+    precision = (1 - beta) * (state.U @ state.U.T + torch.diag(state.d)) + beta * (G @ G.T + torch.diag(prior))
+    return precision, state.mean - alpha * torch.linalg.solve(precision, g_hat + prior * state.mean)
+
+
+def test_full_rank_slang_is_the_full_gaussian_ef_update():
+    state, G, g_hat, prior = state_and_gradients(rank=P)
+    cfg = SLANGConfig(rank=P, momentum=0.0)
+    new = slang_step(state, G, g_hat, prior, 0.3, 0.2, cfg, torch.Generator())
+    precision, mean = dense_ef_step(state, G, g_hat, prior, 0.3, 0.2)
+    torch.testing.assert_close(new.U @ new.U.T + torch.diag(new.d), precision)
+    torch.testing.assert_close(new.mean, mean)
+
+
+@pytest.mark.parametrize("eig", [Eig.exact, Eig.randomized])
+def test_low_rank_slang_keeps_the_full_updates_diagonal(eig):
+    state, G, g_hat, prior = state_and_gradients(rank=2)
+    new = slang_step(state, G, g_hat, prior, 0.3, 0.2, SLANGConfig(rank=2, eig=eig), torch.Generator().manual_seed(1))
+    precision, _ = dense_ef_step(state, G, g_hat, prior, 0.3, 0.2)
+    torch.testing.assert_close((new.U @ new.U.T + torch.diag(new.d)).diagonal(), precision.diagonal())
+
+
+def test_eigensolvers_recover_the_top_eigenpairs_of_a_known_spectrum():
+    gen = torch.Generator().manual_seed(2)
+    Q, _ = torch.linalg.qr(torch.randn(40, 8, generator=gen))
+    spectrum = torch.tensor([100.0, 50.0, 20.0, 1.0, 0.5, 0.2, 0.1, 0.05])
+    W = Q * spectrum.sqrt()  # W Wᵀ = Q diag(spectrum) Qᵀ
+    best = (Q[:, :3] * spectrum[:3]) @ Q[:, :3].T
+    for U in (top_eigen_factor(W, 3), randomized_eigen_factor(W, 3, 6, gen)):
+        torch.testing.assert_close(U @ U.T, best, atol=1e-6, rtol=1e-6)
+
+
+def test_slang_raises_the_elbo_on_logistic_regression():
+    problem, _ = tiny_problem("bernoulli", depth=0, n=60, d=3)
+    fit = fit_slang(problem, SLANGConfig(rank=2, lr=0.1, iterations=200, log_every=50, n_samples=4))
+    assert fit.trace[-1]["elbo"] > fit.trace[0]["elbo"]
+    assert fit.posterior.U.shape == (4, 2)
+
+
+def test_rank_above_the_parameter_count_is_an_error():
+    problem, _ = tiny_problem("bernoulli", depth=0)
+    with pytest.raises(BnnpredError, match="exceeds the 3 parameters"):
+        fit_slang(problem, dataclasses.replace(SLANGConfig(), rank=5))
