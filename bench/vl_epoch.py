@@ -2,8 +2,8 @@
 data, as ratios to MAP measured in one run (notes-001 Table 2: VL / MAP = 2.75, VI / MAP = 1.03 on a GPU).
 
 Fashion-MNIST's 60,000 training images (from BNNPRED_DATA_DIR when present, otherwise random images of the same
-shape: the cost does not depend on the pixels), batch 128, float32, the notes001_fmnist softplus MLP 784-100-100-10
-and the softplus thesis CNN.
+shape: the cost does not depend on the pixels), batch 128, float32, one thread, the notes001_fmnist softplus MLP
+784-100-100-10 and the softplus thesis CNN; the fastest of three epochs per method, measured round-robin.
 
     python bench/vl_epoch.py
 
@@ -12,6 +12,7 @@ Results are recorded in bench/README.md.
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -49,23 +50,27 @@ def problem(module: torch.nn.Module, X: torch.Tensor, y: torch.Tensor) -> Proble
                    theta0=theta, generator=torch.Generator().manual_seed(0))
 
 
-def epoch_seconds(prob: Problem) -> dict[str, float]:
+def epoch_seconds(prob: Problem, repeats: int = 3) -> dict[str, float]:
+    """The fastest of ``repeats`` epochs per method, measured round-robin so that load from other processes
+    falls on every method alike."""
     settings = {"lr": 1e-3, "steps": STEPS, "batch_size": BATCH, "log_every": 10**9}
     runs = {
         "MAP": lambda: train_map(prob, MapConfig(schedule=Schedule.constant, **settings)),
         "VI": lambda: fit_bbb(prob, BBBConfig(variance=VarianceParam.log, local_reparam=False, **settings)),
         "VL": lambda: fit_vl(prob, VLConfig(**settings)),
     }
-    seconds = {}
-    for name, run in runs.items():
-        start = time.perf_counter()
-        run()
-        seconds[name] = time.perf_counter() - start
+    seconds = {name: math.inf for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            seconds[name] = min(seconds[name], time.perf_counter() - start)
     return seconds
 
 
 def main() -> None:
     torch.set_default_dtype(torch.float32)
+    torch.set_num_threads(1)  # per-step overheads compare more stably on one core
     X, y, source = images()
     print(f"{source}: N = {len(X)}, batch {BATCH}, {STEPS} steps per epoch, {torch.get_num_threads()} threads")
     models = {"MLP 784-100-100-10 softplus": build_mlp(MLPConfig(depth=2, width=100, activation="softplus"),

@@ -67,10 +67,11 @@ class Reproduction:
         """``Made by COMMAND at commit C on DATE, machine, wall time``."""
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent).stdout.strip()
-        rebuilt = " (page rebuilt from the runs)" if self.report_only else ""
-        return (f"Made by `{command}` (tier {self.tier.value}){rebuilt} at commit {commit} on "
+        took = ("page rebuilt from the runs (each run records its own commit and time)" if self.report_only
+                else f"{(time.time() - self.started) / 60:.1f} min including cached runs")
+        return (f"Made by `{command}` (tier {self.tier.value}) at commit {commit} on "
                 f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()} {platform.system()} "
-                f"({os.cpu_count()} cores), {(time.time() - self.started) / 60:.1f} min including cached runs.")
+                f"({os.cpu_count()} cores), {took}.")
 
 
 @dataclass(frozen=True)
