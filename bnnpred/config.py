@@ -45,6 +45,7 @@ class PriorScale(str, Enum):
 class PriorConfig:
     delta: float = 1.0  # prior precision δ: θ ~ N(0, δ⁻¹ I)
     scale: PriorScale = PriorScale.isotropic
+    bias_delta: float | None = None  # a separate precision for biases (SLANG: 1e-5 / 1e-6); None: as the weights
 
 
 @dataclass

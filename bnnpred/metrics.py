@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from bnnpred.errors import BnnpredError
+from bnnpred.posteriors.base import Posterior
 from bnnpred.prediction import ClassPrediction, Prediction, RegPrediction
 
 
@@ -157,3 +158,15 @@ def evaluate(pred: Prediction, y: Tensor) -> dict[str, float]:
             "gaussian_ll": gaussian_ll(pred.mean, pred.variance, y),
         }
     raise BnnpredError(f"cannot evaluate a prediction of type {type(pred).__name__}")
+
+
+def symmetric_kl(q: Posterior, p: Posterior) -> float:
+    """``½ [KL(q ‖ p) + KL(p ‖ q)]`` between two Gaussians over the same parameters (notes-002 §3.1's distance to
+    the exact full-Gaussian posterior), from their dense precisions (small P only)."""
+    def kl(a: Posterior, b: Posterior) -> Tensor:
+        cov_a, prec_b = torch.linalg.inv(a.dense_precision()), b.dense_precision()
+        d = b.mean - a.mean
+        return 0.5 * (torch.trace(prec_b @ cov_a) + d @ prec_b @ d - len(d)
+                      + a.logdet_precision() - b.logdet_precision())
+
+    return float(0.5 * (kl(q, p) + kl(p, q)))

@@ -78,6 +78,8 @@ def check_config(cfg: Config) -> None:
     """Value checks the schema cannot express; each failure names the key and a fix."""
     if not cfg.prior.delta > 0:
         raise BnnpredError(f"prior.delta must be positive, got {cfg.prior.delta}; e.g. prior.delta=1.0")
+    if cfg.prior.bias_delta is not None and not cfg.prior.bias_delta > 0:
+        raise BnnpredError(f"prior.bias_delta must be positive or null, got {cfg.prior.bias_delta}")
     if not cfg.likelihood.sigma2 > 0:
         raise BnnpredError(f"likelihood.sigma2 must be positive, got {cfg.likelihood.sigma2}")
     if cfg.predictive.n_samples < 1:
@@ -220,13 +222,14 @@ def evaluate_all(
 
 def likelihood_and_prior(s: Setup, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
     """The likelihood and prior precision ``[P]`` for hyperparameters ``δ`` and ``σ²`` (``prior.scale``: the same
-    δ for every parameter, or δ times each weight's fan-in)."""
+    δ for every parameter, or δ times each weight's fan-in; biases get ``prior.bias_delta`` when it is set)."""
     likelihood = likelihood_for(s.data.task, sigma2 if sigma2 is not None else 1.0)
-    unit = torch.ones(s.model.n_params, dtype=s.dtype, device=s.device)
-    if s.cfg.prior.scale is PriorScale.fan_in:
-        unit = torch.cat([torch.full((size,), float(math.prod(shape[1:])) if len(shape) > 1 else 1.0)
-                          for shape, size in zip(s.model.shapes, s.model.sizes, strict=True)]).to(unit)
-    return likelihood, delta * unit
+    prior = s.cfg.prior
+    per_tensor = [(delta * (math.prod(shape[1:]) if prior.scale is PriorScale.fan_in else 1.0)
+                   if len(shape) > 1 or prior.bias_delta is None else prior.bias_delta, size)
+                  for shape, size in zip(s.model.shapes, s.model.sizes, strict=True)]
+    return likelihood, torch.cat([torch.full((size,), float(value)) for value, size in per_tensor]).to(
+        dtype=s.dtype, device=s.device)
 
 
 class Trainer:

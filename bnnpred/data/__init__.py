@@ -18,6 +18,7 @@ from bnnpred.data.images import (
     SVHNConfig,
     load_images,
 )
+from bnnpred.data.logreg import LogRegConfig, load_logreg
 from bnnpred.data.root import data_root
 from bnnpred.data.toy import (
     BananaConfig,
@@ -54,6 +55,7 @@ DATASETS: dict[str, tuple[type, Callable[..., Dataset]]] = {
     "svhn": (SVHNConfig, load_images),
     "uci_regression": (UCIRegressionConfig, load_uci_regression),
     "uci_classification": (UCIClassificationConfig, load_uci_classification),
+    "logreg": (LogRegConfig, load_logreg),
 }
 
 

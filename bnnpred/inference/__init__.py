@@ -8,6 +8,7 @@ from typing import Any
 from bnnpred.errors import unknown_choice
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.bbb import BBBConfig, fit_bbb
+from bnnpred.inference.exact_vi import ExactVIConfig, fit_exact_vi
 from bnnpred.inference.glm_refine import GLMRefineConfig, fit_glm_refine
 from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, fit_laplace_ggn
 from bnnpred.inference.lgva import LGVAConfig, fit_lgva
@@ -27,6 +28,7 @@ METHODS: dict[str, tuple[type, Callable[[Problem, Any], Fit]]] = {
     "glm_refine": (GLMRefineConfig, fit_glm_refine),
     "vl": (VLConfig, fit_vl),
     "slang": (SLANGConfig, fit_slang),
+    "exact_vi": (ExactVIConfig, fit_exact_vi),
 }
 
 # Methods whose fit carries the Laplace-GGN log evidence (``info["log_marglik"]``).
