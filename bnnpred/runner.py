@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred import __version__, inference, metrics
-from bnnpred.config import Config, Device, DType, PriorScale, run_key
+from bnnpred.config import Config, Device, DType, PriorConfig, PriorScale, run_key
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task, load_dataset
@@ -221,15 +221,22 @@ def evaluate_all(
 
 
 def likelihood_and_prior(s: Setup, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
-    """The likelihood and prior precision ``[P]`` for hyperparameters ``δ`` and ``σ²`` (``prior.scale``: the same
-    δ for every parameter, or δ times each weight's fan-in; biases get ``prior.bias_delta`` when it is set)."""
+    """The likelihood and prior precision ``[P]`` for hyperparameters ``δ`` and ``σ²``."""
     likelihood = likelihood_for(s.data.task, sigma2 if sigma2 is not None else 1.0)
-    prior = s.cfg.prior
-    per_tensor = [(delta * (math.prod(shape[1:]) if prior.scale is PriorScale.fan_in else 1.0)
-                   if len(shape) > 1 or prior.bias_delta is None else prior.bias_delta, size)
-                  for shape, size in zip(s.model.shapes, s.model.sizes, strict=True)]
-    return likelihood, torch.cat([torch.full((size,), float(value)) for value, size in per_tensor]).to(
-        dtype=s.dtype, device=s.device)
+    return likelihood, prior_precision(s.model, s.cfg.prior, delta).to(dtype=s.dtype, device=s.device)
+
+
+def prior_precision(model: FlatModel, prior: PriorConfig, delta: float) -> torch.Tensor:
+    """``[P]``: ``δ`` for every weight (times its fan-in with ``prior.scale=fan_in``); one-dimensional parameters
+    (biases, normalisation scales) get ``δ``, or ``prior.bias_delta`` when it is set."""
+    parts = []
+    for shape, size in zip(model.shapes, model.sizes, strict=True):
+        if len(shape) == 1:
+            value = delta if prior.bias_delta is None else prior.bias_delta
+        else:
+            value = delta * (math.prod(shape[1:]) if prior.scale is PriorScale.fan_in else 1)
+        parts.append(torch.full((size,), float(value)))
+    return torch.cat(parts)
 
 
 class Trainer:

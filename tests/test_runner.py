@@ -5,10 +5,13 @@ import json
 import pandas as pd
 import pytest
 import torch
+from torch import nn
 
 from bnnpred.cli import compose
+from bnnpred.config import PriorConfig, PriorScale
+from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
-from bnnpred.runner import train
+from bnnpred.runner import prior_precision, train
 
 DATA = ["dataset.n_train=40", "dataset.n_valid=20", "dataset.n_test=30", "model=mlp", "model.width=6",
         "predictive.n_samples=20", "plot.enabled=false", "progress=false"]
@@ -108,3 +111,10 @@ def test_a_full_covariance_that_cannot_fit_in_memory_is_refused_before_training(
     check_full_covariance_fits(cfg, 10_000, torch.float64)  # 2.4 GB: allowed
     with pytest.raises(BnnpredError, match="inference.structure=diag"):
         check_full_covariance_fits(cfg, 40_000, torch.float64)  # 38 GB
+
+
+def test_prior_precision_scales_weights_by_fan_in_and_can_set_biases_apart():
+    model = FlatModel(nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 1)))
+    fan_in = prior_precision(model, PriorConfig(delta=0.5, scale=PriorScale.fan_in, bias_delta=1e-5), 0.5)
+    assert fan_in.tolist() == pytest.approx([1.5] * 6 + [1e-5] * 2 + [1.0] * 2 + [1e-5])
+    assert prior_precision(model, PriorConfig(), 0.5).tolist() == [0.5] * 11
