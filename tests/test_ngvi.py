@@ -5,14 +5,15 @@ import dataclasses
 import pytest
 import torch
 
-from bnnpred.curvature.ggn import Curvature, Structure
+from bnnpred.curvature.ggn import Curvature, Structure, gradient_and_ggn
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import laplace_at
 from bnnpred.inference.lgva import LGVAConfig, estimate_lgva, fit_lgva
 from bnnpred.inference.map import neg_log_joint
-from bnnpred.inference.ngvi import NGVIConfig, check_ngvi_config
+from bnnpred.inference.ngvi import NGVIConfig, check_ngvi_config, step_size
 from bnnpred.inference.oggn import OGGNConfig, estimate_oggn, fit_oggn
+from bnnpred.inference.slang import per_example_grads
 from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
 from bnnpred.posteriors import FullPosterior
 from tests.helpers import tiny_problem
@@ -101,3 +102,17 @@ def test_diagonal_update_is_the_diagonal_of_the_full_update(config, fit):
 def test_bad_settings_are_clear_errors(field, value):
     with pytest.raises(BnnpredError, match=f"inference.{field}"):
         check_ngvi_config(NGVIConfig(**{field: value}))
+
+
+def test_empirical_fisher_option_is_the_sum_of_per_example_gradient_outer_products():
+    problem, lik = tiny_problem("bernoulli", depth=1, n=10)
+    theta = problem.theta0
+    _, G, _ = gradient_and_ggn(problem.model, lik, theta, problem.X, problem.y, kind=Curvature.ef)
+    grads = per_example_grads(problem, theta.unsqueeze(0), problem.X, problem.y)  # [N, P]
+    torch.testing.assert_close(G, grads.T @ grads)
+
+
+def test_decay_divides_both_step_sizes_by_one_plus_t_to_the_omega():
+    cfg = VOGGNConfig(gamma=0.05, decay=0.51)
+    assert step_size(cfg, 100) == pytest.approx(0.05 / (1 + 100**0.51))
+    assert step_size(VOGGNConfig(gamma=0.05), 100) == 0.05

@@ -74,13 +74,15 @@ def gradient_and_ggn(
     *,
     structure: Structure = Structure.full,
     outputs: Outputs | None = None,
+    kind: Curvature = Curvature.ggn,
     max_elems: int = DEFAULT_CHUNK_ELEMS,
 ) -> tuple[Tensor, Tensor, Tensor]:
     r"""Gradient and GGN of the log-likelihood with Jacobians at ``θ`` and residuals / ``Λ`` at outputs ``f̂``.
 
     ``ĝ = (1/S) Σ_s Σ_i J_iᵀ r(y_i, f̂_si)`` and ``Ĝ = (1/S) Σ_s Σ_i J_iᵀ Λ(f̂_si) J_i`` (notes-000 Thm 4.1,
     Table 4.2): ``f̂ = f(x; θ)`` by default (OGGN, and VOGGN at a sample), or ``outputs(f, J)`` ``[S, B, C]``,
-    e.g. the linearised network at posterior samples (LGVA).
+    e.g. the linearised network at posterior samples (LGVA). ``kind=ef`` gives the empirical Fisher
+    ``Σ_i g_i g_iᵀ`` with ``g_i = J_iᵀ r_i`` instead of the GGN (SLANG's EF baselines, notes-002 §2.11).
 
     Returns:
         ``ĝ`` ``[P]``, ``Ĝ`` (``[P, P]`` or its diagonal ``[P]``) and ``(1/S) Σ_s Σ_i log p(y_i | f̂_si)``.
@@ -95,7 +97,7 @@ def gradient_and_ggn(
         S = len(evaluations)
         for f_hat in evaluations:
             g += torch.einsum("bc,bcp->p", likelihood.residual(f_hat, y[rows]), J)
-            _accumulate(G, (likelihood.hessian_sqrt(f_hat) @ J).reshape(-1, P), structure)
+            _accumulate(G, _curvature_factor(likelihood, f_hat, J, y[rows], kind).reshape(-1, P), structure)
             loglik += likelihood.log_prob(f_hat, y[rows]).sum()
     return g / S, G.div_(S), loglik / S
 

@@ -43,6 +43,7 @@ class NGVIConfig:
     gamma_start: float = 0.1
     warmup: int = 0
     mean_gamma: float | None = None  # ρ, the mean's step size; None: γ (the thesis)
+    decay: float = 0.0  # ω: both step sizes divided by 1 + t^ω (SLANG's baselines, notes-002 §2.9); 0: none
     momentum: float = 0.0  # β₁ on the mean's natural gradient (VOGN); 0: none (the thesis)
     n_samples: int = 1  # S Monte Carlo samples per step (VOGGN, LGVA)
     init_var: float = 0.1  # Σ₀ = init_var · I
@@ -78,6 +79,8 @@ def check_ngvi_config(cfg: NGVIConfig) -> None:
         raise BnnpredError(f"inference.mean_gamma must be positive or null (= gamma), got {cfg.mean_gamma}")
     if not 0 <= cfg.momentum < 1:
         raise BnnpredError(f"inference.momentum must be in [0, 1), got {cfg.momentum}; 0 is the thesis's update")
+    if cfg.decay < 0:
+        raise BnnpredError(f"inference.decay must be >= 0, got {cfg.decay}")
     if cfg.warmup < 0:
         raise BnnpredError(f"inference.warmup must be >= 0, got {cfg.warmup}")
     if not cfg.init_var > 0:
@@ -124,10 +127,15 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
 
 
 def step_size(cfg: NGVIConfig, t: int) -> float:
-    """``γ_t``: geometric from ``gamma_start`` to ``gamma`` over the warm-up, then ``gamma`` (NOTE [γ warm-up])."""
+    """``γ_t``: geometric from ``gamma_start`` to ``gamma`` over the warm-up (NOTE [γ warm-up]), then ``gamma``;
+    divided by ``1 + t^ω`` with ``decay = ω > 0``."""
     if t > cfg.warmup:
-        return cfg.gamma
-    return cfg.gamma_start * (cfg.gamma / cfg.gamma_start) ** ((t - 1) / cfg.warmup)
+        return cfg.gamma * decay_factor(cfg, t)
+    return cfg.gamma_start * (cfg.gamma / cfg.gamma_start) ** ((t - 1) / cfg.warmup) * decay_factor(cfg, t)
+
+
+def decay_factor(cfg: NGVIConfig, t: int) -> float:
+    return 1.0 if cfg.decay == 0 else 1 / (1 + t**cfg.decay)
 
 
 def _step(post: Posterior, momentum: Tensor, g: Tensor, G: Tensor, delta: Tensor, cfg: NGVIConfig, t: int,
@@ -149,7 +157,7 @@ def _step(post: Posterior, momentum: Tensor, g: Tensor, G: Tensor, delta: Tensor
     except BnnpredError as e:
         raise DivergenceError(f"{cfg.name} diverged at iteration {t}: {e}", last_good) from e
     momentum = torch.lerp(g - delta * post.mean, momentum, cfg.momentum)  # β₁ m + (1 - β₁)(ĝ - Δµ)
-    mean_gamma = gamma if cfg.mean_gamma is None else cfg.mean_gamma
+    mean_gamma = gamma if cfg.mean_gamma is None else cfg.mean_gamma * decay_factor(cfg, t)
     mean = post.mean + mean_gamma * new.cov_mv(momentum)
     if not bool(torch.isfinite(mean).all()):
         raise DivergenceError(f"{cfg.name} diverged at iteration {t} (non-finite mean); lower inference.gamma",

@@ -12,23 +12,29 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bnnpred.curvature.ggn import Structure, gradient_and_ggn
+from bnnpred.curvature.ggn import Curvature, Structure, gradient_and_ggn
 from bnnpred.inference.base import Fit, Problem
-from bnnpred.inference.ngvi import NGVIConfig, run_ngvi
+from bnnpred.inference.ngvi import Estimator, NGVIConfig, run_ngvi
 from bnnpred.posteriors import Posterior
 
 
 @dataclass
 class VOGGNConfig(NGVIConfig):
     name: str = "voggn"
+    curvature: Curvature = Curvature.ggn  # ef: the empirical Fisher at the samples (SLANG's "EF" baselines)
 
 
-def estimate_voggn(problem: Problem, post: Posterior, X: Tensor, y: Tensor, n_samples: int,
-                   generator: torch.Generator, structure: Structure) -> tuple[Tensor, Tensor, Tensor]:
-    per_sample = [gradient_and_ggn(problem.model, problem.likelihood, theta, X, y, structure=structure)
-                  for theta in post.sample(n_samples, generator)]
-    return tuple(torch.stack(parts).mean(0) for parts in zip(*per_sample, strict=True))
+def voggn_estimator(kind: Curvature = Curvature.ggn) -> Estimator:
+    """VOGGN's estimates with the GGN (or the empirical Fisher) at each sample."""
+
+    def estimate(problem: Problem, post: Posterior, X: Tensor, y: Tensor, n_samples: int,
+                 generator: torch.Generator, structure: Structure) -> tuple[Tensor, Tensor, Tensor]:
+        per_sample = [gradient_and_ggn(problem.model, problem.likelihood, theta, X, y, structure=structure, kind=kind)
+                      for theta in post.sample(n_samples, generator)]
+        return tuple(torch.stack(parts).mean(0) for parts in zip(*per_sample, strict=True))
+
+    return estimate
 
 
 def fit_voggn(problem: Problem, cfg: VOGGNConfig) -> Fit:
-    return run_ngvi(problem, cfg, estimate_voggn)
+    return run_ngvi(problem, cfg, voggn_estimator(cfg.curvature))
