@@ -112,10 +112,7 @@ def glm_predictive(ctx: Context, X: Tensor, n_samples: int, generator: torch.Gen
     parameter draws (what makes it affordable for image networks)."""
     ctx.require_posterior("glm")
     mean, cov = glm_latent(ctx, X)
-    values, vectors = torch.linalg.eigh(cov)
-    root = vectors * values.clamp_min(0).sqrt().unsqueeze(-2)  # [B, C, C], root rootᵀ = cov
-    z = torch.randn(n_samples, *mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
-    return ctx.likelihood.predict_samples(mean + torch.einsum("bcd,sbd->sbc", root, z))
+    return ctx.likelihood.predict_samples(sample_gaussian_latent(mean, cov, n_samples, generator))
 
 
 def glm_latent(ctx: Context, X: Tensor) -> tuple[Tensor, Tensor]:
