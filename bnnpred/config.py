@@ -59,6 +59,9 @@ class PredictiveConfig:
     n_samples: int = 1000
     gp_subset_size: int | None = None  # None: all N training points
     gp_subset: GPSubset = GPSubset.random
+    # prior precision δ·N/M·factor for the subset GP, the factor chosen by validation NLL (notes-004 §2.4; the
+    # reference uses ${logspace:-1,3,13}); None: δ as it is
+    gp_prior_factors: list[float] | None = None
 
 
 @dataclass

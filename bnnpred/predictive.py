@@ -12,6 +12,7 @@ r"""Posterior predictives, each usable on any Gaussian posterior (notes-000 §5.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -20,6 +21,7 @@ import torch
 from torch import Tensor
 from torch.func import vmap
 
+from bnnpred import metrics
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.jacobians import iter_jacobians, jacobians
 from bnnpred.errors import BnnpredError
@@ -27,6 +29,8 @@ from bnnpred.likelihoods import Gaussian, Likelihood
 from bnnpred.posteriors import Posterior
 from bnnpred.posteriors.linalg import robust_cholesky
 from bnnpred.prediction import Prediction
+
+log = logging.getLogger(__name__)
 
 # Network evaluations for NN sampling are batched over this many (sample, input) pairs.
 MAX_PAIRS = 2**18
@@ -140,9 +144,10 @@ class GPConditioning:
     prior_cov: Tensor  # S₀ diagonal [P]
 
 
-def gp_condition(ctx: Context, subset: Tensor) -> GPConditioning:
-    """Condition the GP with kernel ``J S₀ Jᵀ`` on training rows ``subset`` (W = blockdiag Λ_i = LᵀL)."""
-    s0 = 1 / ctx.prior_precision
+def gp_condition(ctx: Context, subset: Tensor, prior_scale: float = 1.0) -> GPConditioning:
+    """Condition the GP with kernel ``J S₀ Jᵀ`` on training rows ``subset`` (W = blockdiag Λ_i = LᵀL), with the
+    prior precision multiplied by ``prior_scale`` (``S₀ = (scale · Δ)⁻¹``)."""
+    s0 = 1 / (prior_scale * ctx.prior_precision)
     f_m, J_m = jacobians(ctx.model, ctx.theta, ctx.X_train[subset])  # [M, C], [M, C, P]
     M, C, P = J_m.shape
     L = torch.block_diag(*ctx.likelihood.hessian_sqrt(f_m.detach()))  # [MC, MC]
@@ -206,9 +211,30 @@ def gp_predictive(
     return ctx.likelihood.predict_samples(sample_gaussian_latent(mean, cov, n_samples, generator))
 
 
+def tuned_gp_condition(ctx: Context, subset: Tensor, factors: list[float], valid: tuple[Tensor, Tensor],
+                       n_samples: int, seed: int) -> GPConditioning:
+    """The GP on a subset of M of the N training points with prior precision ``δ · N/M · factor``, the factor
+    chosen by validation NLL (notes-004 §2.4, the reference's subset GP with factors logspace(−1, 3, 13))."""
+    X_valid, y_valid = valid
+    if not len(X_valid):
+        raise BnnpredError("predictive.gp_prior_factors picks a factor by validation NLL; the dataset has no "
+                           "validation split")
+    base = len(ctx.X_train) / len(subset)
+    best: tuple[float, float, GPConditioning] | None = None
+    for factor in factors:
+        cond = gp_condition(ctx, subset, base * factor)
+        generator = torch.Generator(device=ctx.theta.device).manual_seed(seed)
+        nll = metrics.nll(gp_predictive(ctx, X_valid, n_samples, generator, cond), y_valid)
+        if best is None or nll < best[0]:
+            best = (nll, factor, cond)
+    log.info("gp predictive: prior precision δ·N/M·%g chosen by validation NLL %.4f", best[1], best[0])
+    return best[2]
+
+
 def predictor(
     kind: PredictiveKind, ctx: Context, *, n_samples: int, seed: int, gp_subset_size: int | None,
-    gp_subset_how: GPSubset,
+    gp_subset_how: GPSubset, gp_prior_factors: list[float] | None = None,
+    valid: tuple[Tensor, Tensor] | None = None,
 ) -> Callable[[Tensor], Prediction]:
     """A function ``X -> Prediction`` for one predictive; each call reuses the same random stream start."""
     device = ctx.theta.device
@@ -224,5 +250,7 @@ def predictor(
         return lambda X: glm_predictive(ctx, X, n_samples, gen())
     if kind is PredictiveKind.closed:
         return lambda X: closed_predictive(ctx, X)
-    cond = gp_condition(ctx, gp_subset(ctx, gp_subset_size, gp_subset_how, torch.Generator().manual_seed(seed)))
+    subset = gp_subset(ctx, gp_subset_size, gp_subset_how, torch.Generator().manual_seed(seed))
+    cond = (gp_condition(ctx, subset) if gp_prior_factors is None
+            else tuned_gp_condition(ctx, subset, gp_prior_factors, valid, n_samples, seed))
     return lambda X: gp_predictive(ctx, X, n_samples, gen(), cond)

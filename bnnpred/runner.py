@@ -190,7 +190,8 @@ def predictors(s: Setup, ctx: Context) -> dict[str, Callable[[torch.Tensor], Pre
     p = s.cfg.predictive
     return {
         kind.value: predictor(kind, ctx, n_samples=p.n_samples, seed=s.cfg.seed,
-                              gp_subset_size=p.gp_subset_size, gp_subset_how=p.gp_subset)
+                              gp_subset_size=p.gp_subset_size, gp_subset_how=p.gp_subset,
+                              gp_prior_factors=p.gp_prior_factors, valid=s.data.split("valid"))
         for kind in p.kinds
     }
 

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from bnnpred import metrics
 from bnnpred.curvature.ggn import Curvature, Structure
 from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import laplace_at
@@ -14,8 +15,10 @@ from bnnpred.predictive import (
     glm_samples,
     gp_condition,
     gp_latent,
+    gp_predictive,
     nn_predictive,
     nn_samples,
+    tuned_gp_condition,
 )
 from tests.helpers import tiny_problem
 
@@ -74,3 +77,19 @@ def test_gp_with_a_subset_has_more_variance_than_with_all_points():
     _, cov_all = gp_latent(ctx, X, gp_condition(ctx, torch.arange(20)))
     _, cov_sub = gp_latent(ctx, X, gp_condition(ctx, torch.arange(10)))
     assert (cov_sub[:, 0, 0] >= cov_all[:, 0, 0] - 1e-12).all()
+
+
+def test_subset_gp_prior_factor_is_chosen_by_validation_nll():
+    """notes-004 §2.4: on M of N points the prior precision becomes δ·N/M·factor, the factor minimising the
+    validation NLL."""
+    ctx, X = laplace_context("bernoulli", n=20)
+    gen = torch.Generator().manual_seed(0)
+    valid = (torch.randn(8, X.shape[1], generator=gen), torch.bernoulli(torch.full((8,), 0.5), generator=gen).long())
+    subset = torch.arange(0, 20, 2)
+    factors = [0.01, 1.0, 100.0]
+    chosen = tuned_gp_condition(ctx, subset, factors, valid, n_samples=50, seed=0)
+    nlls = [metrics.nll(gp_predictive(ctx, valid[0], 50, torch.Generator().manual_seed(0),
+                                      gp_condition(ctx, subset, 2.0 * f)), valid[1]) for f in factors]
+    assert len(set(nlls)) == len(factors)  # the factor matters
+    best = factors[nlls.index(min(nlls))]
+    torch.testing.assert_close(chosen.prior_cov, 1 / (2.0 * best * ctx.prior_precision))
