@@ -19,14 +19,15 @@ from enum import Enum
 
 import torch
 from torch import Tensor
-from torch.func import vmap
+from torch.func import jvp, vmap
 
 from bnnpred import metrics
 from bnnpred.curvature.functional import FlatModel
-from bnnpred.curvature.jacobians import iter_jacobians, jacobians
+from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS, iter_jacobians, jacobians
+from bnnpred.curvature.kron import layer_output_gradients
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Gaussian, Likelihood
-from bnnpred.posteriors import Posterior
+from bnnpred.posteriors import KronPosterior, Posterior
 from bnnpred.posteriors.linalg import robust_cholesky
 from bnnpred.prediction import Prediction
 
@@ -123,10 +124,29 @@ def glm_latent(ctx: Context, X: Tensor) -> tuple[Tensor, Tensor]:
     """Latent GLM marginal ``N(f(x;θ*) + J(µ - θ*), J Σ Jᵀ)``: mean ``[B, C]``, covariance ``[B, C, C]``."""
     post = ctx.require_posterior("closed")
     shift = post.mean - ctx.theta
+    if isinstance(post, KronPosterior):
+        return kron_glm_latent(ctx, post, X, shift)
     means, covs = [], []
     for _, f, J in iter_jacobians(ctx.model, ctx.theta, X):
         means.append(f + J @ shift)
         covs.append(post.functional_cov(J))
+    return torch.cat(means), torch.cat(covs)
+
+
+def kron_glm_latent(ctx: Context, post: KronPosterior, X: Tensor, shift: Tensor) -> tuple[Tensor, Tensor]:
+    """:func:`glm_latent` for a Kronecker posterior from each layer's Jacobian factors (C backward passes per
+    batch, no ``[B, C, P]`` Jacobian), the mean shift by a Jacobian-vector product."""
+    C = ctx.model(ctx.theta, X[:1]).shape[1]
+    widest = max(e.eig.numel() for e in post.eigen)
+    step = max(1, DEFAULT_CHUNK_ELEMS // (C * widest))
+    means, covs = [], []
+    for start in range(0, len(X), step):
+        rows = X[start : start + step]
+        f, factors = layer_output_gradients(ctx.model, ctx.theta, rows)
+        covs.append(post.functional_cov_from_layers(factors))
+        if bool(shift.any()):
+            f = f + jvp(lambda theta, rows=rows: ctx.model(theta, rows), (ctx.theta,), (shift,))[1].detach()
+        means.append(f)
     return torch.cat(means), torch.cat(covs)
 
 

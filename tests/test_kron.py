@@ -11,10 +11,11 @@ from bnnpred.cli import compose
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature
 from bnnpred.curvature.jacobians import jacobians
-from bnnpred.curvature.kron import kron_ggn
+from bnnpred.curvature.kron import kron_ggn, layer_output_gradients
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Categorical
 from bnnpred.posteriors import KronPosterior, load_posterior
+from bnnpred.predictive import Context, glm_latent
 from bnnpred.runner import restore, train
 
 
@@ -143,3 +144,32 @@ def test_ood_auc_is_reported_per_predictive_and_the_ood_probabilities_saved(data
     assert all(0.6 < auc <= 1 for auc in aucs.values()), aucs  # chance is 0.5
     saved = np.load(tmp_path / "predictions.npz")
     assert saved["nn_ood_probs"].shape == (10000, 10)
+
+
+@pytest.mark.parametrize("make", [mlp_and_data, cnn_and_data])
+def test_layer_factors_give_the_functional_covariance_without_jacobians(make):
+    """J Σ Jᵀ from each layer's (inputs, output gradients) equals the dense computation with explicit Jacobians,
+    for a dense network and a convolutional one (several output positions)."""
+    model, X, y = make(12)
+    if make is cnn_and_data:  # a 3x3 kernel on 4x4 images: four output positions per channel
+        torch.manual_seed(2)
+        model = FlatModel(nn.Sequential(nn.Conv2d(2, 3, 3), nn.Tanh(), nn.Flatten(), nn.Linear(12, 3)).double())
+    theta = model.theta()
+    blocks, _ = kron_ggn(model, Categorical(), theta, X, y)
+    post = KronPosterior(theta, blocks, torch.full_like(theta, 0.5))
+    f, factors = layer_output_gradients(model, theta, X[:5])
+    _, J = jacobians(model, theta, X[:5])
+    torch.testing.assert_close(post.functional_cov_from_layers(factors), post.functional_cov(J))
+    torch.testing.assert_close(f, model(theta, X[:5]))
+
+
+def test_glm_latent_of_a_kron_posterior_matches_the_jacobian_computation():
+    model, X, y = mlp_and_data(12)
+    theta = model.theta()
+    blocks, _ = kron_ggn(model, Categorical(), theta, X, y)
+    shifted = KronPosterior(theta + 0.1, blocks, torch.full_like(theta, 0.5))  # a mean away from θ*
+    ctx = Context(model, Categorical(), theta, shifted, shifted.prior_precision, X)
+    mean, cov = glm_latent(ctx, X[:4])
+    f, J = jacobians(model, theta, X[:4])
+    torch.testing.assert_close(mean, f + J @ (shifted.mean - theta))
+    torch.testing.assert_close(cov, shifted.functional_cov(J))

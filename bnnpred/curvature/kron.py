@@ -132,3 +132,30 @@ def _patches(module: nn.Linear | nn.Conv2d, a: Tensor) -> Tensor:
     if isinstance(module, nn.Linear):
         return a.reshape(a.shape[0], -1, 1)
     return F.unfold(a, module.kernel_size, dilation=module.dilation, padding=module.padding, stride=module.stride)
+
+
+@dataclass
+class LayerJacobian:
+    """The factors of one layer's per-example Jacobian: ``∂f_c/∂W = Σ_t g_{c,t} a_tᵀ``, ``∂f_c/∂b = Σ_t g_{c,t}``."""
+
+    a: Tensor  # input patches [B, I, T]
+    g: Tensor  # gradients of every output with respect to the layer's outputs [B, C, out, T]
+    has_bias: bool
+
+
+def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor) -> tuple[Tensor, list[LayerJacobian]]:
+    """Outputs ``f`` ``[B, C]`` and the Jacobian factors of every supported layer (one forward and C backward
+    passes over the batch)."""
+    layers = supported_layers(model)
+    f, captured = _forward_capturing(model, layers, theta, X)
+    outputs = [s for _, s in captured]
+    per_output = []
+    for c in range(f.shape[1]):
+        seed = torch.zeros_like(f)
+        seed[:, c] = 1
+        per_output.append(torch.autograd.grad(f, outputs, grad_outputs=seed, retain_graph=c < f.shape[1] - 1))
+    factors = []
+    for i, (layer, (a, _)) in enumerate(zip(layers, captured, strict=True)):
+        g = torch.stack([grads[i] for grads in per_output], dim=1)  # [B, C, out, ...]
+        factors.append(LayerJacobian(_patches(layer.module, a), g.reshape(*g.shape[:3], -1), layer.bias is not None))
+    return f.detach(), factors

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from bnnpred.curvature.kron import KronBlock
+from bnnpred.curvature.kron import KronBlock, LayerJacobian
 from bnnpred.errors import BnnpredError
 from bnnpred.posteriors.base import Posterior
 
@@ -94,6 +94,23 @@ class KronPosterior(Posterior):
         for e in self.eigen:
             rotated = e.rotate_in(J[..., e.start : e.stop])  # [B, C, out, in]
             total += torch.einsum("bcqi,bdqi->bcd", rotated / e.eig, rotated)
+        return total
+
+    def functional_cov_from_layers(self, factors: list[LayerJacobian]) -> Tensor:
+        """``J Σ Jᵀ`` ``[B, C, C]`` from each layer's Jacobian factors (:func:`~bnnpred.curvature.kron.
+        layer_output_gradients`), without forming ``J``: for a weight block ``∂f_c/∂W = Σ_t g_{c,t} a_tᵀ`` is
+        rotated into the eigenbasis as ``Σ_t (U_Bᵀ g_{c,t})(U_Aᵀ a_t)ᵀ``; a bias block takes ``U_Bᵀ Σ_t g_{c,t}``."""
+        eigen = iter(self.eigen)
+        total = None
+        for layer in factors:
+            weight = next(eigen)
+            rotated = torch.einsum("oq,bcot,bit,ij->bcqj", weight.U_B, layer.g, layer.a, weight.U_A)
+            part = torch.einsum("bcqj,bdqj->bcd", rotated / weight.eig, rotated)
+            if layer.has_bias:
+                bias = next(eigen)
+                r = torch.einsum("oq,bcot->bcq", bias.U_B, layer.g)
+                part = part + torch.einsum("bcq,bdq->bcd", r / bias.eig[:, 0], r)
+            total = part if total is None else total + part
         return total
 
     def marginal_variance(self) -> Tensor:
