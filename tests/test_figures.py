@@ -1,9 +1,11 @@
 """Every figure function writes a non-empty PNG atomically on tiny inputs."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+from bnnpred.errors import BnnpredError
 from bnnpred.report import figures
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -79,3 +81,23 @@ def test_plot_metric_vs_hyper(tmp_path):
     series = {"glm": np.array([0.3, 0.25, np.nan, 0.3, 0.4]), "bnn": np.linspace(0.5, 0.4, 5)}
     path = figures.plot_metric_vs_hyper(tmp_path / "metric.png", grid, series, ylabel="test NLL")
     assert_only_png(tmp_path, path)
+
+
+def test_plot_entropy_histograms(tmp_path):
+    gen = torch.Generator().manual_seed(0)
+    panels = {"MAP": (torch.rand(50, generator=gen), torch.rand(40, generator=gen) + 1, 0.9),
+              "glm": (torch.rand(50, generator=gen), torch.rand(40, generator=gen) + 1.5, 0.95)}
+    assert_only_png(tmp_path, figures.plot_entropy_histograms(tmp_path / "fig6.png", panels))
+    with pytest.raises(BnnpredError, match="at least one panel"):
+        figures.plot_entropy_histograms(tmp_path / "empty.png", {})
+
+
+def test_plot_convergence_groups_per_tensor_and_test_columns_into_one_panel_each(tmp_path, monkeypatch):
+    trace = pd.DataFrame({"step": [1, 2], "epoch": [0.5, 1.0], "elbo": [-2.0, -1.0], "log_sigma_over_s/1.weight":
+                          [-3.0, -2.0], "log_sigma_over_s/1.bias": [-3.0, -2.5], "test_nll": [0.7, 0.5],
+                          "test_accuracy": [0.6, 0.8]})
+    created = []
+    real = figures.plt.subplots
+    monkeypatch.setattr(figures.plt, "subplots", lambda *a, **k: created.append(a) or real(*a, **k))
+    assert_only_png(tmp_path, figures.plot_convergence(tmp_path / "convergence.png", trace))
+    assert created == [(1, 3)]  # elbo, log σ − log s, test metrics

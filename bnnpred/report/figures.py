@@ -248,15 +248,37 @@ def plot_metric_vs_hyper(
 
 
 def plot_convergence(path: str | Path, trace: pd.DataFrame) -> Path:
-    """An iterative fit's trace: one panel per recorded quantity (MAP loss; ELBO estimate and relative mean
-    change ``‖µ_{t+1} − µ_t‖ / ‖µ_t‖`` of the natural-gradient methods; BBB's ELBO and KL) against ``step``."""
-    columns = [c for c in trace.columns if c != "step"]
-    fig, axes = plt.subplots(1, len(columns), figsize=(4.5 * len(columns), 3.4), layout="constrained", squeeze=False)
-    for ax, column in zip(axes[0], columns, strict=True):
-        values = trace[column]
-        ax.plot(trace["step"], values, marker=".")
-        positive = bool((values > 0).all())
-        ax.set(xlabel="step", ylabel=column.replace("_", " "), yscale="log" if positive else "symlog")
+    """An iterative fit's trace against ``step``: one panel per recorded quantity (MAP loss; ELBO estimate and
+    relative mean change of the natural-gradient methods; ELBO and KL of the mean-field methods), with grouped
+    columns (``log_sigma_over_s/<tensor>``, ``test_<metric>``) sharing one panel each."""
+    panels: dict[str, list[str]] = {}
+    for column in trace.columns:
+        if column in ("step", "epoch"):
+            continue
+        group = column.split("/")[0] if "/" in column else "test metrics" if column.startswith("test_") else column
+        panels.setdefault(group, []).append(column)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), layout="constrained", squeeze=False)
+    for ax, (group, columns) in zip(axes[0], panels.items(), strict=True):
+        for column in columns:
+            ax.plot(trace["step"], trace[column], marker=".", label=column.split("/")[-1].removeprefix("test_"))
+        positive = bool((trace[columns] > 0).all().all())
+        ax.set(xlabel="step", ylabel=group.replace("_", " "), yscale="log" if positive else "symlog")
+        if len(columns) > 1:
+            ax.legend(fontsize="x-small")
+    return _save(fig, path)
+
+
+def plot_entropy_histograms(path: str | Path, panels: Mapping[str, tuple[ArrayLike, ArrayLike, float]],
+                            labels: tuple[str, str] = ("in-distribution", "OOD")) -> Path:
+    """notes-004 Fig. 6: predictive entropy of in-distribution and OOD test inputs, one panel per method, each
+    titled with its OOD-AUC; ``panels`` maps a method to ``(entropies_in [N], entropies_out [M], auc)``."""
+    fig, axes = _panel_row(len(panels))
+    for ax, (name, (inside, outside, auc)) in zip(axes, panels.items(), strict=True):
+        bins = np.linspace(0, max(float(_np(inside).max()), float(_np(outside).max()), 1e-6), 30)
+        ax.hist(_np(inside), bins=bins, alpha=0.6, density=True, label=labels[0])
+        ax.hist(_np(outside), bins=bins, alpha=0.6, density=True, label=labels[1])
+        ax.set(title=f"{name} (OOD-AUC {auc:.3f})", xlabel="predictive entropy")
+        ax.legend(fontsize="small")
     return _save(fig, path)
 
 
