@@ -25,6 +25,7 @@ from bnnpred.curvature.ggn import Structure
 from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
+from bnnpred.likelihoods import Likelihood
 from bnnpred.posteriors import DiagPosterior, FullPosterior
 
 
@@ -56,11 +57,11 @@ def linear_features(problem: Problem) -> tuple[Tensor, Tensor]:
     return f0 - Phi @ problem.theta0, Phi
 
 
-def expected_loglik(problem: Problem, mean: Tensor, variance: Tensor, nodes: int) -> Tensor:
+def expected_loglik(likelihood: Likelihood, y: Tensor, mean: Tensor, variance: Tensor, nodes: int) -> Tensor:
     """``Σ_i E_{f ~ N(m_i, v_i)} log p(y_i | f)`` by Gauss-Hermite quadrature, for one-output models ``[]``."""
     t, w = (torch.as_tensor(a, dtype=mean.dtype, device=mean.device) for a in np.polynomial.hermite.hermgauss(nodes))
     f = mean.unsqueeze(0) + (2 * variance).sqrt().unsqueeze(0) * t[:, None]  # [K, N]
-    logp = problem.likelihood.log_prob(f.reshape(-1, 1), problem.y.repeat(len(t))).reshape(len(t), -1)
+    logp = likelihood.log_prob(f.reshape(-1, 1), y.repeat(len(t))).reshape(len(t), -1)
     return (w[:, None] * logp).sum() / math.sqrt(math.pi)
 
 
@@ -83,7 +84,8 @@ def fit_exact_vi(problem: Problem, cfg: ExactVIConfig) -> Fit:
     def negative_elbo() -> Tensor:
         L = factor()
         variance = (phi @ L).square().sum(1) if full else (phi.square() * L.square()).sum(1)
-        loglik = expected_loglik(problem, offset[:, 0] + phi @ mu, variance, cfg.quadrature_nodes)
+        loglik = expected_loglik(problem.likelihood, problem.y, offset[:, 0] + phi @ mu, variance,
+                                 cfg.quadrature_nodes)
         log_diag = L.diagonal().log() if full else L.log()
         trace = (delta[:, None] * L.square()).sum() if full else (delta * L.square()).sum()
         kl = 0.5 * (trace + (delta * mu.square()).sum() - P - delta.log().sum()) - log_diag.sum()
