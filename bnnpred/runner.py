@@ -7,6 +7,7 @@ staged in ``.incomplete/`` and moved in only when the run succeeds, so a failed 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -37,7 +38,7 @@ from bnnpred.inference.ngvi import DivergenceError
 from bnnpred.io import read_json, save_npz, save_torch, write_json, write_text
 from bnnpred.likelihoods import Gaussian, likelihood_for
 from bnnpred.marglik import evidence_at_mode
-from bnnpred.models import build_model
+from bnnpred.models import activation_of, build_model
 from bnnpred.posteriors import load_posterior
 from bnnpred.prediction import ClassPrediction, Prediction
 from bnnpred.predictive import Context, PredictiveKind, predictor
@@ -93,11 +94,21 @@ def check_config(cfg: Config) -> None:
     if PredictiveKind.gp in cfg.predictive.kinds and cfg.inference.name != "laplace_ggn":
         raise BnnpredError(f"predictive gp is the GP view of the Laplace-GGN posterior and ignores a "
                            f"{cfg.inference.name} posterior; use inference=laplace_ggn, or predictive glm / closed")
-    if cfg.inference.name == "vl" and getattr(cfg.model, "activation", None) == "relu":
-        raise BnnpredError("inference=vl needs an activation with a second derivative (ReLU's is zero); "
-                           "use model.activation=softplus")
+    if cfg.inference.name == "vl" and activation_of(cfg.model) == "relu":
+        raise BnnpredError(f"inference=vl needs an activation with a second derivative (ReLU's is zero) and model "
+                           f"{cfg.model.name} uses ReLU; use a softplus network, e.g. model.activation=softplus")
     cfg.inference.validate()
     cfg.selection.validate()
+    if cfg.selection.method is SelectionMethod.marglik_gradient and (
+            cfg.prior.scale is not PriorScale.isotropic or cfg.prior.bias_delta is not None
+            or getattr(cfg.inference, "structure", Structure.full) not in (Structure.full, Structure.diag)):
+        raise BnnpredError("selection=marglik_gradient ascends the evidence of an isotropic prior δ·I on a full or "
+                           "diagonal posterior; use prior.scale=isotropic, prior.bias_delta=null, or "
+                           "selection=marglik_grid")
+    if cfg.predictive.gp_prior_factors is not None and (
+            not cfg.predictive.gp_prior_factors or min(cfg.predictive.gp_prior_factors) <= 0):
+        raise BnnpredError(f"predictive.gp_prior_factors must be a non-empty list of positive values or null, got "
+                           f"{list(cfg.predictive.gp_prior_factors)}")
     marglik = (SelectionMethod.marglik_grid, SelectionMethod.marglik_gradient)
     if cfg.selection.method in marglik and cfg.inference.name not in inference.EVIDENCE_METHODS:
         raise BnnpredError(f"selection={cfg.selection.method.value} needs the Laplace-GGN evidence; use "
@@ -135,16 +146,21 @@ def setup(cfg: Config) -> Setup:
 
 def ood_inputs(cfg: Config, data: Dataset, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
     """The test inputs of the OOD set (notes-004 §3.5: the OOD dataset's test split), checked against the
-    in-distribution input shape."""
+    in-distribution input shape and standardised with the in-distribution training statistics."""
     if cfg.ood is None:
         return None
     if data.task is Task.regression:
         raise BnnpredError("ood=NAME scores classifiers by predictive entropy; drop it for regression data")
-    ood = load_dataset(cfg.ood)
+    ood = load_dataset(dataclasses.replace(cfg.ood, standardize=False) if hasattr(cfg.ood, "standardize")
+                       else cfg.ood)
     if ood.input_shape != data.input_shape:
         raise BnnpredError(f"OOD set {cfg.ood.name} has inputs {list(ood.input_shape)} but {cfg.dataset.name} has "
                            f"{list(data.input_shape)}; pick an OOD set of the same shape")
-    return torch.cat([ood.X_valid, ood.X_test]).to(device=device, dtype=dtype)
+    X = torch.cat([ood.X_valid, ood.X_test])
+    if data.standardization is not None:  # the network sees OOD inputs as it saw its own: the training statistics
+        mean, std = data.standardization
+        X = (X - mean) / std
+    return X.to(device=device, dtype=dtype)
 
 
 def to_device(data: Dataset, device: torch.device, dtype: torch.dtype) -> Dataset:
@@ -313,7 +329,7 @@ def staged(run_dir: Path) -> Iterator[Path]:
 
 def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     """``bnnpred train``: fit, select, evaluate and write one run directory; returns ``metrics.json``."""
-    from bnnpred.report.run_figures import run_figures
+    from bnnpred.report.run_figures import ood_figure, run_figures
 
     cfg = typed(cfg_dict)
     key = run_key(cfg_dict)
@@ -345,6 +361,7 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
         write_text(stage / "trace.csv", pd.DataFrame(fit.trace).to_csv(index=False))
         if cfg.plot.enabled:
             run_figures(stage, s, ctx, predict, rows, fit.trace)
+            ood_figure(stage / "ood_entropy.png", results, test_predictions, ood_predictions)
         document = {"run": summary, "info": fit.info, "metrics": results}
         write_json(stage / "metrics.json", document)
     print_table(results, summary)
@@ -463,17 +480,18 @@ def restore(run_dir: Path, overrides: DictConfig | None = None) -> tuple[Setup, 
 
 def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, Any]:
     """``bnnpred eval``: re-evaluate a saved run with other predictives; merges into ``metrics.json``."""
-    from bnnpred.report.run_figures import run_figures
+    from bnnpred.report.run_figures import ood_figure, run_figures
 
     s, ctx = restore(run_dir, predictive_overrides)
     predict = predictors(s, ctx)
-    results, _, _ = evaluate_all(s, predict)
+    results, test_predictions, ood_predictions = evaluate_all(s, predict)
     document = read_json(Path(run_dir) / "metrics.json")
     for split, by_kind in results.items():
         document["metrics"].setdefault(split, {}).update(by_kind)
     with staged(Path(run_dir)) as stage:
         if s.cfg.plot.enabled:
             run_figures(stage, s, ctx, predict, [], [])
+            ood_figure(stage / "ood_entropy.png", results, test_predictions, ood_predictions)
         write_json(stage / "metrics.json", document)
     print_table(results, document["run"])
     return document

@@ -77,11 +77,14 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
 
 
 @pytest.mark.parametrize("args,message", [
-    (["dataset=foo"], "unknown dataset 'foo'; valid choices: banana, cifar10, cifar100, fashion_mnist, mnist, "
-                      "snelson, snelson_gap, step, svhn, two_moons, uci_classification, uci_regression"),
-    (["inference=vx"], "unknown inference 'vx'; valid choices: bbb, glm_refine, glm_refine_diag, glm_refine_laplace, "
-                       "laplace_ggn, lgva, map, oggn, vi, vl, voggn, vogn"),
-    (["inference=vl", "predictive=map", "model.activation=relu"], "use model.activation=softplus"),
+    (["dataset=foo"], "unknown dataset 'foo'; valid choices: banana, cifar10, cifar100, fashion_mnist, logreg, "
+                      "mnist, snelson, snelson_gap, step, svhn, two_moons, uci_classification, uci_regression"),
+    (["inference=vx"], "unknown inference 'vx'; valid choices: bbb, exact_vi, glm_refine, glm_refine_diag, "
+                       "glm_refine_laplace, laplace_ggn, lgva, map, oggn, slang, vi, vl, voggn, vogn"),
+    (["inference=vl", "selection=none", "predictive=map", "model.activation=relu"], "uses ReLU; use a softplus"),
+    (["selection=marglik_gradient", "prior.scale=fan_in"], "selection=marglik_gradient ascends the evidence of an "
+                                                            "isotropic prior"),
+    (["predictive=gp", "predictive.gp_prior_factors=[]"], "predictive.gp_prior_factors must be a non-empty list"),
     (["inference=vl", "predictive=map", "inference.kl_weight=0"], "inference.kl_weight (β) must be positive"),
     (["inference=vi", "predictive=map", "inference.rho_lr_factor=-1"], "inference.rho_lr_factor must be positive"),
     (["inference.structure=kron"], "inference.structure"),

@@ -6,6 +6,7 @@ import io
 import pickle
 import struct
 import tarfile
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from bnnpred.data.idx import read_idx
 from bnnpred.data.images import CIFAR, CIFAR10Config, CropFlip, MNISTConfig, read_cifar_archive, read_svhn_mat
 from bnnpred.data.root import RemoteFile, verify
 from bnnpred.errors import BnnpredError
+from bnnpred.runner import ood_inputs
 
 
 def write_idx(path, array: np.ndarray, gz: bool = True) -> None:
@@ -156,3 +158,17 @@ def test_crop_flip_returns_a_padded_window_of_each_image_possibly_mirrored():
         windows = [w for dy in range(3) for dx in range(3) for w in (padded[b, :, dy:dy + 5, dx:dx + 5],)]
         assert any(torch.equal(out[b], w) or torch.equal(out[b], w.flip(-1)) for w in windows)
     assert not torch.equal(out, X)
+
+
+def test_an_ood_set_is_standardised_with_the_in_distribution_training_statistics(tmp_path, monkeypatch):
+    """CIFAR-10 as its own OOD set: its test images come out exactly as the in-distribution test split does."""
+    path = tmp_path / "cifar-10" / "cifar-10-python.tar.gz"
+    path.parent.mkdir()
+    write_cifar(path, "cifar10", per_batch=6)
+    monkeypatch.setitem(root_module.FILES, "cifar10", [RemoteFile("cifar-10/cifar-10-python.tar.gz",
+                                                                  hashlib.sha256(path.read_bytes()).hexdigest(), "")])
+    config = CIFAR10Config(seed=0, root=str(tmp_path))
+    data = load_dataset(config)
+    cfg = SimpleNamespace(ood=config, dataset=SimpleNamespace(name="cifar10"))
+    X_ood = ood_inputs(cfg, data, torch.device("cpu"), torch.float64)
+    torch.testing.assert_close(X_ood, torch.cat([data.X_valid, data.X_test]))

@@ -10,10 +10,12 @@ from torch import nn
 
 from bnnpred.cli import compose
 from bnnpred.curvature.functional import FlatModel
+from bnnpred.errors import BnnpredError
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.models import build_model, n_params
 from bnnpred.models.cnn import ThesisCNNConfig, build_thesis_cnn
 from bnnpred.models.resnet import PreActResNetConfig, build_preact_resnet18
+from bnnpred.runner import check_config, typed
 from tests.helpers import tiny_problem
 
 
@@ -68,3 +70,8 @@ def test_a_cached_map_brings_its_batchnorm_statistics(tmp_path):
     train_map(fresh, MapConfig(steps=30, lr=1e-2))
     for name, value in trained.model.buffer_state().items():
         torch.testing.assert_close(fresh.model.buffers[name], value)
+
+
+def test_variational_laplace_refuses_the_relu_image_networks():
+    with pytest.raises(BnnpredError, match="model 3c3d uses ReLU"):
+        check_config(typed(compose(["model=3c3d", "inference=vl", "selection=none", "predictive=map"])))

@@ -33,9 +33,6 @@ class KronBlock:
     A: Tensor | None = None  # [in·k·k, in·k·k]
     dense: Tensor | None = None  # [size, size]
 
-    def to_dense(self) -> Tensor:
-        return self.dense if self.dense is not None else torch.kron(self.B, self.A)
-
 
 @dataclass
 class _Layer:

@@ -35,6 +35,8 @@ class Dataset:
     y_test: Tensor
     # training-time input transform (x_batch, generator) -> x_batch, e.g. random crops; None: none
     augment: Callable[[Tensor, Generator], Tensor] | None = None
+    # per-channel (mean, std) ``[C, 1, 1]`` the raw [0, 1] pixels were standardised with (for OOD sets); None: none
+    standardization: tuple[Tensor, Tensor] | None = None
 
     @property
     def output_dim(self) -> int:

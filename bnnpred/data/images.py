@@ -214,4 +214,5 @@ def load_images(cfg: MNISTConfig, root: Path | None = None) -> Dataset:
         X_valid=tensor(X_te[valid_rows]), y_valid=torch.from_numpy(y_te[valid_rows]),
         X_test=tensor(X_te[test_rows]), y_test=torch.from_numpy(y_te[test_rows]),
         augment=CropFlip(flip=cfg.name != "svhn") if cfg.augment else None,
+        standardization=(torch.from_numpy(mean[0]), torch.from_numpy(std[0])) if cfg.standardize else None,
     )

@@ -66,6 +66,11 @@ def batches(N: int, batch_size: int | None, generator: torch.Generator) -> Itera
             yield perm[start : start + batch_size]
 
 
+def decay_factor(decay: float, t: int) -> float:
+    """``1 / (1 + t^ω)`` for ``decay = ω > 0`` (notes-002 §2.9), 1 for ``ω = 0``."""
+    return 1.0 if decay == 0 else 1 / (1 + t**decay)
+
+
 def training_length(N: int, batch_size: int | None, steps: int, epochs: int | None, log_every: int) -> tuple[int, int]:
     """``(steps, log_every)`` of a trainer: ``epochs`` passes of ``N // batch_size`` minibatches with one trace row
     per epoch when ``epochs`` is set, else ``steps`` and ``log_every`` as given."""

@@ -25,6 +25,7 @@ from bnnpred.curvature.ggn import Structure
 from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
+from bnnpred.inference.mean_field import kl_to_prior
 from bnnpred.likelihoods import Likelihood
 from bnnpred.posteriors import DiagPosterior, FullPosterior
 
@@ -39,19 +40,23 @@ class ExactVIConfig:
 
     def validate(self) -> None:
         if self.structure is Structure.kron:
-            raise BnnpredError("inference=exact_vi supports structure full or diag")
-        if self.quadrature_nodes < 2 or self.max_iterations < 1 or not self.tolerance > 0:
-            raise BnnpredError("inference.quadrature_nodes >= 2, max_iterations >= 1 and tolerance > 0 are needed")
+            raise BnnpredError("inference=exact_vi supports structure full or diag, got kron")
+        for key, lowest in (("quadrature_nodes", 2), ("max_iterations", 1)):
+            if getattr(self, key) < lowest:
+                raise BnnpredError(f"inference.{key} must be >= {lowest}, got {getattr(self, key)}")
+        if not self.tolerance > 0:
+            raise BnnpredError(f"inference.tolerance must be positive, got {self.tolerance}")
 
 
 def linear_features(problem: Problem) -> tuple[Tensor, Tensor]:
     """``f(X; θ0)`` ``[N, C]`` and the constant Jacobian ``Φ`` ``[N, C, P]``; a model not linear in θ is an error."""
     f0, Phi = stacked_jacobians(problem.model, problem.theta0, problem.X)
     probe = problem.theta0 + torch.randn(problem.theta0.shape, generator=torch.Generator().manual_seed(0),
-                                         dtype=problem.theta0.dtype)
+                                         dtype=problem.theta0.dtype).to(problem.theta0.device)
     with torch.no_grad():
         moved = problem.model(probe, problem.X)
-    if not torch.allclose(moved, f0 + Phi @ (probe - problem.theta0), rtol=1e-6, atol=1e-8):
+    tolerance = 1e3 * torch.finfo(f0.dtype).eps
+    if not torch.allclose(moved, f0 + Phi @ (probe - problem.theta0), rtol=tolerance, atol=tolerance):
         raise BnnpredError("inference=exact_vi needs a model linear in θ (logistic regression: model=mlp "
                            "model.depth=0)")
     return f0 - Phi @ problem.theta0, Phi
@@ -86,9 +91,11 @@ def fit_exact_vi(problem: Problem, cfg: ExactVIConfig) -> Fit:
         variance = (phi @ L).square().sum(1) if full else (phi.square() * L.square()).sum(1)
         loglik = expected_loglik(problem.likelihood, problem.y, offset[:, 0] + phi @ mu, variance,
                                  cfg.quadrature_nodes)
-        log_diag = L.diagonal().log() if full else L.log()
-        trace = (delta[:, None] * L.square()).sum() if full else (delta * L.square()).sum()
-        kl = 0.5 * (trace + (delta * mu.square()).sum() - P - delta.log().sum()) - log_diag.sum()
+        if full:  # KL(N(µ, LLᵀ) ‖ N(0, Δ⁻¹))
+            trace = (delta[:, None] * L.square()).sum()
+            kl = 0.5 * (trace + (delta * mu.square()).sum() - P - delta.log().sum()) - L.diagonal().log().sum()
+        else:
+            kl = kl_to_prior(mu, L, delta)
         return kl - loglik
 
     optimizer = torch.optim.LBFGS([mu, scale], lr=1, max_iter=cfg.max_iterations, tolerance_grad=cfg.tolerance,

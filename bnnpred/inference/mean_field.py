@@ -66,8 +66,10 @@ def check_mean_field_config(cfg: MeanFieldConfig) -> None:
         raise BnnpredError(f"inference.kl_weight (β) must be positive, got {cfg.kl_weight}; 1 is the ELBO")
     if cfg.fixed_sigma2 is not None and not cfg.fixed_sigma2 > 0:
         raise BnnpredError(f"inference.fixed_sigma2 must be positive or null (learned), got {cfg.fixed_sigma2}")
-    if cfg.steps < 1 or cfg.log_every < 1 or (cfg.epochs is not None and cfg.epochs < 1):
-        raise BnnpredError("inference.steps, inference.log_every and inference.epochs (or null) must be >= 1")
+    for key in ("steps", "log_every", "epochs"):
+        value = getattr(cfg, key)
+        if value is not None and value < 1:
+            raise BnnpredError(f"inference.{key} must be >= 1, got {value}")
     if cfg.batch_size is not None and cfg.batch_size < 1:
         raise BnnpredError(f"inference.batch_size must be >= 1 or null, got {cfg.batch_size}")
 

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from bnnpred.curvature.ggn import Structure
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches
+from bnnpred.inference.base import Fit, Problem, batches, decay_factor
 from bnnpred.posteriors import Posterior, posterior_from_precision
 
 
@@ -130,12 +130,8 @@ def step_size(cfg: NGVIConfig, t: int) -> float:
     """``γ_t``: geometric from ``gamma_start`` to ``gamma`` over the warm-up (NOTE [γ warm-up]), then ``gamma``;
     divided by ``1 + t^ω`` with ``decay = ω > 0``."""
     if t > cfg.warmup:
-        return cfg.gamma * decay_factor(cfg, t)
-    return cfg.gamma_start * (cfg.gamma / cfg.gamma_start) ** ((t - 1) / cfg.warmup) * decay_factor(cfg, t)
-
-
-def decay_factor(cfg: NGVIConfig, t: int) -> float:
-    return 1.0 if cfg.decay == 0 else 1 / (1 + t**cfg.decay)
+        return cfg.gamma * decay_factor(cfg.decay, t)
+    return cfg.gamma_start * (cfg.gamma / cfg.gamma_start) ** ((t - 1) / cfg.warmup) * decay_factor(cfg.decay, t)
 
 
 def _step(post: Posterior, momentum: Tensor, g: Tensor, G: Tensor, delta: Tensor, cfg: NGVIConfig, t: int,
@@ -157,7 +153,7 @@ def _step(post: Posterior, momentum: Tensor, g: Tensor, G: Tensor, delta: Tensor
     except BnnpredError as e:
         raise DivergenceError(f"{cfg.name} diverged at iteration {t}: {e}", last_good) from e
     momentum = torch.lerp(g - delta * post.mean, momentum, cfg.momentum)  # β₁ m + (1 - β₁)(ĝ - Δµ)
-    mean_gamma = gamma if cfg.mean_gamma is None else cfg.mean_gamma * decay_factor(cfg, t)
+    mean_gamma = gamma if cfg.mean_gamma is None else cfg.mean_gamma * decay_factor(cfg.decay, t)
     mean = post.mean + mean_gamma * new.cov_mv(momentum)
     if not bool(torch.isfinite(mean).all()):
         raise DivergenceError(f"{cfg.name} diverged at iteration {t} (non-finite mean); lower inference.gamma",

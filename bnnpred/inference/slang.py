@@ -29,7 +29,7 @@ from torch.func import grad, vmap
 from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches
+from bnnpred.inference.base import Fit, Problem, batches, decay_factor
 from bnnpred.posteriors import LowRankDiagPosterior
 
 
@@ -64,8 +64,9 @@ class SLANGConfig:
             raise BnnpredError(f"inference.decay must be >= 0, got {self.decay}")
         if not 0 <= self.momentum < 1:
             raise BnnpredError(f"inference.momentum must be in [0, 1), got {self.momentum}")
-        if self.rank < 1 or self.n_samples < 1 or self.iterations < 1 or self.log_every < 1:
-            raise BnnpredError("inference.rank, n_samples, iterations and log_every must be >= 1")
+        for key in ("rank", "n_samples", "iterations", "log_every", "eig_iterations"):
+            if getattr(self, key) < 1:
+                raise BnnpredError(f"inference.{key} must be >= 1, got {getattr(self, key)}")
         if self.batch_size is not None and self.batch_size < 1:
             raise BnnpredError(f"inference.batch_size must be >= 1 or null, got {self.batch_size}")
 
@@ -123,7 +124,7 @@ def per_example_grads(problem: Problem, thetas: Tensor, X: Tensor, y: Tensor) ->
 
 def step_sizes(cfg: SLANGConfig, t: int) -> tuple[float, float]:
     """``(α_t, β_t)`` = ``(α₀, β₀) / (1 + t^ω)``, or constant for ``ω = 0``."""
-    factor = 1.0 if cfg.decay == 0 else 1 / (1 + t**cfg.decay)
+    factor = decay_factor(cfg.decay, t)
     beta0 = cfg.lr if cfg.precision_lr is None else cfg.precision_lr
     return cfg.lr * factor, min(1.0, beta0 * factor)
 
@@ -153,15 +154,17 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
         if not bool(torch.isfinite(state.mean).all()):
             raise BnnpredError(f"SLANG diverged at iteration {t}; lower inference.lr")
         if t % cfg.log_every == 0 or t == cfg.iterations:
-            trace.append({"step": t, "elbo": elbo_estimate(problem, state, thetas[:1])})
+            trace.append({"step": t, "elbo": elbo_estimate(problem, state)})
     posterior = LowRankDiagPosterior(state.mean, state.U, state.d)
     return Fit(theta=state.mean, posterior=posterior, info={"iterations": cfg.iterations}, trace=trace)
 
 
-def elbo_estimate(problem: Problem, state: SLANGState, thetas: Tensor) -> float:
-    """``Σ_i log p(y_i | f(x_i; θ)) − KL(q ‖ p)`` at one draw ``θ`` (full data)."""
+def elbo_estimate(problem: Problem, state: SLANGState) -> float:
+    """``Σ_i log p(y_i | f(x_i; θ)) − KL(q ‖ p)`` at one draw ``θ ~ q`` of the current state (full data)."""
+    post = LowRankDiagPosterior(state.mean, state.U, state.d)
     with torch.no_grad():
-        loglik = problem.likelihood.log_prob(problem.model(thetas[0], problem.X), problem.y).sum()
-        kl = LowRankDiagPosterior(state.mean, state.U, state.d).kl_to_prior(problem.prior_precision)
+        theta = post.sample(1, problem.generator)[0]
+        loglik = problem.likelihood.log_prob(problem.model(theta, problem.X), problem.y).sum()
+        kl = post.kl_to_prior(problem.prior_precision)
     value = float(loglik - kl)
     return value if math.isfinite(value) else float("nan")

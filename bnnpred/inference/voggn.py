@@ -2,7 +2,8 @@ r"""VOGGN, variational online generalized Gauss-Newton (notes-000 §4.4, eqs. 4.
 
 Sample first, then linearise at each sample: ``θ_s ~ q``, ``ĝ = (1/S) Σ_s Σ_i J(x_i;θ_s)ᵀ r(y_i, f(x_i;θ_s))``
 and ``Ĝ = (1/S) Σ_s Σ_i J(x_i;θ_s)ᵀ Λ(f(x_i;θ_s)) J(x_i;θ_s)``: S Jacobians per point per step. The diagonal
-variant is VOGN. The only method of the family whose NN-sampling predictive is justified (§4.10).
+variant is VOGN. The only method of the family whose NN-sampling predictive is justified (§4.10). With
+``curvature=ef`` the empirical Fisher ``Σ_i g_i g_iᵀ`` at each sample replaces the GGN (SLANG's "EF" baselines).
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@ STRUCTURES: dict[str, type[Posterior]] = {"full": FullPosterior, "diag": DiagPos
 
 
 def posterior_from_precision(structure: str, mean: Tensor, precision: Tensor) -> Posterior:
-    """``N(mean, precision⁻¹)`` with ``precision`` ``[P, P]`` (full) or ``[P]`` (diag); a Kronecker posterior is
-    built from its factors (:class:`KronPosterior`)."""
+    """``N(mean, precision⁻¹)`` with ``precision`` ``[P, P]`` (full) or ``[P]`` (diag); the Kronecker and
+    low-rank structures are built from their factors (:class:`KronPosterior`, :class:`LowRankDiagPosterior`)."""
+    if structure not in ("full", "diag"):
+        raise ValueError(f"posterior_from_precision builds full or diag posteriors, not {structure}")
     return STRUCTURES[structure](mean, precision)
 
 

@@ -65,7 +65,8 @@ def block_delta(prior_precision: Tensor, block: KronBlock) -> float:
     """The prior precision of a block, which must be one value (a per-parameter prior does not factorise)."""
     values = prior_precision[block.start : block.stop]
     if not bool((values == values[0]).all()):
-        raise BnnpredError("structure=kron needs one prior precision per layer; use prior.scale=isotropic or fan_in")
+        raise BnnpredError("structure=kron needs one prior precision per weight or bias tensor (the prior must "
+                           "factorise); use a prior.delta shared by the tensor's entries")
     return float(values[0])
 
 

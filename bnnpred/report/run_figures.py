@@ -11,6 +11,7 @@ import pandas as pd
 import torch
 
 from bnnpred.data import Task
+from bnnpred.metrics import entropy
 from bnnpred.prediction import ClassPrediction
 from bnnpred.predictive import Context, PredictiveKind, glm_latent, glm_samples, nn_samples
 from bnnpred.report import figures
@@ -33,6 +34,15 @@ def run_figures(out: Path, s: Any, ctx: Context, predict: dict[str, Callable[[to
         evidence_figure(out / "selection.png", pd.DataFrame(rows))
     if trace:
         figures.plot_convergence(out / "convergence.png", pd.DataFrame(trace))
+
+
+def ood_figure(path: Path, results: dict, test_predictions: dict[str, Any], ood_predictions: dict[str, Any]) -> None:
+    """notes-004 Fig. 6 for one run: predictive entropy of the test and OOD inputs per predictive, with its
+    OOD-AUC (nothing without an OOD set)."""
+    if ood_predictions:
+        figures.plot_entropy_histograms(path, {
+            kind: (entropy(test_predictions[kind].probs).cpu(), entropy(pred.probs).cpu(),
+                   results["test"][kind]["ood_auc"]) for kind, pred in ood_predictions.items()})
 
 
 def _figures_1d(out: Path, s: Any, ctx: Context, predict: dict) -> None:
