@@ -87,7 +87,7 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
     (["predictive=gp", "predictive.gp_prior_factors=[]"], "predictive.gp_prior_factors must be a non-empty list"),
     (["inference=vl", "predictive=map", "inference.kl_weight=0"], "inference.kl_weight (β) must be positive"),
     (["inference=vi", "predictive=map", "inference.rho_lr_factor=-1"], "inference.rho_lr_factor must be positive"),
-    (["inference.structure=kron"], "inference.structure"),
+    (["inference.structure=banded"], "inference.structure"),
     (["dataset.n_trian=3"], "n_trian"),
     (["prior.delta=-1"], "prior.delta must be positive"),
     (["likelihood.sigma2=0", "dataset=snelson_gap"], "likelihood.sigma2 must be positive"),
