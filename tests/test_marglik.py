@@ -30,7 +30,7 @@ def test_laplace_ggn_on_linear_gaussian_model_is_blr_with_its_evidence():
     assert abs(fit.info["log_marglik"] - float(evidence)) < 1e-8
 
 
-@pytest.mark.parametrize("structure", list(Structure))
+@pytest.mark.parametrize("structure", [Structure.full, Structure.diag])
 @pytest.mark.parametrize("kind", ["gaussian", "bernoulli"])
 def test_frozen_evidence_reproduces_the_laplace_evidence(structure, kind):
     problem, lik = tiny_problem(kind, depth=1, delta=0.7)

@@ -38,7 +38,7 @@ def problem_digest(problem: Problem) -> hashlib._Hash:
     for tensor in (problem.X, problem.y, problem.prior_precision, problem.theta0, problem.generator.get_state(),
                    *buffers.values()):
         digest.update(f"{tensor.dtype}{tuple(tensor.shape)}{tensor.device.type}".encode())
-        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        digest.update(tensor.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
     return digest
 
 
