@@ -137,13 +137,19 @@ def test_a_missing_or_altered_cifar_archive_names_the_fetch_command(tmp_path):
         load_dataset(CIFAR10Config(seed=0, root=str(tmp_path)))
 
 
-def test_cifar_dataset_standardises_per_channel_and_halves_the_test_set(tmp_path, monkeypatch):
+@pytest.fixture
+def cifar_root(tmp_path, monkeypatch):
+    """A data root holding a small archive in CIFAR-10's format, pinned in the registry by its own sha256."""
     path = tmp_path / "cifar-10" / "cifar-10-python.tar.gz"
     path.parent.mkdir()
     write_cifar(path, "cifar10", per_batch=6)
     monkeypatch.setitem(root_module.FILES, "cifar10", [RemoteFile("cifar-10/cifar-10-python.tar.gz",
                                                                   hashlib.sha256(path.read_bytes()).hexdigest(), "")])
-    data = load_dataset(CIFAR10Config(seed=0, root=str(tmp_path), augment=True))
+    return str(tmp_path)
+
+
+def test_cifar_dataset_standardises_per_channel_and_halves_the_test_set(cifar_root):
+    data = load_dataset(CIFAR10Config(seed=0, root=cifar_root, augment=True))
     assert data.X_train.shape == (30, 3, 32, 32) and len(data.X_valid) == len(data.X_test) == 3
     torch.testing.assert_close(data.X_train.mean(dim=(0, 2, 3)), torch.zeros(3, dtype=torch.float64))
     torch.testing.assert_close(data.X_train.std(dim=(0, 2, 3), unbiased=False), torch.ones(3, dtype=torch.float64))
@@ -160,14 +166,9 @@ def test_crop_flip_returns_a_padded_window_of_each_image_possibly_mirrored():
     assert not torch.equal(out, X)
 
 
-def test_an_ood_set_is_standardised_with_the_in_distribution_training_statistics(tmp_path, monkeypatch):
+def test_an_ood_set_is_standardised_with_the_in_distribution_training_statistics(cifar_root):
     """CIFAR-10 as its own OOD set: its test images come out exactly as the in-distribution test split does."""
-    path = tmp_path / "cifar-10" / "cifar-10-python.tar.gz"
-    path.parent.mkdir()
-    write_cifar(path, "cifar10", per_batch=6)
-    monkeypatch.setitem(root_module.FILES, "cifar10", [RemoteFile("cifar-10/cifar-10-python.tar.gz",
-                                                                  hashlib.sha256(path.read_bytes()).hexdigest(), "")])
-    config = CIFAR10Config(seed=0, root=str(tmp_path))
+    config = CIFAR10Config(seed=0, root=cifar_root)
     data = load_dataset(config)
     cfg = SimpleNamespace(ood=config, dataset=SimpleNamespace(name="cifar10"))
     X_ood = ood_inputs(cfg, data, torch.device("cpu"), torch.float64)

@@ -1,13 +1,14 @@
 r"""Kronecker-factored GGN per layer (KFLR: the exact GGN's factors, Botev et al. 2017; notes-004 eq. 8 and §2.3).
 
-For a linear layer ``s = W a + b`` with ``W`` ``[out, in]`` flattened row-major, the GGN block of ``W`` is
-``Σ_n G_n ⊗ a_n a_nᵀ`` with ``G_n = J_{s,n}ᵀ Λ_n J_{s,n}`` ``[out, out]``; KFLR approximates it by ``B ⊗ A`` with
-``A = Σ_n a_n aₙᵀ`` and ``B = (1/N) Σ_n G_n`` (one factor carries the 1/N, so the product estimates the sum; exact
-for one example). ``G_n`` is accumulated without Jacobians: back-propagating each row ``k`` of the factor ``L_n``
-(``L_nᵀ L_n = Λ_n``) from the outputs gives ``g⁽ᵏ⁾ = J_sᵀ L_n[k]ᵀ`` and ``Σ_k g⁽ᵏ⁾ g⁽ᵏ⁾ᵀ = G_n``: C backward passes
-per batch. A convolution is the same with every output position ``t`` as an example ("expand" KFAC, Grosse & Martens
-2016): ``A = Σ_{n,t} a_{nt} a_{nt}ᵀ`` of the unfolded input patches, ``B = Σ_{n,t} G_{nt} / (N T)``. Bias blocks are
-exact and dense: ``Σ_n Σ_k (Σ_t g⁽ᵏ⁾_{nt})(Σ_t g⁽ᵏ⁾_{nt})ᵀ``.
+For a linear layer ``s = W a + b`` with ``W`` ``[out, in]`` flattened row-major, the GGN block of ``W`` is ``Σ_n G_n
+⊗ a_n a_nᵀ`` with ``G_n = J_{s,n}ᵀ Λ_n J_{s,n}`` ``[out, out]``; KFLR approximates it by ``B ⊗ A`` with ``A = Σ_n
+a_n aₙᵀ`` and ``B = (1/N) Σ_n G_n`` (one factor carries the 1/N, so the product estimates the sum; exact for one
+example). ``G_n`` is accumulated without Jacobians: back-propagating each row ``k`` of the factor ``L_n`` (``L_nᵀ
+L_n = Λ_n``) from the outputs gives ``g⁽ᵏ⁾ = J_sᵀ L_n[k]ᵀ`` and ``Σ_k g⁽ᵏ⁾ g⁽ᵏ⁾ᵀ = G_n``: C backward passes per
+batch (the one-hot rows of :func:`layer_output_gradients`, combined with ``L_n``). A convolution is the same with
+every output position ``t`` as an example ("expand" KFAC, Grosse & Martens 2016): ``A = Σ_{n,t} a_{nt} a_{nt}ᵀ`` of
+the unfolded input patches, ``B = Σ_{n,t} G_{nt} / (N T)``. Bias blocks are exact and dense: ``Σ_n Σ_k (Σ_t
+g⁽ᵏ⁾_{nt})(Σ_t g⁽ᵏ⁾_{nt})ᵀ``.
 """
 
 from __future__ import annotations
@@ -82,22 +83,17 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
     positions = [0] * len(layers)  # output positions T per layer
     for start in range(0, N, batch_size):
         rows = slice(start, min(start + batch_size, N))
-        f, captured = _forward_capturing(model, layers, theta, X[rows])
-        loglik += likelihood.log_prob(f.detach(), y[rows]).sum()
-        L = likelihood.hessian_sqrt(f.detach())  # [B, C, C]
-        patches = [_patches(layer.module, a) for layer, (a, _) in zip(layers, captured, strict=True)]  # [B, I, T]
-        for layer, p in zip(layers, patches, strict=True):
-            layer.weight.A += torch.einsum("bit,bjt->ij", p, p)
-        outputs = [s for _, s in captured]
-        for k in range(L.shape[1]):
-            grads = torch.autograd.grad(f, outputs, grad_outputs=L[:, k, :], retain_graph=k < L.shape[1] - 1)
-            for i, (layer, g) in enumerate(zip(layers, grads, strict=True)):
-                g = g.reshape(g.shape[0], g.shape[1], -1)  # [B, out, T]
-                positions[i] = g.shape[-1]
-                layer.weight.B += torch.einsum("bot,bpt->op", g, g)
-                if layer.bias is not None:
-                    summed = g.sum(-1)
-                    layer.bias.dense += summed.T @ summed
+        f, factors = layer_output_gradients(model, theta, X[rows], layers)
+        loglik += likelihood.log_prob(f, y[rows]).sum()
+        L = likelihood.hessian_sqrt(f)  # [B, C, C]
+        for i, (layer, factor) in enumerate(zip(layers, factors, strict=True)):
+            layer.weight.A += torch.einsum("bit,bjt->ij", factor.a, factor.a)
+            g = torch.einsum("bkc,bcot->bkot", L, factor.g)  # the rows of L J_s: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s
+            positions[i] = g.shape[-1]
+            layer.weight.B += torch.einsum("bkot,bkpt->op", g, g)
+            if layer.bias is not None:
+                summed = g.sum(-1)  # [B, K, out]
+                layer.bias.dense += torch.einsum("bko,bkp->op", summed, summed)
     blocks = []
     for layer, T in zip(layers, positions, strict=True):
         layer.weight.B /= N * T
@@ -140,10 +136,11 @@ class LayerJacobian:
     has_bias: bool
 
 
-def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor) -> tuple[Tensor, list[LayerJacobian]]:
+def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor,
+                           layers: list[_Layer] | None = None) -> tuple[Tensor, list[LayerJacobian]]:
     """Outputs ``f`` ``[B, C]`` and the Jacobian factors of every supported layer (one forward and C backward
     passes over the batch)."""
-    layers = supported_layers(model)
+    layers = supported_layers(model) if layers is None else layers
     f, captured = _forward_capturing(model, layers, theta, X)
     outputs = [s for _, s in captured]
     per_output = []
