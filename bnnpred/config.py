@@ -36,6 +36,12 @@ class DType(str, Enum):
     float64 = "float64"
 
 
+class Split(str, Enum):
+    train = "train"
+    valid = "valid"
+    test = "test"
+
+
 class PriorScale(str, Enum):
     isotropic = "isotropic"  # Δ = δ I
     fan_in = "fan_in"  # weights δ·fan_in, biases δ: s² = 1/fan_in at δ = 1 (notes-001 §6 item 1)
@@ -56,12 +62,16 @@ class LikelihoodConfig:
 @dataclass
 class PredictiveConfig:
     kinds: list[PredictiveKind] = field(default_factory=lambda: [PredictiveKind.glm])
+    # the splits every predictive is evaluated on (image runs skip the training set)
+    splits: list[Split] = field(default_factory=lambda: list(Split))
     n_samples: int = 1000
     gp_subset_size: int | None = None  # None: all N training points
     gp_subset: GPSubset = GPSubset.random
     # prior precision δ·N/M·factor for the subset GP, the factor chosen by validation NLL (notes-004 §2.4; the
     # reference uses ${logspace:-1,3,13}); None: δ as it is
     gp_prior_factors: list[float] | None = None
+    # only same-class kernel pairs k_c(x, x') = J_c S₀ J_cᵀ (the reference's multi-class GP, 1/C of the cost)
+    gp_per_class: bool = False
 
 
 @dataclass

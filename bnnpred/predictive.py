@@ -13,7 +13,7 @@ r"""Posterior predictives, each usable on any Gaussian posterior (notes-000 §5.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -22,9 +22,10 @@ from torch import Tensor
 from torch.func import jvp, vmap
 
 from bnnpred import metrics
+from bnnpred.curvature import kernel
 from bnnpred.curvature.functional import FlatModel
-from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS, iter_jacobians, jacobians
-from bnnpred.curvature.kron import layer_output_gradients
+from bnnpred.curvature.jacobians import iter_jacobians
+from bnnpred.curvature.kron import iter_layer_gradients
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Gaussian, Likelihood
 from bnnpred.posteriors import KronPosterior, Posterior
@@ -136,18 +137,20 @@ def glm_latent(ctx: Context, X: Tensor) -> tuple[Tensor, Tensor]:
 def kron_glm_latent(ctx: Context, post: KronPosterior, X: Tensor, shift: Tensor) -> tuple[Tensor, Tensor]:
     """:func:`glm_latent` for a Kronecker posterior from each layer's Jacobian factors (C backward passes per
     batch, no ``[B, C, P]`` Jacobian), the mean shift by a Jacobian-vector product."""
-    C = ctx.model(ctx.theta, X[:1]).shape[1]
-    widest = max(e.eig.numel() for e in post.eigen)
-    step = max(1, DEFAULT_CHUNK_ELEMS // (C * widest))
-    means, covs = [], []
-    for start in range(0, len(X), step):
-        rows = X[start : start + step]
-        f, factors = layer_output_gradients(ctx.model, ctx.theta, rows)
+    means, covs, start = [], [], 0
+    for f, factors in iter_layer_gradients(ctx.model, ctx.theta, X):
+        rows = X[start : start + len(f)]
+        start += len(f)
         covs.append(post.functional_cov_from_layers(factors))
-        if bool(shift.any()):
-            f = f + jvp(lambda theta, rows=rows: ctx.model(theta, rows), (ctx.theta,), (shift,))[1].detach()
-        means.append(f)
+        means.append(_shifted(ctx, rows, f, shift))
     return torch.cat(means), torch.cat(covs)
+
+
+def _shifted(ctx: Context, X: Tensor, f: Tensor, shift: Tensor | None) -> Tensor:
+    """``f(X; θ*) + J(X)·shift`` ``[B, C]`` by one Jacobian-vector product (``f`` itself for no or a zero shift)."""
+    if shift is None or not bool(shift.any()):
+        return f
+    return f + jvp(lambda theta: ctx.model(theta, X), (ctx.theta,), (shift,))[1].detach()
 
 
 def closed_predictive(ctx: Context, X: Tensor) -> Prediction:
@@ -157,44 +160,88 @@ def closed_predictive(ctx: Context, X: Tensor) -> Prediction:
 
 @dataclass
 class GPConditioning:
-    """The training side of the GP predictive, computed once: ``LJ`` ``[MC, P]`` and ``chol(I + L K Lᵀ)``."""
+    """The training side of the GP predictive, computed once.
 
-    LJ: Tensor
+    Attributes:
+        feats: kernel features of the M training points (:mod:`~bnnpred.curvature.kernel`).
+        L: ``[M, C, C]`` with ``LᵀL = Λ`` at each training point.
+        K: ``K_MM`` ``[MC, MC]`` at the prior ``S₀ = Δ⁻¹``.
+        scale: the prior precision is ``scale · Δ``, so the kernel is ``K / scale``.
+        chol: ``chol(I + L K Lᵀ / scale)``.
+        per_class: same-class pairs only (:func:`~bnnpred.curvature.kernel.cross_kernel`).
+    """
+
+    feats: kernel.Features
+    L: Tensor
+    K: Tensor
+    scale: float
     chol: Tensor
-    prior_cov: Tensor  # S₀ diagonal [P]
+    per_class: bool
+
+    def rescaled(self, scale: float) -> GPConditioning:
+        """The same GP with prior precision ``scale · Δ`` (one Cholesky, no kernel recomputation)."""
+        M, C = self.L.shape[:2]
+        LK = _apply_L(self.L, self.K.reshape(M, C, M * C)).reshape(M * C, M * C)
+        LKL = _apply_L(self.L, LK.T.reshape(M, C, M * C)).reshape(M * C, M * C)  # = (L K Lᵀ)ᵀ, symmetric
+        B_mat = torch.eye(M * C, dtype=self.K.dtype, device=self.K.device) + LKL / scale
+        return GPConditioning(self.feats, self.L, self.K, scale, robust_cholesky(B_mat, "GP matrix I + L K Lᵀ"),
+                              self.per_class)
 
 
-def gp_condition(ctx: Context, subset: Tensor, prior_scale: float = 1.0) -> GPConditioning:
+def _apply_L(L: Tensor, V: Tensor) -> Tensor:
+    """``blockdiag(L_m) V`` for ``V`` ``[M, C, R]``, as ``[M, C, R]``."""
+    return torch.einsum("mkc,mcr->mkr", L, V)
+
+
+def gp_condition(ctx: Context, subset: Tensor, prior_scale: float = 1.0, per_class: bool = False) -> GPConditioning:
     """Condition the GP with kernel ``J S₀ Jᵀ`` on training rows ``subset`` (W = blockdiag Λ_i = LᵀL), with the
     prior precision multiplied by ``prior_scale`` (``S₀ = (scale · Δ)⁻¹``)."""
-    s0 = 1 / (prior_scale * ctx.prior_precision)
-    f_m, J_m = jacobians(ctx.model, ctx.theta, ctx.X_train[subset])  # [M, C], [M, C, P]
-    M, C, P = J_m.shape
-    L = torch.block_diag(*ctx.likelihood.hessian_sqrt(f_m.detach()))  # [MC, MC]
-    LJ = L @ J_m.detach().reshape(M * C, P)
-    B_mat = torch.eye(M * C, dtype=LJ.dtype, device=LJ.device) + (LJ * s0) @ LJ.T
-    return GPConditioning(LJ=LJ, chol=robust_cholesky(B_mat, "GP matrix I + L K Lᵀ"), prior_cov=s0)
+    chunks = list(kernel.iter_features(ctx.model, ctx.theta, ctx.X_train[subset], 1 / ctx.prior_precision))
+    f_m = torch.cat([f for f, _ in chunks])
+    feats = kernel.concat([u for _, u in chunks])
+    M, C = f_m.shape
+    K = kernel.cross_kernel(feats, feats, per_class).reshape(M * C, M * C)
+    L = ctx.likelihood.hessian_sqrt(f_m)  # [M, C, C]
+    return GPConditioning(feats, L, K, 1.0, K.new_zeros(()), per_class).rescaled(prior_scale)
+
+
+def _gp_kernels(ctx: Context, X: Tensor, cond: GPConditioning) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """Per chunk of ``X``: the latent mean ``[b, C]``, ``K(x, x)`` ``[b, C, C]`` and ``K(x, X_M)`` ``[b, C, MC]``
+    at the prior ``S₀ = Δ⁻¹``."""
+    shift = None if ctx.posterior is None else ctx.posterior.mean - ctx.theta
+    start = 0
+    for f, feats in kernel.iter_features(ctx.model, ctx.theta, X, 1 / ctx.prior_precision):
+        rows = X[start : start + len(f)]
+        start += len(f)
+        f = _shifted(ctx, rows, f, shift)
+        K_xM = kernel.cross_kernel(feats, cond.feats, cond.per_class)
+        yield f, kernel.self_kernel(feats, cond.per_class), K_xM.reshape(len(f), f.shape[1], -1)
+
+
+def _gp_cov(cond: GPConditioning, K_xx: Tensor, K_xM: Tensor) -> Tensor:
+    """``K** − K*M (K_MM + W⁻¹)⁻¹ K_M*`` ``[b, C, C]`` with ``(K + W⁻¹)⁻¹ = Lᵀ (I + L K Lᵀ)⁻¹ L``."""
+    b, C = K_xx.shape[:2]
+    M = cond.L.shape[0]
+    LK = _apply_L(cond.L, K_xM.reshape(b * C, M, C).permute(1, 2, 0)).reshape(M * C, b * C) / cond.scale
+    V = torch.linalg.solve_triangular(cond.chol, LK, upper=False).T.reshape(b, C, M * C)
+    return K_xx / cond.scale - V @ V.mT
 
 
 def gp_latent(ctx: Context, X: Tensor, cond: GPConditioning) -> tuple[Tensor, Tensor]:
     r"""Function-space Laplace-GP latent at ``X`` (notes-000 eq. 3.13, notes-004 eq. 15).
 
     ``K** - K*M (K_MM + W⁻¹)⁻¹ K_M*`` with ``(K + W⁻¹)⁻¹ = Lᵀ (I + L K Lᵀ)⁻¹ L`` (Rasmussen & Williams §3.4),
-    which stays finite for the singular softmax ``Λ``. With all N points this equals the weight-space
-    ``J Σ Jᵀ`` of the full Laplace-GGN posterior exactly (Woodbury).
+    which stays finite for the singular softmax ``Λ``. With all N points (and the full kernel) this equals the
+    weight-space ``J Σ Jᵀ`` of the full Laplace-GGN posterior exactly (Woodbury).
 
     Returns:
         mean ``[B, C]`` (``f(x;θ*)``, plus ``J(µ - θ*)`` for a posterior mean away from ``θ*``) and
         covariance ``[B, C, C]``.
     """
-    shift = None if ctx.posterior is None else ctx.posterior.mean - ctx.theta
     means, covs = [], []
-    for _, f, J in iter_jacobians(ctx.model, ctx.theta, X):
-        JS = J * cond.prior_cov  # [b, C, P]
-        V = torch.linalg.solve_triangular(cond.chol, cond.LJ @ JS.reshape(-1, J.shape[2]).T, upper=False)
-        Vb = V.T.reshape(len(J), J.shape[1], -1)  # [b, C, MC]
-        covs.append(JS @ J.mT - Vb @ Vb.mT)
-        means.append(f if shift is None else f + J @ shift)
+    for f, K_xx, K_xM in _gp_kernels(ctx, X, cond):
+        means.append(f)
+        covs.append(_gp_cov(cond, K_xx, K_xM))
     return torch.cat(means), torch.cat(covs)
 
 
@@ -210,7 +257,8 @@ def gp_subset(
     if how is GPSubset.random:
         return torch.randperm(N, generator=generator)[:size].sort().values
     with torch.no_grad():
-        trace = ctx.likelihood.hessian(ctx.model(ctx.theta, ctx.X_train)).diagonal(dim1=1, dim2=2).sum(-1)
+        f = torch.cat([ctx.model(ctx.theta, ctx.X_train[i : i + 4096]) for i in range(0, N, 4096)])
+        trace = ctx.likelihood.hessian(f).diagonal(dim1=1, dim2=2).sum(-1)
     return trace.topk(size).indices.sort().values.cpu()
 
 
@@ -224,36 +272,47 @@ def sample_gaussian_latent(mean: Tensor, cov: Tensor, n_samples: int, generator:
 def gp_predictive(
     ctx: Context, X: Tensor, n_samples: int, generator: torch.Generator, cond: GPConditioning
 ) -> Prediction:
-    """GP predictive (eq. 16): exact Gaussian for regression, latent samples pushed through the likelihood."""
+    """GP predictive (eq. 16)."""
     mean, cov = gp_latent(ctx, X, cond)
-    if isinstance(ctx.likelihood, Gaussian):
-        return ctx.likelihood.predict_gaussian(mean, cov)
-    return ctx.likelihood.predict_samples(sample_gaussian_latent(mean, cov, n_samples, generator))
+    return _latent_predictive(ctx.likelihood, mean, cov, n_samples, generator)
+
+
+def _latent_predictive(likelihood: Likelihood, mean: Tensor, cov: Tensor, n_samples: int,
+                       generator: torch.Generator) -> Prediction:
+    """Exact Gaussian for regression, latent samples pushed through the likelihood otherwise."""
+    if isinstance(likelihood, Gaussian):
+        return likelihood.predict_gaussian(mean, cov)
+    return likelihood.predict_samples(sample_gaussian_latent(mean, cov, n_samples, generator))
 
 
 def tuned_gp_condition(ctx: Context, subset: Tensor, factors: list[float], valid: tuple[Tensor, Tensor],
-                       n_samples: int, seed: int) -> GPConditioning:
+                       n_samples: int, seed: int, per_class: bool = False) -> GPConditioning:
     """The GP on a subset of M of the N training points with prior precision ``δ · N/M · factor``, the factor
-    chosen by validation NLL (notes-004 §2.4, the reference's subset GP with factors logspace(−1, 3, 13))."""
+    chosen by validation NLL (notes-004 §2.4, the reference's subset GP with factors logspace(−1, 3, 13)); the
+    validation kernels are computed once."""
     X_valid, y_valid = valid
     if not len(X_valid):
         raise BnnpredError("predictive.gp_prior_factors picks a factor by validation NLL; the dataset has no "
                            "validation split")
     base = len(ctx.X_train) / len(subset)
+    cond = gp_condition(ctx, subset, per_class=per_class)
+    kernels = list(_gp_kernels(ctx, X_valid, cond))
+    mean = torch.cat([f for f, _, _ in kernels])
     best: tuple[float, float, GPConditioning] | None = None
     for factor in factors:
-        cond = gp_condition(ctx, subset, base * factor)
+        scaled = cond.rescaled(base * factor)
+        cov = torch.cat([_gp_cov(scaled, K_xx, K_xM) for _, K_xx, K_xM in kernels])
         generator = torch.Generator(device=ctx.theta.device).manual_seed(seed)
-        nll = metrics.nll(gp_predictive(ctx, X_valid, n_samples, generator, cond), y_valid)
+        nll = metrics.nll(_latent_predictive(ctx.likelihood, mean, cov, n_samples, generator), y_valid)
         if best is None or nll < best[0]:
-            best = (nll, factor, cond)
+            best = (nll, factor, scaled)
     log.info("gp predictive: prior precision δ·N/M·%g chosen by validation NLL %.4f", best[1], best[0])
     return best[2]
 
 
 def predictor(
     kind: PredictiveKind, ctx: Context, *, n_samples: int, seed: int, gp_subset_size: int | None,
-    gp_subset_how: GPSubset, gp_prior_factors: list[float] | None = None,
+    gp_subset_how: GPSubset, gp_prior_factors: list[float] | None = None, gp_per_class: bool = False,
     valid: tuple[Tensor, Tensor] | None = None,
 ) -> Callable[[Tensor], Prediction]:
     """A function ``X -> Prediction`` for one predictive; each call reuses the same random stream start."""
@@ -271,6 +330,6 @@ def predictor(
     if kind is PredictiveKind.closed:
         return lambda X: closed_predictive(ctx, X)
     subset = gp_subset(ctx, gp_subset_size, gp_subset_how, torch.Generator().manual_seed(seed))
-    cond = (gp_condition(ctx, subset) if gp_prior_factors is None
-            else tuned_gp_condition(ctx, subset, gp_prior_factors, valid, n_samples, seed))
+    cond = (gp_condition(ctx, subset, per_class=gp_per_class) if gp_prior_factors is None
+            else tuned_gp_condition(ctx, subset, gp_prior_factors, valid, n_samples, seed, gp_per_class))
     return lambda X: gp_predictive(ctx, X, n_samples, gen(), cond)

@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred import __version__, inference, metrics
-from bnnpred.config import Config, Device, DType, PriorConfig, PriorScale, run_key
+from bnnpred.config import Config, Device, DType, PriorConfig, PriorScale, Split, run_key
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task, load_dataset
@@ -46,7 +46,7 @@ from bnnpred.selection import Candidate, SelectionMethod, select
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "valid", "test")
+SPLITS = tuple(split.value for split in Split)
 
 
 @dataclass
@@ -87,6 +87,9 @@ def check_config(cfg: Config) -> None:
         raise BnnpredError(f"predictive.n_samples must be >= 1, got {cfg.predictive.n_samples}")
     if not cfg.predictive.kinds:
         raise BnnpredError("predictive.kinds is empty; e.g. predictive=glm")
+    if Split.test not in cfg.predictive.splits:
+        raise BnnpredError(f"predictive.splits must include test, got {[s.value for s in cfg.predictive.splits]}; "
+                           "e.g. predictive.splits=[valid,test]")
     if cfg.threads is not None and cfg.threads < 1:
         raise BnnpredError(f"threads must be >= 1 or null (torch's default), got {cfg.threads}")
     if cfg.inference.name == "map" and set(cfg.predictive.kinds) - {PredictiveKind.map}:
@@ -207,7 +210,8 @@ def predictors(s: Setup, ctx: Context) -> dict[str, Callable[[torch.Tensor], Pre
     return {
         kind.value: predictor(kind, ctx, n_samples=p.n_samples, seed=s.cfg.seed,
                               gp_subset_size=p.gp_subset_size, gp_subset_how=p.gp_subset,
-                              gp_prior_factors=p.gp_prior_factors, valid=s.data.split("valid"))
+                              gp_prior_factors=p.gp_prior_factors, gp_per_class=p.gp_per_class,
+                              valid=s.data.split("valid"))
         for kind in p.kinds
     }
 
@@ -221,7 +225,7 @@ def evaluate_all(
     test_predictions: dict[str, Prediction] = {}
     ood_predictions: dict[str, Prediction] = {}
     for kind, predict in predict_by_kind.items():
-        for split in SPLITS:
+        for split in (split.value for split in s.cfg.predictive.splits):
             X, y = s.data.split(split)
             if not len(X):
                 continue

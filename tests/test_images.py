@@ -58,6 +58,18 @@ def test_mnist_four_vs_nine_subset_and_test_half(data_root):
 
 
 @pytest.mark.data
+def test_a_test_subset_is_split_into_validation_and_test_halves_from_the_official_test_set(data_root):
+    full = load_dataset(MNISTConfig(seed=0, n_train=100))
+    data = load_dataset(MNISTConfig(seed=0, n_train=100, n_test=400))
+    assert len(data.X_valid) == len(data.X_test) == 200
+    official = {image.numpy().tobytes() for image in torch.cat([full.X_valid, full.X_test])}
+    assert all(image.numpy().tobytes() in official for image in torch.cat([data.X_valid, data.X_test]))
+    torch.testing.assert_close(data.X_train, full.X_train)  # the training subset does not move
+    with pytest.raises(BnnpredError, match="dataset.n_test=20000 exceeds the 10000 test images"):
+        load_dataset(MNISTConfig(seed=0, n_test=20000))
+
+
+@pytest.mark.data
 def test_mnist_pixel_mean_matches_the_data_readme(data_root):
     data = load_dataset(MNISTConfig(seed=0, n_train=60000))
     assert float(data.X_train.mean()) == pytest.approx(0.1307, abs=1e-4)

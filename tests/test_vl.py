@@ -128,15 +128,25 @@ def test_mean_network_predictive_ignores_the_sampling_seed():
     assert not torch.equal(probs(PredictiveKind.nn, 0), probs(PredictiveKind.nn, 1))
 
 
-def test_step_schedule_divides_by_ten_at_half_and_three_quarters():
+def learning_rates(schedule: Schedule, steps: int, per_epoch: int) -> list[float]:
     optimizer = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=1.0)
-    scheduler = lr_scheduler(optimizer, Schedule.step, 8)
+    scheduler = lr_scheduler(optimizer, schedule, steps, per_epoch)
     rates = []
-    for _ in range(8):
+    for _ in range(steps):
         rates.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         scheduler.step()
-    assert rates == pytest.approx([1, 1, 1, 1, 0.1, 0.1, 0.01, 0.01])
+    return rates
+
+
+def test_step_schedule_divides_by_ten_at_half_and_three_quarters():
+    assert learning_rates(Schedule.step, 8, 1) == pytest.approx([1, 1, 1, 1, 0.1, 0.1, 0.01, 0.01])
+
+
+def test_epoch_decay_divides_by_one_more_every_ten_epochs():
+    """notes-004 §3.4: lr · 1/(⌊epoch/10⌋ + 1), here with two steps an epoch."""
+    rates = learning_rates(Schedule.epoch_decay, 62, 2)
+    assert rates[::20] == pytest.approx([1, 1 / 2, 1 / 3, 1 / 4]) and rates[19] == 1 and rates[39] == 1 / 2
 
 
 def test_epochs_replace_steps_with_one_trace_row_per_epoch():

@@ -13,6 +13,7 @@ g⁽ᵏ⁾_{nt})(Σ_t g⁽ᵏ⁾_{nt})ᵀ``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bnnpred.curvature.functional import FlatModel
+from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Likelihood
 
@@ -36,13 +38,13 @@ class KronBlock:
 
 
 @dataclass
-class _Layer:
+class Layer:
     module: nn.Linear | nn.Conv2d
     weight: KronBlock
     bias: KronBlock | None
 
 
-def supported_layers(model: FlatModel) -> list[_Layer]:
+def supported_layers(model: FlatModel) -> list[Layer]:
     """One entry per ``nn.Linear`` / ``nn.Conv2d`` with its blocks' θ slices; other parameters are an error."""
     offsets, start = {}, 0
     for name, size in zip(model.names, model.sizes, strict=True):
@@ -57,7 +59,7 @@ def supported_layers(model: FlatModel) -> list[_Layer]:
         name = f"{prefix}.weight" if prefix else "weight"
         bias = f"{prefix}.bias" if prefix else "bias"
         covered |= {name, bias}
-        layers.append(_Layer(module, KronBlock(*offsets[name]),
+        layers.append(Layer(module, KronBlock(*offsets[name]),
                              KronBlock(*offsets[bias]) if module.bias is not None else None))
     others = [n for n in model.names if n not in covered]
     if others:
@@ -101,7 +103,7 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
     return blocks, loglik
 
 
-def _forward_capturing(model: FlatModel, layers: list[_Layer], theta: Tensor,
+def _forward_capturing(model: FlatModel, layers: list[Layer], theta: Tensor,
                        X: Tensor) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
     """Outputs ``f`` and each layer's (input, output) of one forward pass with a graph to the outputs."""
     captured: dict[int, list[tuple[Tensor, Tensor]]] = {id(layer.module): [] for layer in layers}
@@ -136,8 +138,24 @@ class LayerJacobian:
     has_bias: bool
 
 
+def iter_layer_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer] | None = None,
+                         max_elems: int = DEFAULT_CHUNK_ELEMS) -> Iterator[tuple[Tensor, list[LayerJacobian]]]:
+    """:func:`layer_output_gradients` over chunks of ``X`` sized so that the factors and each convolution's formed
+    Jacobian (``C·out·in·k·k`` numbers) hold about ``max_elems`` numbers (measured on the first input)."""
+    if len(X) == 0:
+        return
+    layers = supported_layers(model) if layers is None else layers
+    f, factors = layer_output_gradients(model, theta, X[:1], layers)
+    yield f, factors
+    per_input = sum(u.a.numel() + u.g.numel() + (u.g.shape[1] * u.g.shape[2] * u.a.shape[1] if u.a.shape[-1] > 1
+                                                 else 0) for u in factors)
+    step = max(1, max_elems // per_input)
+    for start in range(1, len(X), step):
+        yield layer_output_gradients(model, theta, X[start : start + step], layers)
+
+
 def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor,
-                           layers: list[_Layer] | None = None) -> tuple[Tensor, list[LayerJacobian]]:
+                           layers: list[Layer] | None = None) -> tuple[Tensor, list[LayerJacobian]]:
     """Outputs ``f`` ``[B, C]`` and the Jacobian factors of every supported layer (one forward and C backward
     passes over the batch)."""
     layers = supported_layers(model) if layers is None else layers

@@ -54,6 +54,7 @@ class MNISTConfig:
     seed: int = II("seed")
     classes: list[int] | None = None  # None: every class
     n_train: int | None = None  # a seeded random subset of the training images
+    n_test: int | None = None  # a seeded random subset of the official test images (before the validation split)
     valid: ValidSplit = ValidSplit.test_half
     standardize: bool = False
     augment: bool = False  # random crops (and CIFAR flips) while training; 32x32 sets only
@@ -176,8 +177,20 @@ def _check(cfg: MNISTConfig) -> None:
                                     or not all(0 <= c < n_classes for c in cfg.classes)):
         raise BnnpredError(f"dataset.classes must be at least two distinct classes in 0..{n_classes - 1}, "
                            f"got {list(cfg.classes)}")
-    if cfg.n_train is not None and cfg.n_train < 1:
-        raise BnnpredError(f"dataset.n_train must be >= 1 or null, got {cfg.n_train}")
+    for key in ("n_train", "n_test"):
+        if getattr(cfg, key) is not None and getattr(cfg, key) < 1:
+            raise BnnpredError(f"dataset.{key} must be >= 1 or null, got {getattr(cfg, key)}")
+
+
+def _subset(X: np.ndarray, y: np.ndarray, n: int | None, rng: np.random.Generator, key: str,
+            split: str) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded random ``n`` of the rows (in their order), or all of them for ``n`` None."""
+    if n is None:
+        return X, y
+    if n > len(X):
+        raise BnnpredError(f"dataset.{key}={n} exceeds the {len(X)} {split} images")
+    rows = np.sort(rng.permutation(len(X))[:n])
+    return X[rows], y[rows]
 
 
 def load_images(cfg: MNISTConfig, root: Path | None = None) -> Dataset:
@@ -191,11 +204,8 @@ def load_images(cfg: MNISTConfig, root: Path | None = None) -> Dataset:
         raise BnnpredError(f"dataset.augment crops 32x32 images; {cfg.name} has {X_tr.shape[-1]}x{X_tr.shape[-1]}: "
                            "set dataset.augment=false")
     rng = np.random.default_rng(cfg.seed)
-    if cfg.n_train is not None:
-        if cfg.n_train > len(X_tr):
-            raise BnnpredError(f"dataset.n_train={cfg.n_train} exceeds the {len(X_tr)} training images")
-        rows = np.sort(rng.permutation(len(X_tr))[: cfg.n_train])
-        X_tr, y_tr = X_tr[rows], y_tr[rows]
+    X_tr, y_tr = _subset(X_tr, y_tr, cfg.n_train, rng, "n_train", "training")
+    X_te, y_te = _subset(X_te, y_te, cfg.n_test, rng, "n_test", "test")
     order = rng.permutation(len(X_te))
     half = len(X_te) // 2 if cfg.valid is ValidSplit.test_half else 0
     valid_rows, test_rows = np.sort(order[:half]), np.sort(order[half:])

@@ -76,5 +76,10 @@ def training_length(N: int, batch_size: int | None, steps: int, epochs: int | No
     per epoch when ``epochs`` is set, else ``steps`` and ``log_every`` as given."""
     if epochs is None:
         return steps, log_every
-    per_epoch = max(1, N // batch_size) if batch_size else 1
+    per_epoch = steps_per_epoch(N, batch_size)
     return epochs * per_epoch, per_epoch
+
+
+def steps_per_epoch(N: int, batch_size: int | None) -> int:
+    """``N // batch_size`` minibatches (one full-batch step)."""
+    return max(1, N // batch_size) if batch_size else 1

@@ -16,7 +16,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches, training_length
+from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
 from bnnpred.inference.fit_cache import cached_fit
 
 
@@ -24,6 +24,7 @@ class Schedule(str, Enum):
     constant = "constant"
     cosine = "cosine"  # anneal to zero, so the MAP ends (nearly) stationary, as the Laplace evidence assumes
     step = "step"  # ÷10 at 50 % and 75 % of the steps (notes-001 §7, the paper's ÷10 at epochs 100 and 150 of 200)
+    epoch_decay = "epoch_decay"  # × 1/(⌊epoch/10⌋ + 1) (notes-004 §3.4, the image reference implementation)
 
 
 @dataclass
@@ -78,7 +79,7 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
     theta = problem.theta0.detach().clone().requires_grad_(True)
     optimizer = torch.optim.Adam([theta], lr=cfg.lr)
     steps, log_every = training_length(N, cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
-    scheduler = lr_scheduler(optimizer, cfg.schedule, steps)
+    scheduler = lr_scheduler(optimizer, cfg.schedule, steps, steps_per_epoch(N, cfg.batch_size))
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
     show = problem.progress and sys.stderr.isatty()
@@ -100,13 +101,16 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
     return Fit(theta=theta, posterior=None, info={"grad_norm": log_joint_grad_norm(problem, theta)}, trace=trace)
 
 
-def lr_scheduler(optimizer: torch.optim.Optimizer, schedule: Schedule,
-                 steps: int) -> torch.optim.lr_scheduler.LRScheduler:
-    """Cosine decay to zero over ``steps``, ÷10 at half and three quarters of them, or a constant learning rate."""
+def lr_scheduler(optimizer: torch.optim.Optimizer, schedule: Schedule, steps: int,
+                 per_epoch: int) -> torch.optim.lr_scheduler.LRScheduler:
+    """Cosine decay to zero over ``steps``, ÷10 at half and three quarters of them, ``1/(⌊epoch/10⌋ + 1)`` with
+    ``per_epoch`` steps an epoch, or a constant learning rate."""
     if schedule is Schedule.cosine:
         return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, steps))
     if schedule is Schedule.step:
         return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[steps // 2, 3 * steps // 4], gamma=0.1)
+    if schedule is Schedule.epoch_decay:
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 / (step // (10 * per_epoch) + 1))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
 
 

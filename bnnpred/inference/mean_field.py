@@ -27,7 +27,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches, training_length
+from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
 from bnnpred.inference.map import Schedule, lr_scheduler
 from bnnpred.posteriors import DiagPosterior
 
@@ -112,7 +112,7 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
     groups = [{"params": [mu]}] + ([{"params": [rho], "lr": cfg.lr * cfg.rho_lr_factor}] if rho.requires_grad else [])
     optimizer = torch.optim.Adam(groups, lr=cfg.lr)
     steps, log_every = training_length(N, cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
-    scheduler = lr_scheduler(optimizer, cfg.schedule, steps)
+    scheduler = lr_scheduler(optimizer, cfg.schedule, steps, steps_per_epoch(N, cfg.batch_size))
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     batch = N if cfg.batch_size is None else min(cfg.batch_size, N)
     trace: list[dict[str, float]] = []

@@ -105,8 +105,14 @@ class KronPosterior(Posterior):
         total = None
         for layer in factors:
             weight = next(eigen)
-            rotated = torch.einsum("oq,bcot,bit,ij->bcqj", weight.U_B, layer.g, layer.a, weight.U_A)
-            part = torch.einsum("bcqj,bdqj->bcd", rotated / weight.eig, rotated)
+            g = torch.einsum("oq,bcot->bcqt", weight.U_B, layer.g)
+            a = torch.einsum("bit,ij->bjt", layer.a, weight.U_A)
+            if a.shape[-1] == 1:  # a linear layer: the rotated Jacobian is the outer product g̃_c ã ᵀ
+                scaled = g[..., 0] * (a[..., 0].square() @ (1 / weight.eig).T)[:, None, :]  # [B, C, out]
+                part = scaled @ g[..., 0].mT
+            else:
+                rotated = torch.einsum("bcqt,bjt->bcqj", g, a)
+                part = torch.einsum("bcqj,bdqj->bcd", rotated / weight.eig, rotated)
             if layer.has_bias:
                 bias = next(eigen)
                 r = torch.einsum("oq,bcot->bcq", bias.U_B, layer.g)

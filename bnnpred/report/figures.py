@@ -237,13 +237,32 @@ def plot_metric_vs_hyper(
         ylabel: metric name.
         xlabel: hyperparameter name.
     """
+    return plot_metric_vs_hyper_panels(path, grid, {"": series}, ylabel, xlabel)
+
+
+def plot_metric_vs_hyper_panels(
+    path: str | Path,
+    grid: ArrayLike,
+    panels: Mapping[str, Mapping[str, ArrayLike]],
+    ylabel: str,
+    xlabel: str = "prior precision δ",
+    columns: int = 4,
+) -> Path:
+    """:func:`plot_metric_vs_hyper` for several settings: one titled panel per entry of ``panels``, ``columns``
+    to a row."""
     x = _np(grid)
-    fig, ax = plt.subplots(figsize=(6.0, 4.0), layout="constrained")
-    for name, values in series.items():
-        ax.plot(x, _np(values), marker="o", ms=4, label=name)
-    ax.set(xscale="log", xlabel=xlabel, ylabel=ylabel)
-    if series:
-        ax.legend(fontsize="small")
+    n_cols = min(columns, len(panels))
+    n_rows = -(-len(panels) // n_cols)
+    fig, axes = plt.subplots(n_rows, n_cols, squeeze=False, figsize=(1.5 * PANEL_SIZE * n_cols, PANEL_SIZE * n_rows),
+                             layout="constrained")
+    for ax, (title, series) in zip(axes.flat, panels.items(), strict=False):
+        for name, values in series.items():
+            ax.plot(x, _np(values), marker="o", ms=4, label=name)
+        ax.set(xscale="log", xlabel=xlabel, ylabel=ylabel, title=title)
+        if series:
+            ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_axis_off()
     return _save(fig, path)
 
 

@@ -1,0 +1,123 @@
+r"""The GLM's kernel ``k(x, x') = J(x) S₀ J(x')ᵀ`` (notes-004 eq. 14, an empirical NTK at θ*) between input sets,
+without ``[N, C, P]`` Jacobians.
+
+A linear layer's Jacobian is ``∂f_c/∂W = g_c aᵀ``, ``∂f_c/∂b = g_c`` (:func:`~bnnpred.curvature.kron.
+layer_output_gradients`), so with prior variances ``s_W`` on its weight and ``s_b`` on its bias the layer adds
+``(s_W aᵀa' + s_b) g_cᵀ g'_d`` to the kernel: O(in + C·out) per pair instead of O(C·in·out). A convolution's
+Jacobian ``Σ_t g_{c,t} a_tᵀ`` is formed per layer (convolutions hold few parameters); a network with other
+parameters (batch norm, ...) falls back to its whole Jacobian. With ``per_class`` only same-class pairs enter
+(``k_c(x, x') = J_c(x) S₀ J_c(x')ᵀ``, the block-diagonal multi-class kernel of the reference implementation,
+notes-004 §6 item 7), at 1/C of the cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from bnnpred.curvature.functional import FlatModel
+from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS, iter_jacobians
+from bnnpred.curvature.kron import Layer, LayerJacobian, iter_layer_gradients, supported_layers
+from bnnpred.errors import BnnpredError
+
+
+@dataclass
+class Factored:
+    """A linear layer: inputs ``a`` ``[B, in]``, output gradients ``g`` ``[B, C, out]``, prior variances."""
+
+    a: Tensor
+    g: Tensor
+    s_w: float
+    s_b: float
+
+
+@dataclass
+class Dense:
+    """Explicit Jacobian columns ``J`` ``[B, C, Q]`` with their prior variances ``s`` ``[Q]``."""
+
+    J: Tensor
+    s: Tensor
+
+
+Features = list[Factored | Dense]
+
+
+def _layers_or_none(model: FlatModel) -> list[Layer] | None:
+    try:
+        return supported_layers(model)
+    except BnnpredError:
+        return None
+
+
+def _is_constant(s: Tensor) -> bool:
+    return s.numel() == 0 or bool((s == s[0]).all())
+
+
+def _layer_features(layer: Layer, factor: LayerJacobian, prior_cov: Tensor) -> Factored | Dense:
+    s_w = prior_cov[layer.weight.start : layer.weight.stop]
+    s_b = prior_cov[layer.bias.start : layer.bias.stop] if layer.bias is not None else prior_cov[:0]
+    a, g = factor.a, factor.g  # [B, I, T], [B, C, out, T]
+    if a.shape[-1] == 1 and _is_constant(s_w) and _is_constant(s_b):
+        return Factored(a[..., 0], g[..., 0], float(s_w[0]), float(s_b[0]) if s_b.numel() else 0.0)
+    J_w = torch.einsum("bcot,bit->bcoi", g, a).reshape(*g.shape[:2], -1)  # θ order: W [out, in·k·k] row-major
+    J = torch.cat([J_w, g.sum(-1)], dim=-1) if factor.has_bias else J_w
+    return Dense(J, torch.cat([s_w, s_b]))
+
+
+def iter_features(model: FlatModel, theta: Tensor, X: Tensor, prior_cov: Tensor,
+                  max_elems: int = DEFAULT_CHUNK_ELEMS) -> Iterator[tuple[Tensor, Features]]:
+    """Outputs ``f`` ``[b, C]`` and the kernel features under the prior variances ``S₀`` ``[P]`` over bounded
+    chunks of ``X``."""
+    layers = _layers_or_none(model)
+    if layers is None:
+        for _, f, J in iter_jacobians(model, theta, X, max_elems):
+            yield f, [Dense(J, prior_cov)]
+        return
+    for f, factors in iter_layer_gradients(model, theta, X, layers, max_elems):
+        yield f, [_layer_features(layer, factor, prior_cov) for layer, factor in zip(layers, factors, strict=True)]
+
+
+def concat(chunks: list[Features]) -> Features:
+    """Features of consecutive chunks as one set."""
+    out: Features = []
+    for parts in zip(*chunks, strict=True):
+        first = parts[0]
+        if isinstance(first, Factored):
+            out.append(Factored(torch.cat([u.a for u in parts]), torch.cat([u.g for u in parts]), first.s_w, first.s_b))
+        else:
+            out.append(Dense(torch.cat([u.J for u in parts]), first.s))
+    return out
+
+
+def cross_kernel(f1: Features, f2: Features, per_class: bool = False) -> Tensor:
+    """``K(X1, X2)`` ``[B1, C, B2, C]`` = ``J(X1) S₀ J(X2)ᵀ``."""
+    spec = "bcq,dcq->bcd" if per_class else "bcq,dpq->bcdp"
+    total = None
+    for u, v in zip(f1, f2, strict=True):
+        if isinstance(u, Factored):
+            w = u.s_w * (u.a @ v.a.T) + u.s_b  # [B1, B2]
+            part = torch.einsum(spec, u.g, v.g) * (w[:, None, :] if per_class else w[:, None, :, None])
+        else:
+            part = torch.einsum(spec, u.J * u.s, v.J)
+        total = part if total is None else total + part
+    if per_class:
+        eye = torch.eye(total.shape[1], dtype=total.dtype, device=total.device)
+        return total[..., None] * eye[None, :, None, :]
+    return total
+
+
+def self_kernel(feats: Features, per_class: bool = False) -> Tensor:
+    """``K(x, x)`` ``[B, C, C]`` for every input of one set."""
+    spec = "bcq,bcq->bc" if per_class else "bcq,bdq->bcd"
+    total = None
+    for u in feats:
+        if isinstance(u, Factored):
+            w = u.s_w * u.a.square().sum(-1) + u.s_b  # [B]
+            part = torch.einsum(spec, u.g, u.g) * (w[:, None] if per_class else w[:, None, None])
+        else:
+            part = torch.einsum(spec, u.J * u.s, u.J)
+        total = part if total is None else total + part
+    return torch.diag_embed(total) if per_class else total

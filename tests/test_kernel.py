@@ -1,0 +1,105 @@
+"""The GLM kernel J S₀ Jᵀ from layer factors (notes-004 eq. 14) and the GP predictive built on it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from bnnpred.curvature import kernel
+from bnnpred.curvature.functional import FlatModel
+from bnnpred.curvature.ggn import curvature
+from bnnpred.curvature.jacobians import jacobians
+from bnnpred.likelihoods import Categorical
+from bnnpred.posteriors import FullPosterior
+from bnnpred.predictive import Context, glm_latent, gp_condition, gp_latent
+
+
+def cnn(seed: int = 0) -> FlatModel:
+    """A 3x3 convolution on 5x5 images (nine output positions), pooling, and two linear layers."""
+    torch.manual_seed(seed)
+    return FlatModel(nn.Sequential(nn.Conv2d(2, 3, 3), nn.Tanh(), nn.Flatten(), nn.Linear(27, 5), nn.Tanh(),
+                                   nn.Linear(5, 4)).double())
+
+
+def layered_prior(model: FlatModel, ard_layer: str | None = None) -> torch.Tensor:
+    """Prior variances constant per tensor but different between tensors; ``ard_layer`` gets one per weight."""
+    gen = torch.Generator().manual_seed(3)
+    parts = [torch.full((size,), 0.2 + i / 4, dtype=torch.float64) for i, size in enumerate(model.sizes)]
+    if ard_layer is not None:
+        i = model.names.index(ard_layer)
+        parts[i] = torch.rand(model.sizes[i], generator=gen, dtype=torch.float64) + 0.1
+    return torch.cat(parts)
+
+
+def features(model: FlatModel, X: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, kernel.Features]:
+    chunks = list(kernel.iter_features(model, model.theta(), X, s))
+    return torch.cat([f for f, _ in chunks]), kernel.concat([u for _, u in chunks])
+
+
+def explicit(model: FlatModel, X1: torch.Tensor, X2: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    theta = model.theta()
+    _, J1 = jacobians(model, theta, X1)
+    _, J2 = jacobians(model, theta, X2)
+    return torch.einsum("bcp,dep->bcde", J1 * s, J2)
+
+
+@pytest.mark.parametrize("ard_layer", [None, "3.weight"])
+@pytest.mark.parametrize("per_class", [False, True])
+def test_layer_factor_kernel_equals_the_explicit_jacobian_kernel(ard_layer, per_class):
+    """Factored linear layers, formed convolution Jacobians, and a linear layer whose prior is not constant
+    (formed explicitly) all give J S₀ Jᵀ; per class keeps exactly the same-class pairs."""
+    model = cnn()
+    X1, X2 = torch.randn(4, 2, 5, 5, dtype=torch.float64), torch.randn(3, 2, 5, 5, dtype=torch.float64)
+    s = layered_prior(model, ard_layer)
+    expected = explicit(model, X1, X2, s)
+    if per_class:
+        expected = expected * torch.eye(4, dtype=torch.float64)[None, :, None, :]
+    f1, u = features(model, X1, s)
+    _, v = features(model, X2, s)
+    kinds = [type(part).__name__ for part in u]
+    assert kinds == ["Dense", "Dense" if ard_layer else "Factored", "Factored"]
+    torch.testing.assert_close(kernel.cross_kernel(u, v, per_class), expected)
+    self_expected = explicit(model, X1, X1, s).diagonal(dim1=0, dim2=2).permute(2, 0, 1)
+    if per_class:
+        self_expected = torch.diag_embed(self_expected.diagonal(dim1=1, dim2=2))
+    torch.testing.assert_close(kernel.self_kernel(u, per_class), self_expected)
+    torch.testing.assert_close(f1, model(model.theta(), X1))
+
+
+def test_networks_with_other_layers_use_their_whole_jacobian():
+    torch.manual_seed(0)
+    model = FlatModel(nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Linear(4, 2)).double())
+    X = torch.randn(5, 3, dtype=torch.float64)
+    s = layered_prior(model)
+    _, feats = features(model, X, s)
+    assert len(feats) == 1 and isinstance(feats[0], kernel.Dense)
+    torch.testing.assert_close(kernel.cross_kernel(feats, feats), explicit(model, X, X, s))
+
+
+def test_chunked_features_concatenate_to_the_whole_set():
+    model = cnn()
+    X = torch.randn(7, 2, 5, 5, dtype=torch.float64)
+    s = layered_prior(model)
+    chunks = list(kernel.iter_features(model, model.theta(), X, s, max_elems=1000))
+    assert len(chunks) > 2
+    whole = kernel.concat([u for _, u in chunks])
+    torch.testing.assert_close(kernel.cross_kernel(whole, whole), explicit(model, X, X, s))
+
+
+def test_gp_on_all_points_of_a_cnn_equals_the_glm_latent():
+    """notes-004 §5 item 3 at CNN shape: the function-space GP on all N points is the weight-space full
+    Laplace-GGN's J Σ Jᵀ, with a per-tensor prior."""
+    model = cnn(1)
+    X = torch.randn(10, 2, 5, 5, dtype=torch.float64)
+    y = torch.randint(0, 4, (10,))
+    theta = model.theta()
+    prior_precision = 1 / layered_prior(model)
+    ggn, _ = curvature(model, Categorical(), theta, X, y)
+    posterior = FullPosterior(theta, ggn + torch.diag(prior_precision))
+    ctx = Context(model, Categorical(), theta, posterior, prior_precision, X)
+    X_test = torch.randn(3, 2, 5, 5, dtype=torch.float64)
+    mean_w, cov_w = glm_latent(ctx, X_test)
+    mean_f, cov_f = gp_latent(ctx, X_test, gp_condition(ctx, torch.arange(10)))
+    torch.testing.assert_close(mean_f, mean_w)
+    torch.testing.assert_close(cov_f, cov_w, rtol=1e-7, atol=1e-10)
