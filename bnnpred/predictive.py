@@ -34,8 +34,8 @@ from bnnpred.prediction import Prediction
 
 log = logging.getLogger(__name__)
 
-# Network evaluations for NN sampling are batched over this many (sample, input) pairs.
-MAX_PAIRS = 2**18
+# Network evaluations for NN sampling are batched so that their activations hold about this many numbers.
+MAX_ACTIVATIONS = 2**26
 
 
 class PredictiveKind(str, Enum):
@@ -86,10 +86,12 @@ def map_predictive(ctx: Context, X: Tensor) -> Prediction:
 
 
 def nn_samples(ctx: Context, X: Tensor, thetas: Tensor) -> Tensor:
-    """``f(X; θ_s)`` ``[S, B, C]`` for parameter draws ``θ_s`` ``[S, P]``, in bounded batches."""
+    """``f(X; θ_s)`` ``[S, B, C]`` for parameter draws ``θ_s`` ``[S, P]``, in batches of (sample, input) pairs whose
+    activations hold about ``MAX_ACTIVATIONS`` numbers."""
     forward = vmap(ctx.model, in_dims=(0, None))
-    x_step = min(len(X), 4096)
-    s_step = max(1, MAX_PAIRS // max(1, x_step))
+    pairs = max(1, MAX_ACTIVATIONS // activations_per_input(ctx.model, ctx.theta, X[:1]))
+    x_step = min(len(X), pairs)
+    s_step = max(1, pairs // max(1, x_step))
     with torch.no_grad():
         return torch.cat(
             [
@@ -98,6 +100,25 @@ def nn_samples(ctx: Context, X: Tensor, thetas: Tensor) -> Tensor:
             ],
             dim=1,
         )
+
+
+def activations_per_input(model: FlatModel, theta: Tensor, x: Tensor) -> int:
+    """Numbers the network's layers output for one input ``x`` ``[1, ...]`` (its activation memory)."""
+    total = 0
+
+    def count(module: torch.nn.Module, inputs: tuple[Tensor, ...], output: Tensor) -> None:
+        nonlocal total
+        total += output.numel() if isinstance(output, Tensor) else 0
+
+    leaves = [m for m in model.module.modules() if not list(m.children())]
+    hooks = [m.register_forward_hook(count) for m in leaves]
+    try:
+        with torch.no_grad():
+            model(theta, x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return max(1, total)
 
 
 def glm_samples(ctx: Context, X: Tensor, thetas: Tensor) -> Tensor:

@@ -3,12 +3,13 @@
 import pytest
 import torch
 
-from bnnpred import metrics
+from bnnpred import metrics, predictive
 from bnnpred.curvature.ggn import Curvature, Structure
 from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import laplace_at
 from bnnpred.predictive import (
     Context,
+    activations_per_input,
     closed_predictive,
     glm_latent,
     glm_predictive,
@@ -93,3 +94,14 @@ def test_subset_gp_prior_factor_is_chosen_by_validation_nll():
     assert len(set(nlls)) == len(factors)  # the factor matters
     best = factors[nlls.index(min(nlls))]
     assert chosen.scale == 2.0 * best
+
+
+def test_nn_samples_in_small_batches_equal_one_network_call_per_sample(monkeypatch):
+    """Batches of (sample, input) pairs are sized by the network's activations per input; any size gives the
+    same draws."""
+    ctx, X = laplace_context("categorical")
+    thetas = ctx.posterior.sample(7, torch.Generator().manual_seed(0))
+    assert activations_per_input(ctx.model, ctx.theta, X[:1]) == 2 + 5 + 5 + 5 + 5 + 3  # flatten, 2x5 tanh, 3 classes
+    monkeypatch.setattr(predictive, "MAX_ACTIVATIONS", 50)  # two inputs per batch, one sample at a time
+    expected = torch.stack([ctx.model(theta, X) for theta in thetas])
+    torch.testing.assert_close(nn_samples(ctx, X, thetas), expected)
