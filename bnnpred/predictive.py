@@ -158,12 +158,10 @@ def glm_latent(ctx: Context, X: Tensor) -> tuple[Tensor, Tensor]:
 def kron_glm_latent(ctx: Context, post: KronPosterior, X: Tensor, shift: Tensor) -> tuple[Tensor, Tensor]:
     """:func:`glm_latent` for a Kronecker posterior from each layer's Jacobian factors (C backward passes per
     batch, no ``[B, C, P]`` Jacobian), the mean shift by a Jacobian-vector product."""
-    means, covs, start = [], [], 0
-    for f, factors in iter_layer_gradients(ctx.model, ctx.theta, X):
-        rows = X[start : start + len(f)]
-        start += len(f)
+    means, covs = [], []
+    for rows, f, factors in iter_layer_gradients(ctx.model, ctx.theta, X):
         covs.append(post.functional_cov_from_layers(factors))
-        means.append(_shifted(ctx, rows, f, shift))
+        means.append(_shifted(ctx, X[rows], f, shift))
     return torch.cat(means), torch.cat(covs)
 
 
@@ -201,12 +199,7 @@ class GPConditioning:
 
     def rescaled(self, scale: float) -> GPConditioning:
         """The same GP with prior precision ``scale · Δ`` (one Cholesky, no kernel recomputation)."""
-        M, C = self.L.shape[:2]
-        LK = _apply_L(self.L, self.K.reshape(M, C, M * C)).reshape(M * C, M * C)
-        LKL = _apply_L(self.L, LK.T.reshape(M, C, M * C)).reshape(M * C, M * C)  # = (L K Lᵀ)ᵀ, symmetric
-        B_mat = torch.eye(M * C, dtype=self.K.dtype, device=self.K.device) + LKL / scale
-        return GPConditioning(self.feats, self.L, self.K, scale, robust_cholesky(B_mat, "GP matrix I + L K Lᵀ"),
-                              self.per_class)
+        return _conditioned(self.feats, self.L, self.K, scale, self.per_class)
 
 
 def _apply_L(L: Tensor, V: Tensor) -> Tensor:
@@ -218,23 +211,28 @@ def gp_condition(ctx: Context, subset: Tensor, prior_scale: float = 1.0, per_cla
     """Condition the GP with kernel ``J S₀ Jᵀ`` on training rows ``subset`` (W = blockdiag Λ_i = LᵀL), with the
     prior precision multiplied by ``prior_scale`` (``S₀ = (scale · Δ)⁻¹``)."""
     chunks = list(kernel.iter_features(ctx.model, ctx.theta, ctx.X_train[subset], 1 / ctx.prior_precision))
-    f_m = torch.cat([f for f, _ in chunks])
-    feats = kernel.concat([u for _, u in chunks])
+    f_m = torch.cat([f for _, f, _ in chunks])
+    feats = kernel.concat([u for _, _, u in chunks])
     M, C = f_m.shape
     K = kernel.cross_kernel(feats, feats, per_class).reshape(M * C, M * C)
-    L = ctx.likelihood.hessian_sqrt(f_m)  # [M, C, C]
-    return GPConditioning(feats, L, K, 1.0, K.new_zeros(()), per_class).rescaled(prior_scale)
+    return _conditioned(feats, ctx.likelihood.hessian_sqrt(f_m), K, prior_scale, per_class)
+
+
+def _conditioned(feats: kernel.Features, L: Tensor, K: Tensor, scale: float, per_class: bool) -> GPConditioning:
+    """:class:`GPConditioning` with ``chol(I + L K Lᵀ / scale)`` for ``L`` ``[M, C, C]`` and ``K`` ``[MC, MC]``."""
+    M, C = L.shape[:2]
+    LK = _apply_L(L, K.reshape(M, C, M * C)).reshape(M * C, M * C)
+    LKL = _apply_L(L, LK.T.reshape(M, C, M * C)).reshape(M * C, M * C)  # = (L K Lᵀ)ᵀ, symmetric
+    B_mat = torch.eye(M * C, dtype=K.dtype, device=K.device) + LKL / scale
+    return GPConditioning(feats, L, K, scale, robust_cholesky(B_mat, "GP matrix I + L K Lᵀ"), per_class)
 
 
 def _gp_kernels(ctx: Context, X: Tensor, cond: GPConditioning) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
     """Per chunk of ``X``: the latent mean ``[b, C]``, ``K(x, x)`` ``[b, C, C]`` and ``K(x, X_M)`` ``[b, C, MC]``
     at the prior ``S₀ = Δ⁻¹``."""
     shift = None if ctx.posterior is None else ctx.posterior.mean - ctx.theta
-    start = 0
-    for f, feats in kernel.iter_features(ctx.model, ctx.theta, X, 1 / ctx.prior_precision):
-        rows = X[start : start + len(f)]
-        start += len(f)
-        f = _shifted(ctx, rows, f, shift)
+    for rows, f, feats in kernel.iter_features(ctx.model, ctx.theta, X, 1 / ctx.prior_precision):
+        f = _shifted(ctx, X[rows], f, shift)
         K_xM = kernel.cross_kernel(feats, cond.feats, cond.per_class)
         yield f, kernel.self_kernel(feats, cond.per_class), K_xM.reshape(len(f), f.shape[1], -1)
 

@@ -34,7 +34,7 @@ def layered_prior(model: FlatModel, ard_layer: str | None = None) -> torch.Tenso
 
 def features(model: FlatModel, X: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, kernel.Features]:
     chunks = list(kernel.iter_features(model, model.theta(), X, s))
-    return torch.cat([f for f, _ in chunks]), kernel.concat([u for _, u in chunks])
+    return torch.cat([f for _, f, _ in chunks]), kernel.concat([u for _, _, u in chunks])
 
 
 def explicit(model: FlatModel, X1: torch.Tensor, X2: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -83,7 +83,8 @@ def test_chunked_features_concatenate_to_the_whole_set():
     s = layered_prior(model)
     chunks = list(kernel.iter_features(model, model.theta(), X, s, max_elems=1000))
     assert len(chunks) > 2
-    whole = kernel.concat([u for _, u in chunks])
+    assert [(rows.start, rows.stop) for rows, _, _ in chunks][:2] == [(0, 1), (1, 2)]
+    whole = kernel.concat([u for _, _, u in chunks])
     torch.testing.assert_close(kernel.cross_kernel(whole, whole), explicit(model, X, X, s))
 
 

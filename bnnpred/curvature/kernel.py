@@ -68,16 +68,17 @@ def _layer_features(layer: Layer, factor: LayerJacobian, prior_cov: Tensor) -> F
 
 
 def iter_features(model: FlatModel, theta: Tensor, X: Tensor, prior_cov: Tensor,
-                  max_elems: int = DEFAULT_CHUNK_ELEMS) -> Iterator[tuple[Tensor, Features]]:
-    """Outputs ``f`` ``[b, C]`` and the kernel features under the prior variances ``S₀`` ``[P]`` over bounded
-    chunks of ``X``."""
+                  max_elems: int = DEFAULT_CHUNK_ELEMS) -> Iterator[tuple[slice, Tensor, Features]]:
+    """``(rows, f, features)`` over bounded chunks of ``X``: outputs ``f`` ``[b, C]`` and the kernel features under
+    the prior variances ``S₀`` ``[P]``."""
     layers = _layers_or_none(model)
     if layers is None:
-        for _, f, J in iter_jacobians(model, theta, X, max_elems):
-            yield f, [Dense(J, prior_cov)]
+        for rows, f, J in iter_jacobians(model, theta, X, max_elems):
+            yield rows, f, [Dense(J, prior_cov)]
         return
-    for f, factors in iter_layer_gradients(model, theta, X, layers, max_elems):
-        yield f, [_layer_features(layer, factor, prior_cov) for layer, factor in zip(layers, factors, strict=True)]
+    for rows, f, factors in iter_layer_gradients(model, theta, X, layers, max_elems):
+        yield rows, f, [_layer_features(layer, factor, prior_cov)
+                        for layer, factor in zip(layers, factors, strict=True)]
 
 
 def concat(chunks: list[Features]) -> Features:

@@ -139,19 +139,21 @@ class LayerJacobian:
 
 
 def iter_layer_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer] | None = None,
-                         max_elems: int = DEFAULT_CHUNK_ELEMS) -> Iterator[tuple[Tensor, list[LayerJacobian]]]:
-    """:func:`layer_output_gradients` over chunks of ``X`` sized so that the factors and each convolution's formed
-    Jacobian (``C·out·in·k·k`` numbers) hold about ``max_elems`` numbers (measured on the first input)."""
+                         max_elems: int = DEFAULT_CHUNK_ELEMS) -> Iterator[tuple[slice, Tensor, list[LayerJacobian]]]:
+    """``(rows, f, factors)`` of :func:`layer_output_gradients` over chunks of ``X`` sized so that the factors and
+    each convolution's formed Jacobian (``C·out·in·k·k`` numbers) hold about ``max_elems`` numbers (measured on the
+    first input)."""
     if len(X) == 0:
         return
     layers = supported_layers(model) if layers is None else layers
     f, factors = layer_output_gradients(model, theta, X[:1], layers)
-    yield f, factors
+    yield slice(0, 1), f, factors
     per_input = sum(u.a.numel() + u.g.numel() + (u.g.shape[1] * u.g.shape[2] * u.a.shape[1] if u.a.shape[-1] > 1
                                                  else 0) for u in factors)
     step = max(1, max_elems // per_input)
     for start in range(1, len(X), step):
-        yield layer_output_gradients(model, theta, X[start : start + step], layers)
+        rows = slice(start, min(start + step, len(X)))
+        yield (rows, *layer_output_gradients(model, theta, X[rows], layers))
 
 
 def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor,
