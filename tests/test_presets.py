@@ -10,15 +10,19 @@ from bnnpred.data.root import FILES, verify
 from bnnpred.reproduce import STUDIES
 from bnnpred.runner import train
 
-SMALLER = {"banana": ["dataset.n_train=200"], "mnist": ["dataset.n_train=50"], "fashion_mnist": ["dataset.n_train=50"]}
+IMAGES = ["dataset.n_train=50", "dataset.n_test=20"]
+SMALLER = {"banana": ["dataset.n_train=200"], "mnist": IMAGES, "fashion_mnist": IMAGES}
 PRESETS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 MINIMAL = ["selection.delta_grid=[1.0]", "selection.sigma2_grid=null", "predictive.n_samples=2", "plot.enabled=false",
            "progress=false"]
 STEP_KEYS = ("map.steps", "steps", "iterations")  # whichever the preset's method has, set to 2
+EPOCH_KEYS = ("map.epochs", "epochs")  # set to 1 where a preset counts epochs
 
 
-def one_step(inference) -> list[str]:
-    return [f"inference.{key}=2" for key in STEP_KEYS if OmegaConf.select(inference, key) is not None]
+def one_step(cfg) -> list[str]:
+    return ([f"inference.{key}=2" for key in STEP_KEYS if OmegaConf.select(cfg.inference, key) is not None]
+            + [f"inference.{key}=1" for key in EPOCH_KEYS if OmegaConf.select(cfg.inference, key) is not None]
+            + (["ood.n_test=10"] if cfg.ood is not None else []))
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -26,7 +30,7 @@ def test_every_preset_runs_one_minimal_step(preset, tmp_path, data_root):
     base = compose([f"experiment={preset}"])
     if base.dataset.name in FILES and any(status != "ok" for _, status in verify(base.dataset.name, data_root)):
         pytest.skip(f"{preset} needs {base.dataset.name}, which is not in the data root (a GPU-scale preset)")
-    cfg = compose([f"experiment={preset}", *MINIMAL, *one_step(base.inference), *SMALLER.get(base.dataset.name, [])])
+    cfg = compose([f"experiment={preset}", *MINIMAL, *one_step(base), *SMALLER.get(base.dataset.name, [])])
     document = train(cfg, tmp_path)
     assert document["run"]["dataset"].startswith(cfg.dataset.name)
     assert (tmp_path / "metrics.json").is_file()
