@@ -57,6 +57,9 @@ class PriorConfig:
 @dataclass
 class LikelihoodConfig:
     sigma2: float = 0.1  # Gaussian noise variance (regression only)
+    # noise precision τ on the original target scale (SLANG's UCI setup, notes-002 §3.5): replaces sigma2 by
+    # 1/(τ·s²) on targets standardised by s; null: sigma2 as it is
+    noise_precision: float | None = None
 
 
 @dataclass

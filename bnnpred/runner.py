@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred import __version__, inference, metrics
-from bnnpred.config import Config, Device, DType, PriorConfig, PriorScale, Split, run_key
+from bnnpred.config import Config, Device, DType, LikelihoodConfig, PriorConfig, PriorScale, Split, run_key
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task, load_dataset
@@ -83,6 +83,8 @@ def check_config(cfg: Config) -> None:
         raise BnnpredError(f"prior.bias_delta must be positive or null, got {cfg.prior.bias_delta}")
     if not cfg.likelihood.sigma2 > 0:
         raise BnnpredError(f"likelihood.sigma2 must be positive, got {cfg.likelihood.sigma2}")
+    if cfg.likelihood.noise_precision is not None and not cfg.likelihood.noise_precision > 0:
+        raise BnnpredError(f"likelihood.noise_precision must be positive or null, got {cfg.likelihood.noise_precision}")
     if cfg.predictive.n_samples < 1:
         raise BnnpredError(f"predictive.n_samples must be >= 1, got {cfg.predictive.n_samples}")
     if not cfg.predictive.kinds:
@@ -231,7 +233,10 @@ def evaluate_all(
                 continue
             start = time.perf_counter()
             pred = predict(X)
-            results[split][kind] = {**metrics.evaluate(pred, y), "seconds": time.perf_counter() - start}
+            values = metrics.evaluate(pred, y)
+            if s.data.target_scale is not None:
+                values = in_original_units(values, s.data.target_scale)
+            results[split][kind] = {**values, "seconds": time.perf_counter() - start}
             if split == "test":
                 test_predictions[kind] = pred
         if s.X_ood is not None and kind in test_predictions:
@@ -239,6 +244,21 @@ def evaluate_all(
             results["test"][kind]["ood_auc"] = metrics.ood_auc(test_predictions[kind].probs,
                                                                ood_predictions[kind].probs)
     return results, test_predictions, ood_predictions
+
+
+def noise_variance(cfg: LikelihoodConfig, data: Dataset) -> float:
+    """σ² on the targets the model sees: ``sigma2``, or ``1/(τ·s²)`` for a noise precision τ on the original scale
+    of targets standardised by ``s``."""
+    if cfg.noise_precision is None:
+        return cfg.sigma2
+    return 1 / (cfg.noise_precision * (data.target_scale or 1.0) ** 2)
+
+
+def in_original_units(values: dict[str, float], scale: float) -> dict[str, float]:
+    """Regression metrics of standardised targets plus their copies in the data's units: ``rmse·s``,
+    ``nll + log s``."""
+    extra = {"rmse_original": values["rmse"] * scale} if "rmse" in values else {}
+    return {**values, **extra, "nll_original": values["nll"] + math.log(scale)}
 
 
 def likelihood_and_prior(s: Setup, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
@@ -344,7 +364,7 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     start = time.perf_counter()
     s = setup(cfg)
     trainer = Trainer(s)
-    sigma2 = cfg.likelihood.sigma2 if s.data.task is Task.regression else None
+    sigma2 = noise_variance(cfg.likelihood, s.data) if s.data.task is Task.regression else None
     try:
         chosen, rows = select(cfg.selection, trainer.fit_at, cfg.prior.delta, sigma2, trainer.frozen_evidence)
     except DivergenceError as e:

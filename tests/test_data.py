@@ -179,6 +179,9 @@ def test_uci_regression_split_is_the_published_one_standardised_on_train(data_ro
     test_rows = np.loadtxt(data_root / "uci_regression/wine-quality-red/index_test_3.txt", dtype=int)
     y_raw = raw[test_rows, -1]  # standardisation is affine: the test targets keep their order and spacing
     assert np.corrcoef(y_raw, full.y_test.numpy())[0, 1] > 1 - 1e-12
+    train_rows = np.loadtxt(data_root / "uci_regression/wine-quality-red/index_train_3.txt", dtype=int)
+    assert full.target_scale == pytest.approx(raw[train_rows, -1].std(), rel=1e-12)
+    np.testing.assert_allclose(full.y_test.numpy() * full.target_scale + raw[train_rows, -1].mean(), y_raw)
     held = load_uci_regression(UCIRegressionConfig(seed=0, split=3, valid_fraction=0.1), data_root)
     assert (len(held.X_train), len(held.X_valid), len(held.X_test)) == (1295, 144, 160)
 

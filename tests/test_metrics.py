@@ -1,6 +1,7 @@
 """Metrics against values computed by hand or by reference implementations."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -8,8 +9,10 @@ from sklearn.metrics import roc_auc_score
 from torch.distributions import Normal
 
 from bnnpred import metrics
+from bnnpred.config import LikelihoodConfig
 from bnnpred.errors import BnnpredError
 from bnnpred.prediction import ClassPrediction, RegPrediction
+from bnnpred.runner import in_original_units, noise_variance
 
 DTYPE = torch.float64
 
@@ -107,3 +110,20 @@ def test_evaluate_dispatches_on_the_prediction_type():
     assert regression["ll"] == -regression["nll"]
     assert regression["gaussian_ll"] == pytest.approx(regression["ll"], abs=1e-12)
     assert regression["rmse"] == pytest.approx(math.sqrt(2.0), abs=1e-12)
+
+
+def test_regression_metrics_in_original_units_equal_those_of_the_unstandardised_prediction():
+    """Targets standardised by s: the density picks up 1/s, so NLL + log s and RMSE·s are the metrics of the same
+    predictive mixture in the data's units; τ on the original scale is σ² = 1/(τ s²) on the standardised one."""
+    gen = torch.Generator().manual_seed(0)
+    loc, var = torch.randn(4, 30, generator=gen, dtype=torch.float64), torch.rand(4, 30, generator=gen,
+                                                                                 dtype=torch.float64) + 0.1
+    z = torch.randn(30, generator=gen, dtype=torch.float64)
+    scale, shift = 3.7, -2.0
+    standardised = in_original_units(metrics.evaluate(RegPrediction(loc, var), z), scale)
+    original = metrics.evaluate(RegPrediction(loc * scale + shift, var * scale**2), z * scale + shift)
+    assert standardised["nll_original"] == pytest.approx(original["nll"], rel=1e-12)
+    assert standardised["rmse_original"] == pytest.approx(original["rmse"], rel=1e-12)
+    data = SimpleNamespace(target_scale=scale)
+    assert noise_variance(LikelihoodConfig(sigma2=0.5, noise_precision=2.0), data) == pytest.approx(1 / (2 * 3.7**2))
+    assert noise_variance(LikelihoodConfig(sigma2=0.5), data) == 0.5

@@ -37,6 +37,8 @@ class Dataset:
     augment: Callable[[Tensor, Generator], Tensor] | None = None
     # per-channel (mean, std) ``[C, 1, 1]`` the raw [0, 1] pixels were standardised with (for OOD sets); None: none
     standardization: tuple[Tensor, Tensor] | None = None
+    # std of the training targets that standardised a regression set's y; metrics get original-unit copies
+    target_scale: float | None = None
 
     @property
     def output_dim(self) -> int:

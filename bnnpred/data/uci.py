@@ -2,8 +2,8 @@
 as distributed by Gal & Ghahramani (2016): ``<root>/uci_regression/<set>/{data.txt, index_features.txt,
 index_target.txt, index_train_<k>.txt, index_test_<k>.txt}``.
 
-Inputs and targets are standardised with the mean and std of the training part of the split, so NLL and
-RMSE are in standardised target units (multiply RMSE by ``y_std`` of the split for the original units).
+Inputs and targets are standardised with the mean and std of the training part of the split: ``nll`` and ``rmse``
+are in standardised target units, ``nll_original`` and ``rmse_original`` in the data's.
 """
 
 from __future__ import annotations
@@ -66,14 +66,15 @@ def load_uci_regression(cfg: UCIRegressionConfig, root: Path) -> Dataset:
     valid, train = train[order[:n_valid]], train[np.sort(order[n_valid:])]
     X, y = data[:, features], data[:, target]
     X = standardized(X, train)  # constant features (e.g. in naval) stay zero
-    y = (y - y[train].mean()) / y[train].std()
+    scale = float(y[train].std())
+    y = (y - y[train].mean()) / scale
 
     def part(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.from_numpy(np.ascontiguousarray(X[rows])), torch.from_numpy(y[rows])
 
     (X_tr, y_tr), (X_va, y_va), (X_te, y_te) = part(train), part(valid), part(test)
     return Dataset(f"uci_regression/{cfg.dataset}", Task.regression, 1, (X.shape[1],), X_tr, y_tr, X_va, y_va,
-                   X_te, y_te)
+                   X_te, y_te, target_scale=scale)
 
 
 
