@@ -247,9 +247,10 @@ def plot_metric_vs_hyper_panels(
     ylabel: str,
     xlabel: str = "prior precision δ",
     columns: int = 4,
+    log_y: bool = False,
 ) -> Path:
     """:func:`plot_metric_vs_hyper` for several settings: one titled panel per entry of ``panels``, ``columns``
-    to a row."""
+    to a row (``log_y`` for positive metrics spanning decades)."""
     x = _np(grid)
     n_cols = min(columns, len(panels))
     n_rows = -(-len(panels) // n_cols)
@@ -258,7 +259,7 @@ def plot_metric_vs_hyper_panels(
     for ax, (title, series) in zip(axes.flat, panels.items(), strict=False):
         for name, values in series.items():
             ax.plot(x, _np(values), marker="o", ms=4, label=name)
-        ax.set(xscale="log", xlabel=xlabel, ylabel=ylabel, title=title)
+        ax.set(xscale="log", yscale="log" if log_y else "linear", xlabel=xlabel, ylabel=ylabel, title=title)
         if series:
             ax.legend(fontsize="small")
     for ax in list(axes.flat)[len(panels):]:
