@@ -74,3 +74,9 @@ def test_rank_above_the_parameter_count_is_an_error():
     problem, _ = tiny_problem("bernoulli", depth=0)
     with pytest.raises(BnnpredError, match="exceeds the 3 parameters"):
         fit_slang(problem, dataclasses.replace(SLANGConfig(), rank=5))
+
+
+def test_epochs_replace_iterations_with_one_trace_row_per_epoch():
+    problem, _ = tiny_problem("bernoulli", depth=0, n=60, d=3)  # 60 // 16 = 3 minibatches an epoch
+    fit = fit_slang(problem, SLANGConfig(epochs=4, batch_size=16, iterations=999, log_every=999))
+    assert fit.info["iterations"] == 12 and [row["step"] for row in fit.trace] == [3, 6, 9, 12]

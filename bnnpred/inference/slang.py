@@ -29,7 +29,7 @@ from torch.func import grad, vmap
 from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches, decay_factor
+from bnnpred.inference.base import Fit, Problem, batches, decay_factor, training_length
 from bnnpred.posteriors import LowRankDiagPosterior
 
 
@@ -49,6 +49,7 @@ class SLANGConfig:
     n_samples: int = 1  # S
     batch_size: int | None = None  # M; None: full batch
     iterations: int = 1000
+    epochs: int | None = None  # if set: this many passes of N // batch_size iterations (replaces iterations)
     init_precision: float = 1.0  # d₀ (U₀ = 0, so Σ₀ = I / d₀)
     eig: Eig = Eig.exact
     eig_iterations: int = 4  # subspace iterations of the randomised eigensolver
@@ -69,6 +70,8 @@ class SLANGConfig:
                 raise BnnpredError(f"inference.{key} must be >= 1, got {getattr(self, key)}")
         if self.batch_size is not None and self.batch_size < 1:
             raise BnnpredError(f"inference.batch_size must be >= 1 or null, got {self.batch_size}")
+        if self.epochs is not None and self.epochs < 1:
+            raise BnnpredError(f"inference.epochs must be >= 1 or null (use iterations), got {self.epochs}")
 
 
 @dataclass
@@ -138,10 +141,11 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
     mean = problem.theta0.detach().clone()
     state = SLANGState(mean=mean, U=mean.new_zeros(P, cfg.rank), d=torch.full_like(mean, cfg.init_precision),
                        momentum=torch.zeros_like(mean))
+    iterations, log_every = training_length(N, cfg.batch_size, cfg.iterations, cfg.epochs, cfg.log_every)
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
     show = problem.progress and sys.stderr.isatty()
-    for t in tqdm(range(1, cfg.iterations + 1), desc="SLANG", disable=not show, leave=False):
+    for t in tqdm(range(1, iterations + 1), desc="SLANG", disable=not show, leave=False):
         post = LowRankDiagPosterior(state.mean, state.U, state.d)
         thetas = post.sample(cfg.n_samples, problem.generator)
         rows = next(rows_stream)
@@ -153,10 +157,10 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
         state = slang_step(state, G, g_hat, problem.prior_precision, alpha, beta, cfg, problem.generator)
         if not bool(torch.isfinite(state.mean).all()):
             raise BnnpredError(f"SLANG diverged at iteration {t}; lower inference.lr")
-        if t % cfg.log_every == 0 or t == cfg.iterations:
+        if t % log_every == 0 or t == iterations:
             trace.append({"step": t, "elbo": elbo_estimate(problem, state)})
     posterior = LowRankDiagPosterior(state.mean, state.U, state.d)
-    return Fit(theta=state.mean, posterior=posterior, info={"iterations": cfg.iterations}, trace=trace)
+    return Fit(theta=state.mean, posterior=posterior, info={"iterations": iterations}, trace=trace)
 
 
 def elbo_estimate(problem: Problem, state: SLANGState) -> float:
