@@ -4,9 +4,9 @@ Laplace-GGN and of the dampened one (Ritter et al.), the glm predictive, and the
 chosen per method by validation NLL; accuracy, NLL, ECE and OOD-AUC beside the paper's numbers.
 
 Tiers: ``full`` is ``conf/experiment/notes004_table2(_cifar10).yaml`` (a GPU: 60k images, 500 epochs, 16 δ, 5 seeds,
-M = 3200). ``cpu`` (under an hour on 2 cores) trains on a seeded 10,000 of the training images for 8 epochs (batch
+M = 3200). ``cpu`` (under an hour on 2 cores) trains on a seeded 8,000 of the training images for 6 epochs (batch
 128), evaluates on a seeded 2,000 of the official test images (1,000 validation, 1,000 test) and 1,000 OOD images,
-with 20 predictive samples, δ ∈ {1, 10, 100}, one seed, and the GP on M = 200 training points (prior factors
+with 20 predictive samples, δ ∈ {1, 10, 100}, one seed, and the GP on M = 100 training points (prior factors
 logspace(−1, 3, 5)). ``quick`` is a smoke run.
 """
 
@@ -33,8 +33,8 @@ PAPER = {  # notes-004 Table 2, FMNIST (3c3d, 5 seeds): accuracy %, NLL, ECE, OO
     "bnn (Ritter et al.)": (91.20, 0.265, 0.024, 0.947), "glm predictive": (92.25, 0.244, 0.012, 0.955),
     "gp predictive": (91.36, 0.250, 0.007, 0.918),
 }
-CPU = ("dataset.n_train=10000", "dataset.n_test=2000", "ood.n_test=1000", "inference.map.epochs=8",
-       "inference.map.batch_size=128", "predictive.n_samples=20", "predictive.gp_subset_size=200",
+CPU = ("dataset.n_train=8000", "dataset.n_test=2000", "ood.n_test=1000", "inference.map.epochs=6",
+       "inference.map.batch_size=128", "predictive.n_samples=20", "predictive.gp_subset_size=100",
        "predictive.gp_prior_factors=${logspace:-1,3,5}", "prior.delta=1,10,100", "seed=117")
 QUICK = ("dataset.n_train=300", "dataset.n_test=200", "ood.n_test=100", "inference.map.epochs=1",
          "inference.map.batch_size=100", "predictive.n_samples=5", "predictive.gp_subset_size=20",
