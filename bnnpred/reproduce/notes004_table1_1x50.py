@@ -5,4 +5,4 @@ from bnnpred.reproduce.base import Study
 from bnnpred.reproduce.notes004_table1 import make_for
 
 STUDY = Study(name="notes004_table1_1x50", title="GLM predictive paper (notes-004) App. B.3: Table 1's study with "
-              "1x50 tanh", make=make_for(1), cpu_cost="not yet measured", full_scale=True)
+              "1x50 tanh", make=make_for(1), cpu_cost="about 1.5 h (525 runs)", full_scale=True)
