@@ -3,11 +3,12 @@ MNIST as the OOD set, and MNIST with Fashion-MNIST as OOD; MAP, the bnn predicti
 Laplace-GGN and of the dampened one (Ritter et al.), the glm predictive, and the subset-of-data GP predictive; δ
 chosen per method by validation NLL; accuracy, NLL, ECE and OOD-AUC beside the paper's numbers.
 
-Tiers: ``full`` is ``conf/experiment/notes004_table2(_cifar10).yaml`` (a GPU: 60k images, 500 epochs, 16 δ, 5 seeds,
-M = 3200). ``cpu`` (under an hour on 2 cores) trains on a seeded 8,000 of the training images for 6 epochs (batch
-128), evaluates on a seeded 2,000 of the official test images (1,000 validation, 1,000 test) and 1,000 OOD images,
-with 20 predictive samples, δ ∈ {1, 10, 100}, one seed, and the GP on M = 100 training points (prior factors
-logspace(−1, 3, 5)). ``quick`` is a smoke run.
+Tiers: ``full`` runs ``conf/experiment/notes004_table2.yaml`` as it is for both pairs (a GPU: 60k images, 500
+epochs, 16 δ, M = 3200, one seed; the paper's five seeds and the CIFAR-10 pair, ``notes004_table2_cifar10``, are
+run with ``bnnpred train -m`` as those presets describe). ``cpu`` (about an hour on 2 cores) trains on a seeded 8,000
+of the training images for 6 epochs (batch 128), evaluates on a seeded 2,000 of the official test images (1,000
+validation, 1,000 test) and 1,000 OOD images, with 20 predictive samples, δ ∈ {1, 10, 100, 1000}, one seed, and
+the GP on M = 100 training points (prior factors logspace(−1, 3, 5)). ``quick`` is a smoke run.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ PAPER = {  # notes-004 Table 2, FMNIST (3c3d, 5 seeds): accuracy %, NLL, ECE, OO
 }
 CPU = ("dataset.n_train=8000", "dataset.n_test=2000", "ood.n_test=1000", "inference.map.epochs=6",
        "inference.map.batch_size=128", "predictive.n_samples=20", "predictive.gp_subset_size=100",
-       "predictive.gp_prior_factors=${logspace:-1,3,5}", "prior.delta=1,10,100", "seed=117")
+       "predictive.gp_prior_factors=${logspace:-1,3,5}", "prior.delta=1,10,100,1000", "seed=117")
 QUICK = ("dataset.n_train=300", "dataset.n_test=200", "ood.n_test=100", "inference.map.epochs=1",
          "inference.map.batch_size=100", "predictive.n_samples=5", "predictive.gp_subset_size=20",
          "predictive.gp_prior_factors=[1,10]", "prior.delta=1,100", "seed=117")
@@ -73,24 +74,35 @@ def table(chosen: pd.DataFrame, name: str) -> list[str]:
 
 
 def claims(chosen: pd.DataFrame, name: str) -> list[str]:
-    """notes-004 Table 2's checks that the issue asks for in numbers."""
+    """notes-004 checklist item 10 (the CPU analogue of Table 2, soft at this scale), then the issue's further
+    claims: dampening recovers the bnn accuracy (within 1 point of MAP), glm's OOD-AUC above the dampened bnn's
+    (item 8c), the gp's ECE the lowest of the five (item 8d)."""
     stats = summarize(chosen[chosen["set"] == name], "test", ["row"]).set_index("row")
     acc, nll, ece, auc = (stats[m] for m in METRICS)
     best_ece = min(ece[row] for row in ROWS.values() if row != "gp predictive")
+    bnn, ritter, glm = "bnn predictive", "bnn (Ritter et al.)", "glm predictive"
     return [
-        check("the undampened bnn predictive loses accuracy against MAP",
-              acc["bnn predictive"] < acc["MAP"], f"{acc['bnn predictive']:.1f} vs {acc['MAP']:.1f}"),
-        check("dampening recovers it (within 1 point of MAP)", acc["bnn (Ritter et al.)"] >= acc["MAP"] - 1,
-              f"{acc['bnn (Ritter et al.)']:.1f} vs {acc['MAP']:.1f}"),
-        check("glm keeps MAP's accuracy (within 0.5 points)", acc["glm predictive"] >= acc["MAP"] - 0.5,
-              f"{acc['glm predictive']:.1f} vs {acc['MAP']:.1f}"),
-        check("glm improves NLL over MAP", nll["glm predictive"] < nll["MAP"],
-              f"{nll['glm predictive']:.3f} vs {nll['MAP']:.3f}"),
-        check("glm improves OOD-AUC over MAP", auc["glm predictive"] > auc["MAP"],
-              f"{auc['glm predictive']:.3f} vs {auc['MAP']:.3f}"),
-        check("gp has the lowest ECE", ece["gp predictive"] < best_ece,
+        check("(10) undampened bnn accuracy ≥ 3 points below MAP", acc[bnn] <= acc["MAP"] - 3,
+              f"{acc[bnn]:.1f} vs {acc['MAP']:.1f}"),
+        check("(10) glm accuracy ≥ MAP − 1", acc[glm] >= acc["MAP"] - 1, f"{acc[glm]:.1f} vs {acc['MAP']:.1f}"),
+        check("(10) glm NLL ≤ MAP NLL", nll[glm] <= nll["MAP"], f"{nll[glm]:.3f} vs {nll['MAP']:.3f}"),
+        check("(10) glm OOD-AUC ≥ MAP OOD-AUC", auc[glm] >= auc["MAP"], f"{auc[glm]:.3f} vs {auc['MAP']:.3f}"),
+        check("dampening recovers the bnn accuracy (within 1 point of MAP)", acc[ritter] >= acc["MAP"] - 1,
+              f"{acc[ritter]:.1f} vs {acc['MAP']:.1f}"),
+        check("(8c) glm OOD-AUC > dampened bnn OOD-AUC", auc[glm] > auc[ritter],
+              f"{auc[glm]:.3f} vs {auc[ritter]:.3f}"),
+        check("(8d) gp ECE the lowest of the five", ece["gp predictive"] < best_ece,
               f"{ece['gp predictive']:.3f} vs {best_ece:.3f} (the best other)"),
     ]
+
+
+def choose(frame: pd.DataFrame) -> pd.DataFrame:
+    """δ per row by validation NLL, except the gp row, which uses the network of MAP's δ (notes-004 §3.4: "the GP
+    uses the network with the best MAP validation NLL"; its own prior factor is already tuned on validation)."""
+    chosen = select_by_valid_nll(frame)
+    map_runs = chosen.loc[chosen["row"] == "MAP", "run_dir"]
+    gp = frame[(frame["row"] == "gp predictive") & frame["run_dir"].isin(map_runs)]
+    return pd.concat([chosen[chosen["row"] != "gp predictive"], gp], ignore_index=True)
 
 
 def fig6(r: Reproduction, chosen: pd.DataFrame, name: str) -> str:
@@ -112,13 +124,13 @@ def entropy(probs: np.ndarray) -> np.ndarray:
 def make(r: Reproduction) -> str:
     sets = list(PAIRS)
     frame = sweep_all(r, sets)
-    chosen = select_by_valid_nll(frame)
+    chosen = choose(frame)
     sections = []
     for name in sets:
         beside = ("the paper's FMNIST numbers (60k images, 500 epochs, 5 seeds) in brackets" if name == "fashion_mnist"
                   else "the paper's MNIST table is in its missing App. B.4")
         sections += [f"## {name} (OOD: {PAIRS[name]}); {beside}", "", *table(chosen, name), "",
-                     checks_table(claims(chosen, name), "claim (notes-004 Table 2)"), "",
+                     checks_table(claims(chosen, name), "claim (notes-004 checklist items 10 and 8)"), "",
                      f"![fig6]({fig6(r, chosen, name)})", ""]
     deltas = ", ".join(f"{d:g}" for d in np.sort(frame["delta"].unique()))
     return "\n".join([
@@ -128,8 +140,9 @@ def make(r: Reproduction) -> str:
         "MAP gives the bnn (sampled networks), glm (per-input logit covariance) and gp (M random training points, "
         "the reference's per-class kernel, prior δ·N/M·factor tuned on validation) predictives; the dampened "
         "posterior ((B + √δ I) ⊗ (A + √δ I), Ritter et al.) gives the second bnn row. δ is chosen per row by "
-        "validation NLL; OOD-AUC separates the test images from the OOD set's by predictive entropy. Scale of "
-        "each tier: the study's docstring (`bnnpred/reproduce/notes004_table2.py`); one seed, so no error bars.",
+        "validation NLL (the gp row takes MAP's network, as in the paper); OOD-AUC separates the test images from "
+        "the OOD set's by predictive entropy. Scale of each tier: the study's docstring "
+        "(`bnnpred/reproduce/notes004_table2.py`); one seed, so no error bars.",
         "", *sections,
     ])
 
