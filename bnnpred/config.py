@@ -73,7 +73,7 @@ class PredictiveConfig:
     # prior precision δ·N/M·factor for the subset GP, the factor chosen by validation NLL (notes-004 §2.4; the
     # reference uses ${logspace:-1,3,13}); None: δ as it is
     gp_prior_factors: list[float] | None = None
-    # only same-class kernel pairs k_c(x, x') = J_c S₀ J_cᵀ (the reference's multi-class GP, 1/C of the cost)
+    # only same-class kernel pairs k_c(x, x') = J_c S₀ J_cᵀ (the reference's multi-class GP; kernel products 1/C)
     gp_per_class: bool = False
 
 

@@ -197,10 +197,6 @@ class GPConditioning:
     chol: Tensor
     per_class: bool
 
-    def rescaled(self, scale: float) -> GPConditioning:
-        """The same GP with prior precision ``scale · Δ`` (one Cholesky, no kernel recomputation)."""
-        return _conditioned(self.feats, self.L, self.K, scale, self.per_class)
-
 
 def _apply_L(L: Tensor, V: Tensor) -> Tensor:
     """``blockdiag(L_m) V`` for ``V`` ``[M, C, R]``, as ``[M, C, R]``."""
@@ -210,31 +206,37 @@ def _apply_L(L: Tensor, V: Tensor) -> Tensor:
 def gp_condition(ctx: Context, subset: Tensor, prior_scale: float = 1.0, per_class: bool = False) -> GPConditioning:
     """Condition the GP with kernel ``J S₀ Jᵀ`` on training rows ``subset`` (W = blockdiag Λ_i = LᵀL), with the
     prior precision multiplied by ``prior_scale`` (``S₀ = (scale · Δ)⁻¹``)."""
+    return _conditioned(*_training_kernel(ctx, subset, per_class), prior_scale, per_class)
+
+
+def _training_kernel(ctx: Context, subset: Tensor, per_class: bool) -> tuple[kernel.Features, Tensor, Tensor]:
+    """The M training points' kernel features, ``L`` ``[M, C, C]`` and ``K_MM`` ``[MC, MC]`` at ``S₀ = Δ⁻¹``."""
     chunks = list(kernel.iter_features(ctx.model, ctx.theta, ctx.X_train[subset], 1 / ctx.prior_precision))
     f_m = torch.cat([f for _, f, _ in chunks])
     feats = kernel.concat([u for _, _, u in chunks])
     M, C = f_m.shape
     K = kernel.cross_kernel(feats, feats, per_class).reshape(M * C, M * C)
-    return _conditioned(feats, ctx.likelihood.hessian_sqrt(f_m), K, prior_scale, per_class)
+    return feats, ctx.likelihood.hessian_sqrt(f_m), K
 
 
 def _conditioned(feats: kernel.Features, L: Tensor, K: Tensor, scale: float, per_class: bool) -> GPConditioning:
     """:class:`GPConditioning` with ``chol(I + L K Lᵀ / scale)`` for ``L`` ``[M, C, C]`` and ``K`` ``[MC, MC]``."""
     M, C = L.shape[:2]
     LK = _apply_L(L, K.reshape(M, C, M * C)).reshape(M * C, M * C)
-    LKL = _apply_L(L, LK.T.reshape(M, C, M * C)).reshape(M * C, M * C)  # = (L K Lᵀ)ᵀ, symmetric
+    LKL = _apply_L(L, LK.T.reshape(M, C, M * C)).reshape(M * C, M * C)  # L (L K)ᵀ = L K Lᵀ (K symmetric)
     B_mat = torch.eye(M * C, dtype=K.dtype, device=K.device) + LKL / scale
     return GPConditioning(feats, L, K, scale, robust_cholesky(B_mat, "GP matrix I + L K Lᵀ"), per_class)
 
 
-def _gp_kernels(ctx: Context, X: Tensor, cond: GPConditioning) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+def _gp_kernels(ctx: Context, X: Tensor, train_feats: kernel.Features,
+                per_class: bool) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
     """Per chunk of ``X``: the latent mean ``[b, C]``, ``K(x, x)`` ``[b, C, C]`` and ``K(x, X_M)`` ``[b, C, MC]``
     at the prior ``S₀ = Δ⁻¹``."""
     shift = None if ctx.posterior is None else ctx.posterior.mean - ctx.theta
     for rows, f, feats in kernel.iter_features(ctx.model, ctx.theta, X, 1 / ctx.prior_precision):
         f = _shifted(ctx, X[rows], f, shift)
-        K_xM = kernel.cross_kernel(feats, cond.feats, cond.per_class)
-        yield f, kernel.self_kernel(feats, cond.per_class), K_xM.reshape(len(f), f.shape[1], -1)
+        K_xM = kernel.cross_kernel(feats, train_feats, per_class)
+        yield f, kernel.self_kernel(feats, per_class), K_xM.reshape(len(f), f.shape[1], -1)
 
 
 def _gp_cov(cond: GPConditioning, K_xx: Tensor, K_xM: Tensor) -> Tensor:
@@ -258,7 +260,7 @@ def gp_latent(ctx: Context, X: Tensor, cond: GPConditioning) -> tuple[Tensor, Te
         covariance ``[B, C, C]``.
     """
     means, covs = [], []
-    for f, K_xx, K_xM in _gp_kernels(ctx, X, cond):
+    for f, K_xx, K_xM in _gp_kernels(ctx, X, cond.feats, cond.per_class):
         means.append(f)
         covs.append(_gp_cov(cond, K_xx, K_xM))
     return torch.cat(means), torch.cat(covs)
@@ -314,12 +316,12 @@ def tuned_gp_condition(ctx: Context, subset: Tensor, factors: list[float], valid
         raise BnnpredError("predictive.gp_prior_factors picks a factor by validation NLL; the dataset has no "
                            "validation split")
     base = len(ctx.X_train) / len(subset)
-    cond = gp_condition(ctx, subset, per_class=per_class)
-    kernels = list(_gp_kernels(ctx, X_valid, cond))
+    feats, L, K = _training_kernel(ctx, subset, per_class)
+    kernels = list(_gp_kernels(ctx, X_valid, feats, per_class))
     mean = torch.cat([f for f, _, _ in kernels])
     best: tuple[float, float, GPConditioning] | None = None
     for factor in factors:
-        scaled = cond.rescaled(base * factor)
+        scaled = _conditioned(feats, L, K, base * factor, per_class)
         cov = torch.cat([_gp_cov(scaled, K_xx, K_xM) for _, K_xx, K_xM in kernels])
         generator = torch.Generator(device=ctx.theta.device).manual_seed(seed)
         nll = metrics.nll(_latent_predictive(ctx.likelihood, mean, cov, n_samples, generator), y_valid)

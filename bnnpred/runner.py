@@ -85,6 +85,9 @@ def check_config(cfg: Config) -> None:
         raise BnnpredError(f"likelihood.sigma2 must be positive, got {cfg.likelihood.sigma2}")
     if cfg.likelihood.noise_precision is not None and not cfg.likelihood.noise_precision > 0:
         raise BnnpredError(f"likelihood.noise_precision must be positive or null, got {cfg.likelihood.noise_precision}")
+    if cfg.likelihood.noise_precision is not None and cfg.selection.sigma2_grid is not None:
+        raise BnnpredError("likelihood.noise_precision fixes the noise, selection.sigma2_grid searches it; set one of "
+                           "them to null")
     if cfg.predictive.n_samples < 1:
         raise BnnpredError(f"predictive.n_samples must be >= 1, got {cfg.predictive.n_samples}")
     if not cfg.predictive.kinds:
@@ -227,7 +230,7 @@ def evaluate_all(
     test_predictions: dict[str, Prediction] = {}
     ood_predictions: dict[str, Prediction] = {}
     for kind, predict in predict_by_kind.items():
-        for split in (split.value for split in s.cfg.predictive.splits):
+        for split in [name.value for name in s.cfg.predictive.splits]:
             X, y = s.data.split(split)
             if not len(X):
                 continue
@@ -251,7 +254,10 @@ def noise_variance(cfg: LikelihoodConfig, data: Dataset) -> float:
     of targets standardised by ``s``."""
     if cfg.noise_precision is None:
         return cfg.sigma2
-    return 1 / (cfg.noise_precision * (data.target_scale or 1.0) ** 2)
+    if data.target_scale is None:
+        raise BnnpredError(f"likelihood.noise_precision is τ on the original target scale, but {data.name} does not "
+                           "standardise its targets; use likelihood.sigma2")
+    return 1 / (cfg.noise_precision * data.target_scale**2)
 
 
 def in_original_units(values: dict[str, float], scale: float) -> dict[str, float]:

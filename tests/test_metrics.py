@@ -127,3 +127,5 @@ def test_regression_metrics_in_original_units_equal_those_of_the_unstandardised_
     data = SimpleNamespace(target_scale=scale)
     assert noise_variance(LikelihoodConfig(sigma2=0.5, noise_precision=2.0), data) == pytest.approx(1 / (2 * 3.7**2))
     assert noise_variance(LikelihoodConfig(sigma2=0.5), data) == 0.5
+    with pytest.raises(BnnpredError, match="snelson does not standardise its targets; use likelihood.sigma2"):
+        noise_variance(LikelihoodConfig(noise_precision=2.0), SimpleNamespace(target_scale=None, name="snelson"))

@@ -94,6 +94,9 @@ def test_subset_gp_prior_factor_is_chosen_by_validation_nll():
     assert len(set(nlls)) == len(factors)  # the factor matters
     best = factors[nlls.index(min(nlls))]
     assert chosen.scale == 2.0 * best
+    fresh = gp_condition(ctx, subset, 2.0 * best)
+    for a, b in zip(gp_latent(ctx, X, chosen), gp_latent(ctx, X, fresh), strict=True):
+        torch.testing.assert_close(a, b)
 
 
 def test_nn_samples_in_small_batches_equal_one_network_call_per_sample(monkeypatch):

@@ -3,11 +3,13 @@ without ``[N, C, P]`` Jacobians.
 
 A linear layer's Jacobian is ``∂f_c/∂W = g_c aᵀ``, ``∂f_c/∂b = g_c`` (:func:`~bnnpred.curvature.kron.
 layer_output_gradients`), so with prior variances ``s_W`` on its weight and ``s_b`` on its bias the layer adds
-``(s_W aᵀa' + s_b) g_cᵀ g'_d`` to the kernel: O(in + C·out) per pair instead of O(C·in·out). A convolution's
-Jacobian ``Σ_t g_{c,t} a_tᵀ`` is formed per layer (convolutions hold few parameters); a network with other
-parameters (batch norm, ...) falls back to its whole Jacobian. With ``per_class`` only same-class pairs enter
-(``k_c(x, x') = J_c(x) S₀ J_c(x')ᵀ``, the block-diagonal multi-class kernel of the reference implementation,
-notes-004 §6 item 7), at 1/C of the cost.
+``(s_W aᵀa' + s_b) g_cᵀ g'_d`` to the kernel: O(in + C²·out) per pair of inputs instead of O(C²·in·out). A
+convolution's Jacobian ``Σ_t g_{c,t} a_tᵀ`` is formed per layer (C times the layer's parameters per input: 3c3d's
+convolutions hold 168k of its 892k parameters, so M = 3200 training points keep about 5·10⁹ numbers, a GPU's
+memory); a network with other parameters (batch norm, ...) falls back to its whole Jacobian. With ``per_class``
+only same-class pairs enter (``k_c(x, x') = J_c(x) S₀ J_c(x')ᵀ``, the block-diagonal multi-class kernel of the
+reference implementation, notes-004 §6 item 7): the kernel products cost 1/C, while the conditioning still
+factorises the dense ``MC x MC`` matrix.
 """
 
 from __future__ import annotations
