@@ -64,6 +64,8 @@ def test_a_test_subset_is_split_into_validation_and_test_halves_from_the_officia
     assert len(data.X_valid) == len(data.X_test) == 200
     official = {image.numpy().tobytes() for image in torch.cat([full.X_valid, full.X_test])}
     assert all(image.numpy().tobytes() in official for image in torch.cat([data.X_valid, data.X_test]))
+    valid = {image.numpy().tobytes() for image in data.X_valid}
+    assert not any(image.numpy().tobytes() in valid for image in data.X_test)  # disjoint halves
     torch.testing.assert_close(data.X_train, full.X_train)  # the training subset does not move
     with pytest.raises(BnnpredError, match="dataset.n_test=20000 exceeds the 10000 test images"):
         load_dataset(MNISTConfig(seed=0, n_test=20000))

@@ -104,3 +104,22 @@ def test_gp_on_all_points_of_a_cnn_equals_the_glm_latent():
     mean_f, cov_f = gp_latent(ctx, X_test, gp_condition(ctx, torch.arange(10)))
     torch.testing.assert_close(mean_f, mean_w)
     torch.testing.assert_close(cov_f, cov_w, rtol=1e-7, atol=1e-10)
+
+
+def test_per_class_gp_is_the_laplace_gp_of_the_block_diagonal_kernel():
+    """gp_per_class: K** − K*M (I + W K_MM)⁻¹ W K_M* with the same-class kernel and W = blockdiag Λ_m, computed
+    densely from explicit Jacobians (no factor of Λ, which is singular for the softmax)."""
+    model = cnn(2)
+    X = torch.randn(6, 2, 5, 5, dtype=torch.float64)
+    X_test = torch.randn(3, 2, 5, 5, dtype=torch.float64)
+    theta, s = model.theta(), layered_prior(model)
+    ctx = Context(model, Categorical(), theta, None, 1 / s, X)
+    _, cov = gp_latent(ctx, X_test, gp_condition(ctx, torch.arange(6), per_class=True))
+    same_class = torch.eye(4, dtype=torch.float64)[None, :, None, :]
+    K = (explicit(model, X, X, s) * same_class).reshape(24, 24)
+    K_xM = (explicit(model, X_test, X, s) * same_class).reshape(12, 24)
+    K_xx = (explicit(model, X_test, X_test, s) * same_class).reshape(12, 12)
+    W = torch.block_diag(*Categorical().hessian(model(theta, X)))
+    dense = K_xx - K_xM @ torch.linalg.solve(torch.eye(24, dtype=torch.float64) + W @ K, W @ K_xM.T)
+    expected = torch.stack([dense[4 * i : 4 * i + 4, 4 * i : 4 * i + 4] for i in range(3)])  # C = 4
+    torch.testing.assert_close(cov, expected)
