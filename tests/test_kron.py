@@ -11,7 +11,7 @@ from bnnpred.cli import compose
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature
 from bnnpred.curvature.jacobians import jacobians
-from bnnpred.curvature.kron import kron_ggn, layer_output_gradients
+from bnnpred.curvature.kron import KronBlock, kron_ggn, layer_output_gradients
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Categorical
 from bnnpred.posteriors import KronPosterior, load_posterior
@@ -178,3 +178,18 @@ def test_glm_latent_of_a_kron_posterior_matches_the_jacobian_computation():
     f, J = jacobians(model, theta, X[:4])
     torch.testing.assert_close(mean, f + J @ (shifted.mean - theta))
     torch.testing.assert_close(cov, shifted.functional_cov(J))
+
+
+def test_float32_factors_with_many_zero_eigenvalues_decompose():
+    """Dead units leave Kronecker factors with hundreds of repeated zero eigenvalues; the eigendecomposition runs in
+    float64 and the precision keeps the factors' dtype."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.zeros(400, dtype=torch.float32)
+    a[:3] = torch.rand(3, generator=gen, dtype=torch.float32) * 1e4  # three live inputs of 400
+    A = torch.outer(a, a) + torch.diag(a)
+    B = torch.eye(2, dtype=torch.float32) * 0.5
+    post = KronPosterior(torch.zeros(800, dtype=torch.float32), [KronBlock(0, 800, B=B, A=A)],
+                         torch.full((800,), 1e3, dtype=torch.float32))
+    assert post.eigen[0].eig.dtype == torch.float32
+    expected = torch.kron(B, A) + 1e3 * torch.eye(800, dtype=torch.float32)
+    torch.testing.assert_close(post.dense_precision(), expected, rtol=1e-4, atol=1e-2)

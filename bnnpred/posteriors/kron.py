@@ -50,12 +50,19 @@ class _Eigen:
         return out.reshape(*out.shape[:-2], -1)
 
 
+def _eigh(factor: Tensor) -> tuple[Tensor, Tensor]:
+    """Eigenvalues and eigenvectors of a symmetric factor, computed in float64: float32 ``eigh`` fails to converge on
+    the many repeated zero eigenvalues of factors with dead units (3c3d at large δ)."""
+    values, vectors = torch.linalg.eigh(factor.double())
+    return values.to(factor.dtype), vectors.to(factor.dtype)
+
+
 def _eigen(block: KronBlock, delta: float, dampen: bool) -> _Eigen:
     if block.dense is not None:
-        values, vectors = torch.linalg.eigh(block.dense)
+        values, vectors = _eigh(block.dense)
         return _Eigen(block.start, block.stop, vectors, None, (values.clamp_min(0) + delta).unsqueeze(1))
-    b, U_B = torch.linalg.eigh(block.B)
-    a, U_A = torch.linalg.eigh(block.A)
+    b, U_B = _eigh(block.B)
+    a, U_A = _eigh(block.A)
     b, a = b.clamp_min(0), a.clamp_min(0)
     eig = torch.outer(b + delta**0.5, a + delta**0.5) if dampen else torch.outer(b, a) + delta
     return _Eigen(block.start, block.stop, U_B, U_A, eig)
