@@ -149,4 +149,4 @@ def make(r: Reproduction) -> str:
 
 STUDY = Study(name="notes004_table2", title="GLM predictive paper (notes-004) Table 2 and Fig. 6: 3c3d on "
               "Fashion-MNIST / MNIST with OOD detection (MAP, bnn, dampened bnn, glm, gp)", make=make,
-              cpu_cost="not yet measured", full_scale=True)
+              cpu_cost="about 45 min (16 runs)", full_scale=True)
