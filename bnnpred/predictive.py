@@ -79,10 +79,15 @@ class Context:
         return self.posterior
 
 
+def network_outputs(model: FlatModel, theta: Tensor, X: Tensor, step: int = 4096) -> Tensor:
+    """``f(X; θ)`` ``[N, C]`` without a graph, ``step`` inputs at a time (bounded activation memory)."""
+    with torch.no_grad():
+        return torch.cat([model(theta, X[i : i + step]) for i in range(0, len(X), step)])
+
+
 def map_predictive(ctx: Context, X: Tensor) -> Prediction:
     """Plug-in predictive at ``θ*``."""
-    with torch.no_grad():
-        return ctx.likelihood.predict_point(ctx.model(ctx.theta, X))
+    return ctx.likelihood.predict_point(network_outputs(ctx.model, ctx.theta, X))
 
 
 def nn_samples(ctx: Context, X: Tensor, thetas: Tensor) -> Tensor:
@@ -277,9 +282,8 @@ def gp_subset(
         raise BnnpredError(f"predictive.gp_subset_size must be >= 1, got {size}")
     if how is GPSubset.random:
         return torch.randperm(N, generator=generator)[:size].sort().values
-    with torch.no_grad():
-        f = torch.cat([ctx.model(ctx.theta, ctx.X_train[i : i + 4096]) for i in range(0, N, 4096)])
-        trace = ctx.likelihood.hessian(f).diagonal(dim1=1, dim2=2).sum(-1)
+    f = network_outputs(ctx.model, ctx.theta, ctx.X_train)
+    trace = ctx.likelihood.hessian(f).diagonal(dim1=1, dim2=2).sum(-1)
     return trace.topk(size).indices.sort().values.cpu()
 
 

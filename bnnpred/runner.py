@@ -41,7 +41,7 @@ from bnnpred.marglik import evidence_at_mode
 from bnnpred.models import activation_of, build_model
 from bnnpred.posteriors import load_posterior
 from bnnpred.prediction import ClassPrediction, Prediction
-from bnnpred.predictive import Context, PredictiveKind, predictor
+from bnnpred.predictive import Context, PredictiveKind, network_outputs, predictor
 from bnnpred.selection import Candidate, SelectionMethod, select
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ def plugin_metrics(s: Setup, theta: torch.Tensor, likelihood: Any) -> dict[str, 
         for split in SPLITS:
             X, y = s.data.split(split)
             if len(X):
-                f = torch.cat([s.model(theta, X[i : i + 4096]) for i in range(0, len(X), 4096)])  # bounded memory
+                f = network_outputs(s.model, theta, X)
                 out[f"{split}_ll_map"] = float(likelihood.log_prob(f, y).mean())
                 if s.data.task is Task.regression:
                     out[f"{split}_rmse_map"] = float((f.squeeze(-1) - y).square().mean().sqrt())

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS, iter_jacobians
-from bnnpred.curvature.kron import Layer, LayerJacobian, iter_layer_gradients, supported_layers
+from bnnpred.curvature.kron import Layer, LayerJacobian, is_uniform, iter_layer_gradients, supported_layers
 from bnnpred.errors import BnnpredError
 
 
@@ -54,15 +54,11 @@ def _layers_or_none(model: FlatModel) -> list[Layer] | None:
         return None
 
 
-def _is_constant(s: Tensor) -> bool:
-    return s.numel() == 0 or bool((s == s[0]).all())
-
-
 def _layer_features(layer: Layer, factor: LayerJacobian, prior_cov: Tensor) -> Factored | Dense:
     s_w = prior_cov[layer.weight.start : layer.weight.stop]
     s_b = prior_cov[layer.bias.start : layer.bias.stop] if layer.bias is not None else prior_cov[:0]
     a, g = factor.a, factor.g  # [B, I, T], [B, C, out, T]
-    if a.shape[-1] == 1 and _is_constant(s_w) and _is_constant(s_b):
+    if a.shape[-1] == 1 and is_uniform(s_w) and is_uniform(s_b):
         return Factored(a[..., 0], g[..., 0], float(s_w[0]), float(s_b[0]) if s_b.numel() else 0.0)
     J_w = torch.einsum("bcot,bit->bcoi", g, a).reshape(*g.shape[:2], -1)  # θ order: W [out, in·k·k] row-major
     J = torch.cat([J_w, g.sum(-1)], dim=-1) if factor.has_bias else J_w

@@ -44,6 +44,11 @@ class Layer:
     bias: KronBlock | None
 
 
+def is_uniform(values: Tensor) -> bool:
+    """Whether every entry of ``values`` equals the first (a per-tensor prior, which factorises); empty is uniform."""
+    return values.numel() == 0 or bool((values == values[0]).all())
+
+
 def supported_layers(model: FlatModel) -> list[Layer]:
     """One entry per ``nn.Linear`` / ``nn.Conv2d`` with its blocks' θ slices; other parameters are an error."""
     offsets, start = {}, 0

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from bnnpred.curvature.kron import KronBlock, LayerJacobian
+from bnnpred.curvature.kron import KronBlock, LayerJacobian, is_uniform
 from bnnpred.errors import BnnpredError
 from bnnpred.posteriors.base import Posterior
 
@@ -71,7 +71,7 @@ def _eigen(block: KronBlock, delta: float, dampen: bool) -> _Eigen:
 def block_delta(prior_precision: Tensor, block: KronBlock) -> float:
     """The prior precision of a block, which must be one value (a per-parameter prior does not factorise)."""
     values = prior_precision[block.start : block.stop]
-    if not bool((values == values[0]).all()):
+    if not is_uniform(values):
         raise BnnpredError("structure=kron needs one prior precision per weight or bias tensor (the prior must "
                            "factorise); use a prior.delta shared by the tensor's entries")
     return float(values[0])

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import torch
 
+from bnnpred.metrics import entropy
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
@@ -111,14 +113,11 @@ def fig6(r: Reproduction, chosen: pd.DataFrame, name: str) -> str:
     panels = {}
     for (_, kind), row in ROWS.items():
         saved = np.load(f"{test.loc[row, 'run_dir']}/predictions.npz")
-        panels[row] = (entropy(saved[f"{kind}_probs"]), entropy(saved[f"{kind}_ood_probs"]), test.loc[row, "ood_auc"])
+        panels[row] = (entropy(torch.from_numpy(saved[f"{kind}_probs"])),
+                       entropy(torch.from_numpy(saved[f"{kind}_ood_probs"])), test.loc[row, "ood_auc"])
     path = figures.plot_entropy_histograms(r.out / f"fig6_entropy_{name}.png", panels,
                                            labels=(f"{name} (test)", f"{PAIRS[name]} (OOD)"))
     return path.name
-
-
-def entropy(probs: np.ndarray) -> np.ndarray:
-    return -(probs * np.log(np.clip(probs, 1e-12, None))).sum(-1)
 
 
 def make(r: Reproduction) -> str:
