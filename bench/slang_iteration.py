@@ -48,17 +48,17 @@ def slang_update_seconds(D: int, L: int) -> float:
     gen = torch.Generator().manual_seed(0)
     state = SLANGState(mean=torch.randn(D, generator=gen), U=torch.randn(D, L, generator=gen) / D**0.5,
                        d=torch.ones(D), momentum=torch.zeros(D))
-    G, g_hat, prior = torch.randn(D, MS, generator=gen), torch.randn(D, generator=gen), torch.ones(D)
+    G, g_hat, prior = torch.randn(MS, D, generator=gen), torch.randn(D, generator=gen), torch.ones(D)
     cfg = SLANGConfig(rank=L, eig=Eig.exact)
     return best_of(lambda: slang_step(state, G, g_hat, prior, 0.1, 0.1, cfg, gen))
 
 
 def full_update_seconds(D: int) -> float:
     gen = torch.Generator().manual_seed(0)
-    G, g, prec = torch.randn(D, MS, generator=gen), torch.randn(D, generator=gen), torch.eye(D)
+    G, g, prec = torch.randn(MS, D, generator=gen), torch.randn(D, generator=gen), torch.eye(D)
 
     def update() -> None:
-        new = 0.9 * prec + 0.1 * (G @ G.T + torch.eye(D))
+        new = 0.9 * prec + 0.1 * (G.T @ G + torch.eye(D))
         torch.cholesky_solve(g[:, None], torch.linalg.cholesky(new))
 
     return best_of(update, repeats=3)

@@ -27,12 +27,12 @@ def state_and_gradients(rank: int) -> tuple[SLANGState, torch.Tensor, torch.Tens
     gen = torch.Generator().manual_seed(0)
     state = SLANGState(mean=torch.randn(P, generator=gen), U=torch.randn(P, rank, generator=gen),
                        d=torch.rand(P, generator=gen) + 0.5, momentum=torch.zeros(P))
-    return state, torch.randn(P, MS, generator=gen), torch.randn(P, generator=gen), torch.full((P,), 0.3)
+    return state, torch.randn(MS, P, generator=gen), torch.randn(P, generator=gen), torch.full((P,), 0.3)
 
 
 def dense_ef_step(state: SLANGState, G, g_hat, prior, alpha: float, beta: float):
     """Full-Gaussian VOGN with the empirical Fisher (notes-002 eq. 2), no momentum."""
-    precision = (1 - beta) * (state.U @ state.U.T + torch.diag(state.d)) + beta * (G @ G.T + torch.diag(prior))
+    precision = (1 - beta) * (state.U @ state.U.T + torch.diag(state.d)) + beta * (G.T @ G + torch.diag(prior))
     return precision, state.mean - alpha * torch.linalg.solve(precision, g_hat + prior * state.mean)
 
 
@@ -53,14 +53,16 @@ def test_low_rank_slang_keeps_the_full_updates_diagonal(eig):
     torch.testing.assert_close((new.U @ new.U.T + torch.diag(new.d)).diagonal(), precision.diagonal())
 
 
-def test_eigensolvers_recover_the_top_eigenpairs_of_a_known_spectrum():
+@pytest.mark.parametrize("n_rows", [8, 60])  # fewer rows than parameters (the rows' Gram), more (the P x P Gram)
+def test_eigensolvers_recover_the_top_eigenpairs_of_a_known_spectrum(n_rows):
     gen = torch.Generator().manual_seed(2)
-    Q, _ = torch.linalg.qr(torch.randn(40, 8, generator=gen))
-    spectrum = torch.tensor([100.0, 50.0, 20.0, 1.0, 0.5, 0.2, 0.1, 0.05])
-    W = Q * spectrum.sqrt()  # W Wᵀ = Q diag(spectrum) Qᵀ
+    Q, _ = torch.linalg.qr(torch.randn(40, 8, generator=gen, dtype=torch.float64))
+    spectrum = torch.tensor([100.0, 50.0, 20.0, 1.0, 0.5, 0.2, 0.1, 0.05], dtype=torch.float64)
+    R, _ = torch.linalg.qr(torch.randn(n_rows, 8, generator=gen, dtype=torch.float64))
+    W = R @ (Q * spectrum.sqrt()).T  # [n_rows, 40] rows with WᵀW = Q diag(spectrum) Qᵀ
     best = (Q[:, :3] * spectrum[:3]) @ Q[:, :3].T
     for U in (top_eigen_factor(W, 3), randomized_eigen_factor(W, 3, 6, gen)):
-        torch.testing.assert_close(U @ U.T, best, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(U @ U.T, best, atol=1e-8, rtol=1e-8)
 
 
 def test_slang_raises_the_elbo_on_logistic_regression():

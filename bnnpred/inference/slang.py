@@ -2,12 +2,12 @@ r"""SLANG: natural-gradient Gaussian VI with a low-rank-plus-diagonal precision 
 2018; notes-002 §2.3-2.9, following the reference implementation's order of operations and the notes' errata).
 
 One step at ``θ_s ~ q`` (S draws) on a minibatch of M examples, with per-example log-likelihood gradients
-``g_{is}`` (``torch.func.vmap(grad)``), ``ĝ = −(N/MS) Σ g_{is}`` and ``G = √(N/MS) [g_{is}]`` (so ``G Gᵀ`` is the
-N/M-scaled empirical Fisher):
+``g_{is}`` (``torch.func.vmap(grad)``), ``ĝ = −(N/MS) Σ g_{is}`` and ``G = √(N/MS) [g_{is}]`` (one row each, so
+``GᵀG`` is the N/M-scaled empirical Fisher):
 
-1. ``U ← top-L eigen-factor of (1−β) U Uᵀ + β G Gᵀ`` (``fast_eig``; exact on the ``L + MS`` column space, or
-   randomised as in the reference for large ``MS``);
-2. ``d ← (1−β) d + β λ + Δ`` with ``Δ = diag[(1−β) U Uᵀ + β G Gᵀ − U_new U_newᵀ]`` clamped at 0, so the
+1. ``U ← top-L eigen-factor of (1−β) U Uᵀ + β GᵀG`` (``fast_eig``; exact from the smaller of the ``(L + MS)²`` and
+   ``P²`` Gram matrices, or randomised as in the reference for large ``MS``);
+2. ``d ← (1−β) d + β λ + Δ`` with ``Δ = diag[(1−β) U Uᵀ + β GᵀG − U_new U_newᵀ]`` clamped at 0, so the
    precision's diagonal equals the full-rank update's (notes-002 §2.8);
 3. ``m ← γ m + (1−γ) ĝ`` with bias correction (momentum on the likelihood gradient only), then
    ``µ ← µ − α (U Uᵀ + diag d)⁻¹ (m̂ + λ ⊙ µ)`` by Woodbury with the new precision.
@@ -34,7 +34,7 @@ from bnnpred.posteriors import LowRankDiagPosterior
 
 
 class Eig(str, Enum):
-    exact = "exact"  # eigh on the (L + MS)-column span: exact, O(P (L+MS)²)
+    exact = "exact"  # eigh of the smaller Gram matrix, (L + MS)² or P²: exact, O(P (L+MS) min(P, L+MS))
     randomized = "randomized"  # subspace iteration with L + 2 vectors (the reference's fast_eig)
 
 
@@ -83,28 +83,33 @@ class SLANGState:
     t: int = 0
 
 
-def top_eigen_factor(A_columns: Tensor, rank: int) -> Tensor:
-    """``U`` ``[P, L]`` with ``U Uᵀ`` the best rank-L approximation of ``W Wᵀ`` for ``W`` = ``A_columns``: with
-    ``WᵀW = V Λ Vᵀ``, ``U = W V_L`` (= ``Q_L Λ_L^{1/2}``)."""
-    _, vectors = torch.linalg.eigh(A_columns.T @ A_columns)
-    top = vectors[:, -rank:].flip(-1)
-    return A_columns @ top
+def top_eigen_factor(W: Tensor, rank: int) -> Tensor:
+    """``U`` ``[P, L]`` with ``U Uᵀ`` the best rank-L approximation of ``WᵀW`` for the rows ``W`` ``[K, P]``, from the
+    smaller Gram matrix: with ``W Wᵀ = V Λ Vᵀ`` (``K ≤ P``), ``U = Wᵀ V_L`` (= ``Q_L Λ_L^{1/2}``); with
+    ``WᵀW = Q Λ Qᵀ`` (``K > P``: many gradients of few parameters), ``U = Q_L Λ_L^{1/2}``. ``O(K P min(K, P))``."""
+    K, P = W.shape
+    if K <= P:
+        _, vectors = torch.linalg.eigh(W @ W.T)
+        return W.T @ vectors[:, -rank:].flip(-1)
+    values, vectors = torch.linalg.eigh(W.T @ W)
+    return vectors[:, -rank:].flip(-1) * values[-rank:].flip(-1).clamp_min(0).sqrt()
 
 
 def randomized_eigen_factor(W: Tensor, rank: int, iterations: int, generator: torch.Generator) -> Tensor:
     """The same as :func:`top_eigen_factor` by subspace iteration with ``L + 2`` vectors (notes-002 §2.4)."""
-    Q = torch.rand(W.shape[0], rank + 2, generator=generator, dtype=W.dtype, device=W.device) * 2 - 1
+    Q = torch.rand(W.shape[1], rank + 2, generator=generator, dtype=W.dtype, device=W.device) * 2 - 1
     for _ in range(iterations):
-        Q, _ = torch.linalg.qr(W @ (W.T @ Q))
-    values, vectors = torch.linalg.eigh(Q.T @ (W @ (W.T @ Q)))
+        Q, _ = torch.linalg.qr(W.T @ (W @ Q))
+    values, vectors = torch.linalg.eigh((W @ Q).T @ (W @ Q))
     return Q @ (vectors[:, -rank:].flip(-1) * values[-rank:].flip(-1).clamp_min(0).sqrt())
 
 
 def slang_step(state: SLANGState, G: Tensor, g_hat: Tensor, prior_precision: Tensor, alpha: float, beta: float,
                cfg: SLANGConfig, generator: torch.Generator) -> SLANGState:
-    """One update from the scaled gradient matrix ``G`` ``[P, MS]`` and ``ĝ`` ``[P]`` (see the module docstring)."""
-    W = torch.cat([(1 - beta) ** 0.5 * state.U, beta**0.5 * G], dim=1)
-    target_diag = W.square().sum(1)
+    """One update from the scaled per-example gradients ``G`` ``[MS, P]`` (one row each, so ``GᵀG`` is the N/M-scaled
+    empirical Fisher) and ``ĝ`` ``[P]`` (see the module docstring)."""
+    W = torch.cat([(1 - beta) ** 0.5 * state.U.T, beta**0.5 * G])  # [L + MS, P]: WᵀW = (1−β) U Uᵀ + β GᵀG
+    target_diag = W.square().sum(0)
     U = (top_eigen_factor(W, cfg.rank) if cfg.eig is Eig.exact
          else randomized_eigen_factor(W, cfg.rank, cfg.eig_iterations, generator))
     correction = (target_diag - U.square().sum(1)).clamp_min(0)
@@ -152,7 +157,7 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
         X, y = problem.X[rows], problem.y[rows]
         grads = per_example_grads(problem, thetas, X, y)  # [MS, P]
         scale = N / len(grads)
-        g_hat, G = -scale * grads.sum(0), (scale**0.5 * grads).T
+        g_hat, G = -scale * grads.sum(0), scale**0.5 * grads
         alpha, beta = step_sizes(cfg, t)
         state = slang_step(state, G, g_hat, problem.prior_precision, alpha, beta, cfg, problem.generator)
         if not bool(torch.isfinite(state.mean).all()):
