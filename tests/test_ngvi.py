@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from bnnpred.curvature.ggn import Curvature, Structure, gradient_and_ggn
+from bnnpred.curvature.ggn import Curvature, Structure, gradient_and_ggn, sampled_gradient_and_ggn
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import laplace_at
@@ -110,6 +110,23 @@ def test_empirical_fisher_option_is_the_sum_of_per_example_gradient_outer_produc
     _, G, _ = gradient_and_ggn(problem.model, lik, theta, problem.X, problem.y, kind=Curvature.ef)
     grads = per_example_grads(problem, theta.unsqueeze(0), problem.X, problem.y)  # [N, P]
     torch.testing.assert_close(G, grads.T @ grads)
+
+
+@pytest.mark.parametrize("kind", ["categorical", "gaussian"])
+@pytest.mark.parametrize("curvature", [Curvature.ggn, Curvature.ef])
+@pytest.mark.parametrize("structure", [Structure.full, Structure.diag])
+def test_estimates_at_draws_batched_in_one_vmap_equal_the_average_of_each_draws(kind, curvature, structure):
+    """VOGGN's estimates with the S draws' Jacobians in one vmap, chunked (3 examples a chunk), against one
+    :func:`gradient_and_ggn` per draw, averaged."""
+    problem, lik = tiny_problem(kind, depth=1, n=10)
+    thetas = problem.theta0 + 0.3 * torch.randn(4, problem.theta0.numel(), generator=torch.Generator().manual_seed(1))
+    C, P = problem.model(problem.theta0, problem.X[:1]).shape[1], problem.theta0.numel()
+    batched = sampled_gradient_and_ggn(problem.model, lik, thetas, problem.X, problem.y, structure=structure,
+                                       kind=curvature, max_elems=4 * 3 * C * P)
+    each = [gradient_and_ggn(problem.model, lik, theta, problem.X, problem.y, structure=structure, kind=curvature)
+            for theta in thetas]
+    for got, parts in zip(batched, zip(*each, strict=True), strict=True):
+        torch.testing.assert_close(got, torch.stack(parts).mean(0), rtol=1e-12, atol=1e-12)
 
 
 def test_decay_divides_both_step_sizes_by_one_plus_t_to_the_omega():

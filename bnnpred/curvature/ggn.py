@@ -96,10 +96,41 @@ def gradient_and_ggn(
         evaluations = f.unsqueeze(0) if outputs is None else outputs(f, J)
         S = len(evaluations)
         for f_hat in evaluations:
-            g += torch.einsum("bc,bcp->p", likelihood.residual(f_hat, y[rows]), J)
-            _accumulate(G, _curvature_factor(likelihood, f_hat, J, y[rows], kind).reshape(-1, P), structure)
-            loglik += likelihood.log_prob(f_hat, y[rows]).sum()
+            loglik += _add_chunk(g, G, likelihood, f_hat, J, y[rows], structure, kind)
     return g / S, G.div_(S), loglik / S
+
+
+def sampled_gradient_and_ggn(
+    model: FlatModel,
+    likelihood: Likelihood,
+    thetas: Tensor,
+    X: Tensor,
+    y: Tensor,
+    *,
+    structure: Structure = Structure.full,
+    kind: Curvature = Curvature.ggn,
+    max_elems: int = DEFAULT_CHUNK_ELEMS,
+) -> tuple[Tensor, Tensor, Tensor]:
+    r"""The average of :func:`gradient_and_ggn` at each of the draws ``θ_s`` ``[S, P]`` (VOGGN's estimates,
+    notes-000 eq. 4.7): ``(1/S) Σ_s Σ_i J_{si}ᵀ r_{si}``, ``(1/S) Σ_s Σ_i J_{si}ᵀ Λ_{si} J_{si}`` (or the empirical
+    Fisher) and ``(1/S) Σ_s Σ_i log p(y_i | f(x_i; θ_s))``. Each chunk's ``S`` Jacobians come from one ``vmap``
+    and are accumulated as ``S·B`` rows."""
+    S, P = thetas.shape
+    g = thetas.new_zeros(P)
+    G = thetas.new_zeros((P, P) if structure is Structure.full else (P,))
+    loglik = thetas.new_zeros(())
+    for rows, f, J in iter_jacobians(model, thetas, X, max_elems):
+        targets = y[rows].repeat(S, *[1] * (y.dim() - 1))  # [S·B, ...], draw-major like f.flatten(0, 1)
+        loglik += _add_chunk(g, G, likelihood, f.flatten(0, 1), J.flatten(0, 1), targets, structure, kind)
+    return g / S, G.div_(S), loglik / S
+
+
+def _add_chunk(g: Tensor, G: Tensor, likelihood: Likelihood, f: Tensor, J: Tensor, y: Tensor, structure: Structure,
+               kind: Curvature) -> Tensor:
+    """``g += Σ_b J_bᵀ r_b`` and ``G +=`` the chunk's curvature, in place; returns ``Σ_b log p(y_b | f_b)``."""
+    g += torch.einsum("bc,bcp->p", likelihood.residual(f, y), J)
+    _accumulate(G, _curvature_factor(likelihood, f, J, y, kind).reshape(-1, g.numel()), structure)
+    return likelihood.log_prob(f, y).sum()
 
 
 def _accumulate(G: Tensor, A: Tensor, structure: Structure) -> None:

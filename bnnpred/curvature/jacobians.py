@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import torch
 from torch import Tensor
+from torch.func import vmap
 
 from bnnpred.curvature.functional import FlatModel, LinearizedModel
 
@@ -33,13 +35,18 @@ def chunk_size_for(n_outputs: int, n_params: int, max_elems: int = DEFAULT_CHUNK
 def iter_jacobians(
     model: FlatModel, theta: Tensor, X: Tensor, max_elems: int = DEFAULT_CHUNK_ELEMS
 ) -> Iterator[tuple[slice, Tensor, Tensor]]:
-    """Yield ``(rows, f, J)`` over chunks of ``X`` so that memory stays bounded by ``max_elems``."""
+    """Yield ``(rows, f, J)`` over chunks of ``X`` so that memory stays bounded by ``max_elems``.
+
+    ``theta`` is one point ``[P]`` (``f`` ``[B, C]``, ``J`` ``[B, C, P]``) or ``S`` draws ``[S, P]`` (``f``
+    ``[S, B, C]``, ``J`` ``[S, B, C, P]``: every draw's Jacobians of a chunk in one ``vmap``)."""
     if len(X) == 0:
         return
+    draws = theta.shape[0] if theta.dim() == 2 else 1
     with torch.no_grad():
-        n_out = model(theta, X[:1]).shape[1]
-    step = chunk_size_for(n_out, theta.numel(), max_elems)
+        n_out = model(theta.reshape(draws, -1)[0], X[:1]).shape[1]
+    step = chunk_size_for(draws * n_out, theta.shape[-1], max_elems)
+    compute = partial(jacobians, model) if theta.dim() == 1 else vmap(partial(jacobians, model), in_dims=(0, None))
     for start in range(0, len(X), step):
         rows = slice(start, min(start + step, len(X)))
-        f, J = jacobians(model, theta, X[rows])
+        f, J = compute(theta, X[rows])
         yield rows, f.detach(), J.detach()

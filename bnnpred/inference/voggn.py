@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bnnpred.curvature.ggn import Curvature, Structure, gradient_and_ggn
+from bnnpred.curvature.ggn import Curvature, Structure, sampled_gradient_and_ggn
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.ngvi import Estimator, NGVIConfig, run_ngvi
 from bnnpred.posteriors import Posterior
@@ -30,9 +30,8 @@ def voggn_estimator(kind: Curvature = Curvature.ggn) -> Estimator:
 
     def estimate(problem: Problem, post: Posterior, X: Tensor, y: Tensor, n_samples: int,
                  generator: torch.Generator, structure: Structure) -> tuple[Tensor, Tensor, Tensor]:
-        per_sample = [gradient_and_ggn(problem.model, problem.likelihood, theta, X, y, structure=structure, kind=kind)
-                      for theta in post.sample(n_samples, generator)]
-        return tuple(torch.stack(parts).mean(0) for parts in zip(*per_sample, strict=True))
+        return sampled_gradient_and_ggn(problem.model, problem.likelihood, post.sample(n_samples, generator), X, y,
+                                        structure=structure, kind=kind)
 
     return estimate
 
