@@ -13,6 +13,7 @@ from bnnpred.inference.slang import (
     Eig,
     SLANGConfig,
     SLANGState,
+    StackedRows,
     fit_slang,
     randomized_eigen_factor,
     slang_step,
@@ -59,7 +60,8 @@ def test_eigensolvers_recover_the_top_eigenpairs_of_a_known_spectrum(n_rows):
     Q, _ = torch.linalg.qr(torch.randn(40, 8, generator=gen, dtype=torch.float64))
     spectrum = torch.tensor([100.0, 50.0, 20.0, 1.0, 0.5, 0.2, 0.1, 0.05], dtype=torch.float64)
     R, _ = torch.linalg.qr(torch.randn(n_rows, 8, generator=gen, dtype=torch.float64))
-    W = R @ (Q * spectrum.sqrt()).T  # [n_rows, 40] rows with WᵀW = Q diag(spectrum) Qᵀ
+    rows = R @ (Q * spectrum.sqrt()).T  # [n_rows, 40] with rowsᵀ rows = Q diag(spectrum) Qᵀ
+    W = StackedRows(U=rows[:2].T, G=rows[2:], a=1.0, b=1.0)
     best = (Q[:, :3] * spectrum[:3]) @ Q[:, :3].T
     for U in (top_eigen_factor(W, 3), randomized_eigen_factor(W, 3, 6, gen)):
         torch.testing.assert_close(U @ U.T, best, atol=1e-8, rtol=1e-8)

@@ -83,24 +83,67 @@ class SLANGState:
     t: int = 0
 
 
-def top_eigen_factor(W: Tensor, rank: int) -> Tensor:
-    """``U`` ``[P, L]`` with ``U Uᵀ`` the best rank-L approximation of ``WᵀW`` for the rows ``W`` ``[K, P]``, from the
-    smaller Gram matrix: with ``W Wᵀ = V Λ Vᵀ`` (``K ≤ P``), ``U = Wᵀ V_L`` (= ``Q_L Λ_L^{1/2}``); with
-    ``WᵀW = Q Λ Qᵀ`` (``K > P``: many gradients of few parameters), ``U = Q_L Λ_L^{1/2}``. ``O(K P min(K, P))``."""
+@dataclass
+class StackedRows:
+    r"""The rows ``W = [a Uᵀ; b G]`` ``[L + MS, P]``, never formed: ``WᵀW = a² U Uᵀ + b² GᵀG`` is the matrix SLANG
+    factorises (notes-002 eq. 22 with ``a² = 1 − β``, ``b² = β``), used only through products with ``U`` ``[P, L]``
+    and ``G`` ``[MS, P]`` (copies of ``G``, the largest array, would cost more than the products)."""
+
+    U: Tensor
+    G: Tensor
+    a: float
+    b: float
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.U.shape[1] + self.G.shape[0], self.U.shape[0]
+
+    def row_gram(self) -> Tensor:
+        """``W Wᵀ`` ``[L + MS, L + MS]``."""
+        cross = self.a * self.b * (self.G @ self.U)
+        return torch.cat([torch.cat([self.a**2 * (self.U.T @ self.U), cross.T], 1),
+                          torch.cat([cross, self.b**2 * (self.G @ self.G.T)], 1)])
+
+    def column_gram(self) -> Tensor:
+        """``WᵀW`` ``[P, P]``."""
+        return torch.addmm((self.a**2 * self.U) @ self.U.T, self.G.T, self.G, alpha=self.b**2)
+
+    def times(self, Q: Tensor) -> Tensor:
+        """``W Q`` ``[L + MS, r]`` for ``Q`` ``[P, r]``."""
+        return torch.cat([self.a * (self.U.T @ Q), self.b * (self.G @ Q)])
+
+    def transpose_times(self, V: Tensor) -> Tensor:
+        """``Wᵀ V`` ``[P, r]`` for ``V`` ``[L + MS, r]``."""
+        L = self.U.shape[1]
+        return self.a * (self.U @ V[:L]) + self.b * (V[L:].T @ self.G).T
+
+    def column_square_norms(self) -> Tensor:
+        """``diag(WᵀW)`` ``[P]``, a block of rows of ``G`` at a time."""
+        norms = self.a**2 * self.U.square().sum(1)
+        for rows in self.G.split(max(1, 2**20 // self.G.shape[1])):
+            norms += self.b**2 * rows.square().sum(0)
+        return norms
+
+
+def top_eigen_factor(W: StackedRows, rank: int) -> Tensor:
+    """``U`` ``[P, L]`` with ``U Uᵀ`` the best rank-L approximation of ``WᵀW``, from the smaller Gram matrix: with
+    ``W Wᵀ = V Λ Vᵀ`` (``K ≤ P`` rows), ``U = Wᵀ V_L`` (= ``Q_L Λ_L^{1/2}``); with ``WᵀW = Q Λ Qᵀ`` (``K > P``: many
+    gradients of few parameters), ``U = Q_L Λ_L^{1/2}``. ``O(K P min(K, P))``."""
     K, P = W.shape
     if K <= P:
-        _, vectors = torch.linalg.eigh(W @ W.T)
-        return W.T @ vectors[:, -rank:].flip(-1)
-    values, vectors = torch.linalg.eigh(W.T @ W)
+        _, vectors = torch.linalg.eigh(W.row_gram())
+        return W.transpose_times(vectors[:, -rank:].flip(-1))
+    values, vectors = torch.linalg.eigh(W.column_gram())
     return vectors[:, -rank:].flip(-1) * values[-rank:].flip(-1).clamp_min(0).sqrt()
 
 
-def randomized_eigen_factor(W: Tensor, rank: int, iterations: int, generator: torch.Generator) -> Tensor:
+def randomized_eigen_factor(W: StackedRows, rank: int, iterations: int, generator: torch.Generator) -> Tensor:
     """The same as :func:`top_eigen_factor` by subspace iteration with ``L + 2`` vectors (notes-002 §2.4)."""
-    Q = torch.rand(W.shape[1], rank + 2, generator=generator, dtype=W.dtype, device=W.device) * 2 - 1
+    Q = torch.rand(W.shape[1], rank + 2, generator=generator, dtype=W.G.dtype, device=W.G.device) * 2 - 1
     for _ in range(iterations):
-        Q, _ = torch.linalg.qr(W.T @ (W @ Q))
-    values, vectors = torch.linalg.eigh((W @ Q).T @ (W @ Q))
+        Q, _ = torch.linalg.qr(W.transpose_times(W.times(Q)))
+    WQ = W.times(Q)
+    values, vectors = torch.linalg.eigh(WQ.T @ WQ)
     return Q @ (vectors[:, -rank:].flip(-1) * values[-rank:].flip(-1).clamp_min(0).sqrt())
 
 
@@ -108,11 +151,10 @@ def slang_step(state: SLANGState, G: Tensor, g_hat: Tensor, prior_precision: Ten
                cfg: SLANGConfig, generator: torch.Generator) -> SLANGState:
     """One update from the scaled per-example gradients ``G`` ``[MS, P]`` (one row each, so ``GᵀG`` is the N/M-scaled
     empirical Fisher) and ``ĝ`` ``[P]`` (see the module docstring)."""
-    W = torch.cat([(1 - beta) ** 0.5 * state.U.T, beta**0.5 * G])  # [L + MS, P]: WᵀW = (1−β) U Uᵀ + β GᵀG
-    target_diag = W.square().sum(0)
+    W = StackedRows(state.U, G, (1 - beta) ** 0.5, beta**0.5)  # WᵀW = (1−β) U Uᵀ + β GᵀG
     U = (top_eigen_factor(W, cfg.rank) if cfg.eig is Eig.exact
          else randomized_eigen_factor(W, cfg.rank, cfg.eig_iterations, generator))
-    correction = (target_diag - U.square().sum(1)).clamp_min(0)
+    correction = (W.column_square_norms() - U.square().sum(1)).clamp_min(0)
     d = (1 - beta) * state.d + beta * prior_precision + correction
     t = state.t + 1
     momentum = cfg.momentum * state.momentum + (1 - cfg.momentum) * g_hat
@@ -157,7 +199,7 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
         X, y = problem.X[rows], problem.y[rows]
         grads = per_example_grads(problem, thetas, X, y)  # [MS, P]
         scale = N / len(grads)
-        g_hat, G = -scale * grads.sum(0), scale**0.5 * grads
+        g_hat, G = -scale * grads.sum(0), grads.mul_(scale**0.5)  # in place: G is the largest array of a step
         alpha, beta = step_sizes(cfg, t)
         state = slang_step(state, G, g_hat, problem.prior_precision, alpha, beta, cfg, problem.generator)
         if not bool(torch.isfinite(state.mean).all()):
