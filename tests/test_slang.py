@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bnnpred.errors import BnnpredError
+from bnnpred.inference.base import posterior_trace_row
 from bnnpred.inference.slang import (
     Eig,
     SLANGConfig,
@@ -19,6 +20,7 @@ from bnnpred.inference.slang import (
     slang_step,
     top_eigen_factor,
 )
+from bnnpred.posteriors import LowRankDiagPosterior
 from tests.helpers import tiny_problem
 
 P, MS = 12, 5
@@ -68,9 +70,12 @@ def test_eigensolvers_recover_the_top_eigenpairs_of_a_known_spectrum(n_rows):
 
 
 def test_slang_raises_the_elbo_on_logistic_regression():
+    """From N(θ0 + 3, I) (ELBO -1.49 per example) to about -0.68, the 8-draw estimate's noise being about 0.01."""
     problem, _ = tiny_problem("bernoulli", depth=0, n=60, d=3)
+    problem = dataclasses.replace(problem, theta0=problem.theta0 + 3)
+    start = posterior_trace_row(problem, LowRankDiagPosterior(problem.theta0, torch.zeros(4, 2), torch.ones(4)), 0, 0)
     fit = fit_slang(problem, SLANGConfig(rank=2, lr=0.1, iterations=200, log_every=50, n_samples=4))
-    assert fit.trace[-1]["elbo"] > fit.trace[0]["elbo"]
+    assert fit.trace[-1]["elbo"] > start["elbo"] + 0.5
     assert fit.posterior.U.shape == (4, 2)
 
 

@@ -12,6 +12,9 @@ from torch import Tensor
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.likelihoods import Likelihood
 from bnnpred.posteriors import Posterior
+from bnnpred.predictive import network_outputs
+
+TRACE_DRAWS = 8  # posterior draws per ELBO estimate in a training trace
 
 
 @dataclass
@@ -83,3 +86,19 @@ def training_length(N: int, batch_size: int | None, steps: int, epochs: int | No
 def steps_per_epoch(N: int, batch_size: int | None) -> int:
     """``N // batch_size`` minibatches (one full-batch step)."""
     return max(1, N // batch_size) if batch_size else 1
+
+
+def posterior_trace_row(problem: Problem, posterior: Posterior, step: int, epoch: float) -> dict[str, float]:
+    """A training-trace row of a Gaussian posterior: the ELBO per example
+    ``(1/N) (Σ_i E_q log p(y_i | f(x_i; θ)) − KL(q ‖ p))`` (notes-002 eq. 1) with ``E_q`` over ``TRACE_DRAWS`` draws on
+    the whole training set, the KL, and ``problem.monitor(µ)`` (e.g. the test metrics at the mean). The draws come
+    from a generator seeded by the step, so how often a run logs does not change its training."""
+    generator = torch.Generator(device=posterior.mean.device).manual_seed(step)
+    with torch.no_grad():
+        loglik = sum(problem.likelihood.log_prob(network_outputs(problem.model, theta, problem.X), problem.y).sum()
+                     for theta in posterior.sample(TRACE_DRAWS, generator)) / TRACE_DRAWS
+        kl = float(posterior.kl_to_prior(problem.prior_precision))
+        row = {"step": step, "epoch": epoch, "elbo": (float(loglik) - kl) / len(problem.X), "kl": kl}
+        if problem.monitor is not None:
+            row.update(problem.monitor(posterior.mean))
+    return row

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from bnnpred.curvature.ggn import Structure
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches, decay_factor
+from bnnpred.inference.base import Fit, Problem, batches, decay_factor, posterior_trace_row
 from bnnpred.posteriors import Posterior, posterior_from_precision
 
 
@@ -111,14 +111,13 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
         rows = next(rows_stream)
         X, y = problem.X[rows], problem.y[rows]
         scale = N / len(X)
-        g, G, loglik = estimate(problem, post, X, y, cfg.n_samples, problem.generator, cfg.structure)
+        g, G, _ = estimate(problem, post, X, y, cfg.n_samples, problem.generator, cfg.structure)
         gamma = step_size(cfg, t)
         new_post, momentum = _step(post, momentum, scale * g, scale * G, delta, cfg, t, gamma)
         rel_change = float((new_post.mean - post.mean).norm() / post.mean.norm().clamp_min(1e-12))
         post = new_post
         if t % cfg.log_every == 0 or t == 1:
-            elbo = float(scale * loglik - post.kl_to_prior(delta))
-            trace.append({"step": t, "rel_change": rel_change, "elbo": elbo})
+            trace.append({**posterior_trace_row(problem, post, t, t * len(X) / N), "rel_change": rel_change})
         if rel_change < cfg.tol:
             converged = True
             break

@@ -18,7 +18,6 @@ empirical-Fisher (VOGN) update.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from enum import Enum
@@ -29,7 +28,7 @@ from torch.func import grad, vmap
 from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches, decay_factor, training_length
+from bnnpred.inference.base import Fit, Problem, batches, decay_factor, posterior_trace_row, training_length
 from bnnpred.posteriors import LowRankDiagPosterior
 
 
@@ -180,7 +179,8 @@ def step_sizes(cfg: SLANGConfig, t: int) -> tuple[float, float]:
 
 
 def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
-    """SLANG from ``µ = θ0``, ``U = 0``, ``d = init_precision``; the trace holds a one-sample ELBO estimate."""
+    """SLANG from ``µ = θ0``, ``U = 0``, ``d = init_precision``; trace rows (every ``log_every`` iterations, or each
+    epoch) by :func:`posterior_trace_row`."""
     cfg.validate()
     P, N = problem.theta0.numel(), len(problem.X)
     if cfg.rank > P:
@@ -205,17 +205,7 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
         if not bool(torch.isfinite(state.mean).all()):
             raise BnnpredError(f"SLANG diverged at iteration {t}; lower inference.lr")
         if t % log_every == 0 or t == iterations:
-            trace.append({"step": t, "elbo": elbo_estimate(problem, state)})
+            posterior = LowRankDiagPosterior(state.mean, state.U, state.d)
+            trace.append(posterior_trace_row(problem, posterior, t, t * len(X) / N))
     posterior = LowRankDiagPosterior(state.mean, state.U, state.d)
     return Fit(theta=state.mean, posterior=posterior, info={"iterations": iterations}, trace=trace)
-
-
-def elbo_estimate(problem: Problem, state: SLANGState) -> float:
-    """``Σ_i log p(y_i | f(x_i; θ)) − KL(q ‖ p)`` at one draw ``θ ~ q`` of the current state (full data)."""
-    post = LowRankDiagPosterior(state.mean, state.U, state.d)
-    with torch.no_grad():
-        theta = post.sample(1, problem.generator)[0]
-        loglik = problem.likelihood.log_prob(problem.model(theta, problem.X), problem.y).sum()
-        kl = post.kl_to_prior(problem.prior_precision)
-    value = float(loglik - kl)
-    return value if math.isfinite(value) else float("nan")
