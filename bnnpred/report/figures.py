@@ -288,6 +288,23 @@ def plot_convergence(path: str | Path, trace: pd.DataFrame) -> Path:
     return _save(fig, path)
 
 
+def plot_mean_curves(path: str | Path, frame: pd.DataFrame, *, x: str, metrics: Mapping[str, str], panel: str,
+                     hue: str, log_y: bool = False) -> Path:
+    """Training curves averaged over repeats (seeds): a row of panels per metric (``{column: label}``), a panel per
+    value of ``panel`` (e.g. the data set), a line per value of ``hue`` (the method), ``metric`` against ``x``."""
+    panels = list(dict.fromkeys(frame[panel]))
+    fig, axes = plt.subplots(len(metrics), len(panels), squeeze=False, layout="constrained",
+                             figsize=(PANEL_SIZE * len(panels) + 1.0, 0.8 * PANEL_SIZE * len(metrics)))
+    for row, (column, label) in zip(axes, metrics.items(), strict=True):
+        for ax, name in zip(row, panels, strict=True):
+            for method, curve in frame[frame[panel] == name].groupby(hue, sort=False):
+                mean = curve.groupby(x)[column].mean()
+                ax.plot(mean.index, mean.to_numpy(), label=str(method))
+            ax.set(title=str(name), xlabel=x, ylabel=label, yscale="log" if log_y else "linear")
+    axes[0, -1].legend(fontsize="x-small")
+    return _save(fig, path)
+
+
 def plot_entropy_histograms(path: str | Path, panels: Mapping[str, tuple[ArrayLike, ArrayLike, float]],
                             labels: tuple[str, str] = ("in-distribution", "OOD")) -> Path:
     """notes-004 Fig. 6: predictive entropy of in-distribution and OOD test inputs, one panel per method, each

@@ -1,0 +1,220 @@
+"""SLANG paper (notes-002 §3.2-3.3) Figs. 4 and 6: how fast SLANG converges against its baselines.
+
+Logistic regression (checklist item 17): SLANG L = 1, 5, 10 against natural-gradient mean-field (MF Hessian) and
+full-Gaussian (FG Hessian) VI at the step sizes of Table 9 (α = β, no decay), 12 samples, Table 8's prior and
+minibatch, split 0, several seeds; the negative ELBO per training example after every epoch (8 posterior draws on
+the training set). BNN (item 18): 1x50 ReLU on the same sets, prior λ of
+Table 10 (bias 1e-6), SLANG L = 8, 16, 32 (α = β = 0.0215, momentum 0.9) against BBB (Adam 0.01, weight noise
+shared by the minibatch, started like SLANG at N(θ0, I)); the negative ELBO and the test log-loss of the mean
+network after every epoch, and the test log-loss of the 20-sample predictive at the end.
+
+Tiers: ``full`` is the paper's (ten seeds; logistic regression 2,000 epochs; BNN 500 epochs, 20 samples per step).
+``cpu`` is notes-002 §6.3 items 2-3 (three seeds; logistic regression 500 epochs; BNN 500 epochs on Australian and
+Breast cancer, 200 on USPS with L ∈ {8, 32}; 4 samples per step, where 20 would make SLANG factorise a Gram matrix
+of L + 640 gradients at every step). ``quick`` is a smoke run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bnnpred.io import read_json
+from bnnpred.report import figures
+from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
+from bnnpred.reproduce.notes002_logreg import BIAS_DELTA, SETS
+
+LOGREG_LR = {  # notes-002 Table 9: α = β per set and method
+    "australian": {"MF Hessian": 0.0215, "SLANG L=1": 0.0117, "SLANG L=5": 0.0117, "SLANG L=10": 0.0117,
+                   "FG Hessian": 0.0117},
+    "breast_cancer": {"MF Hessian": 0.0215, "SLANG L=1": 0.0398, "SLANG L=5": 0.0398, "SLANG L=10": 0.0398,
+                      "FG Hessian": 0.0398},
+    "usps_3vs5": {"MF Hessian": 0.0063, "SLANG L=1": 0.0117, "SLANG L=5": 0.0215, "SLANG L=10": 0.0398,
+                  "FG Hessian": 0.0398},
+}
+BNN_PRIOR = {"australian": 8.0, "breast_cancer": 8.0, "usps_3vs5": 32.0}  # notes-002 Table 10
+BNN_SLANG_LR, BNN_BBB_LR, BNN_BIAS_DELTA = 0.02154435, 0.01, 1e-6
+SIGMA_ONE_RHO = math.log(math.e - 1)  # softplus(ρ) = 1: BBB starts at SLANG's Σ₀ = I
+
+
+@dataclass(frozen=True)
+class Scale:
+    seeds: int
+    logreg_sets: tuple[str, ...]
+    logreg_epochs: int
+    checkpoints: tuple[int, ...]  # epochs at which item 17 compares SLANG L=1 with MF Hessian
+    bnn_epochs: dict[str, int]  # BNN sets and their epochs
+    bnn_ranks: dict[str, tuple[int, ...]]
+    samples: int  # BNN Monte Carlo samples per step
+    early: int  # the epoch of item 18's first comparison
+
+
+def scale(r: Reproduction) -> Scale:
+    if r.tier is Tier.quick:
+        return Scale(1, ("australian", "breast_cancer"), 4, (2, 4), {"australian": 3}, {"australian": (8,)}, 2, 2)
+    if r.tier is Tier.cpu:
+        return Scale(3, tuple(LOGREG_LR), 500, (100, 500), {"australian": 500, "breast_cancer": 500, "usps_3vs5": 200},
+                     {"australian": (8, 16, 32), "breast_cancer": (8, 16, 32), "usps_3vs5": (8, 32)}, 4, 50)
+    return Scale(10, tuple(LOGREG_LR), 2000, (100, 2000), dict.fromkeys(BNN_PRIOR, 500),
+                 dict.fromkeys(BNN_PRIOR, (8, 16, 32)), 20, 50)
+
+
+def per_epoch(name: str) -> int:
+    _, M, N = SETS[name]
+    return N // M
+
+
+def logreg_method(name: str, method: str, epochs: int) -> tuple[str, ...]:
+    lr, (_, M, _) = LOGREG_LR[name][method], SETS[name]
+    if method.startswith("SLANG"):
+        return ("inference=slang", f"inference.rank={method.split('=')[1]}", f"inference.lr={lr}", "inference.decay=0",
+                "inference.n_samples=12", f"inference.batch_size={M}", f"inference.epochs={epochs}")
+    return ("inference=voggn", f"inference.structure={'diag' if method.startswith('MF') else 'full'}",
+            f"inference.gamma={lr}", f"inference.mean_gamma={lr}", "inference.n_samples=12", "inference.init_var=1.0",
+            "inference.tol=0", f"inference.batch_size={M}", f"inference.iterations={epochs * per_epoch(name)}",
+            f"inference.log_every={per_epoch(name)}")
+
+
+def bnn_method(name: str, method: str, epochs: int, samples: int) -> tuple[str, ...]:
+    _, M, _ = SETS[name]
+    steps = (f"inference.batch_size={M}", f"inference.n_samples={samples}", f"inference.epochs={epochs}")
+    if method == "BBB":
+        return ("inference=bbb", f"inference.lr={BNN_BBB_LR}", "inference.local_reparam=false",
+                f"inference.init_rho={SIGMA_ONE_RHO}", *steps)
+    return ("inference=slang", f"inference.rank={method.split('=')[1]}", f"inference.lr={BNN_SLANG_LR}",
+            "inference.decay=0", "inference.momentum=0.9", *steps)
+
+
+def sweep(r: Reproduction, folder: Path, seeds: int, *overrides: str) -> Path:
+    return r.sweep(folder, "seed${seed}", f"seed={','.join(map(str, range(seeds)))}", "dataset=logreg",
+                   "dataset.split=0", "model=mlp", "selection=none", "plot.enabled=false",
+                   "task_name=notes002_convergence", *overrides)
+
+
+def curves(folder: Path, name: str, method: str) -> pd.DataFrame:
+    """Every seed's trace with ``epoch`` = step / (N // M), the negative ELBO and the final predictive's test NLL."""
+    frames = []
+    for trace_file in sorted(folder.glob("seed*/trace.csv")):
+        trace = pd.read_csv(trace_file)
+        final = read_json(trace_file.parent / "metrics.json")["metrics"]["test"]
+        frames.append(trace.assign(epoch=trace["step"] / per_epoch(name), neg_elbo=-trace["elbo"], set=name,
+                                   method=method, seed=trace_file.parent.name,
+                                   final_nll=next(iter(final.values()))["nll"]))
+    return pd.concat(frames, ignore_index=True)
+
+
+def at(frame: pd.DataFrame, name: str, method: str, epoch: float, column: str = "neg_elbo") -> float:
+    """The mean over seeds of ``column`` at the trace row nearest ``epoch``."""
+    rows = frame[(frame["set"] == name) & (frame["method"] == method)]
+    nearest = rows.loc[(rows["epoch"] - epoch).abs() == (rows["epoch"] - epoch).abs().min()]
+    return float(nearest[column].mean())
+
+
+def settled_epoch(frame: pd.DataFrame, name: str, method: str, within: float = 0.01) -> float:
+    """The first epoch from which the seed-averaged negative ELBO stays within ``within`` of its final value (the
+    mean of its last tenth, which smooths the 8-draw estimate)."""
+    curve = frame[(frame["set"] == name) & (frame["method"] == method)].groupby("epoch")["neg_elbo"].mean()
+    final = curve.iloc[-max(1, len(curve) // 10):].mean()
+    outside = curve[(curve - final).abs() >= within]
+    return float(curve.index[0] if outside.empty else curve.index[curve.index > outside.index[-1]].min())
+
+
+def logreg(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
+    frames = []
+    for name in s.logreg_sets:
+        for method in LOGREG_LR[name]:
+            delta = SETS[name][0]
+            folder = sweep(r, r.runs / "notes002_convergence" / "logreg" / name / slug(method), s.seeds,
+                           "model.depth=0", f"prior.delta={delta}", f"prior.bias_delta={BIAS_DELTA}",
+                           "predictive.kinds=[glm]", "predictive.n_samples=200", *logreg_method(name, method,
+                                                                                              s.logreg_epochs))
+            frames.append(curves(folder, name, method))
+    frame = pd.concat(frames, ignore_index=True)
+    figures.plot_mean_curves(r.out / "logreg_convergence.png", frame, x="epoch", panel="set", hue="method",
+                             metrics={"neg_elbo": "negative ELBO per example"}, log_y=True)
+    methods = list(LOGREG_LR["australian"])
+    lines = ["| set | epoch | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
+    for name in s.logreg_sets:
+        for epoch in s.checkpoints:
+            lines.append(f"| {name} | {epoch} | " + " | ".join(f"{at(frame, name, m, epoch):.4f}" for m in methods)
+                         + " |")
+    rows = []
+    for epoch in s.checkpoints:
+        wins = [n for n in s.logreg_sets if at(frame, n, "SLANG L=1", epoch) < at(frame, n, "MF Hessian", epoch)]
+        rows.append(check(f"epoch {epoch}: SLANG L=1 below MF Hessian on every set", len(wins) == len(s.logreg_sets),
+                          f"{len(wins)}/{len(s.logreg_sets)}: {', '.join(wins) or 'none'}"))
+    last = s.checkpoints[-1]
+    gaps = {n: at(frame, n, "SLANG L=10", last) - at(frame, n, "FG Hessian", last) for n in s.logreg_sets}
+    rows.append(check(f"epoch {last}: SLANG L=10 within 0.01 of FG Hessian", all(abs(g) < 0.01 for g in gaps.values()),
+                      ", ".join(f"{n}: {g:+.4f}" for n, g in gaps.items())))
+    settle = {n: (settled_epoch(frame, n, "SLANG L=10"), settled_epoch(frame, n, "MF Hessian")) for n in s.logreg_sets}
+    rows.append(check("SLANG L=10 settles (within 0.01 of its final value) no later than MF Hessian",
+                      all(a <= b for a, b in settle.values()),
+                      ", ".join(f"{n}: {a:.0f} vs {b:.0f}" for n, (a, b) in settle.items())))
+    return lines, rows
+
+
+def bnn(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
+    frames = []
+    for name, epochs in s.bnn_epochs.items():
+        for method in [f"SLANG L={rank}" for rank in s.bnn_ranks[name]] + ["BBB"]:
+            folder = sweep(r, r.runs / "notes002_convergence" / "bnn" / name / slug(method), s.seeds,
+                           "model.depth=1", "model.width=50", "model.activation=relu", f"prior.delta={BNN_PRIOR[name]}",
+                           f"prior.bias_delta={BNN_BIAS_DELTA}", "predictive=nn", "predictive.n_samples=20",
+                           *bnn_method(name, method, epochs, s.samples))
+            frames.append(curves(folder, name, method))
+    frame = pd.concat(frames, ignore_index=True)
+    figures.plot_mean_curves(r.out / "bnn_convergence.png", frame, x="epoch", panel="set", hue="method",
+                             metrics={"neg_elbo": "negative ELBO per example", "test_nll": "test log-loss (mean)"},
+                             log_y=True)
+    finals = frame.groupby(["set", "method", "seed"])["final_nll"].first().groupby(["set", "method"]).agg(["mean",
+                                                                                                          "sem"])
+    lines = ["| set | method | test log-loss at epoch " + f"{s.early} (mean network) | final test log-loss "
+             "(20-sample predictive) |", "|---|---|---|---|"]
+    early_wins, final_ok = [], []
+    for name in s.bnn_epochs:
+        bbb_early = at(frame, name, "BBB", s.early, "test_nll")
+        bbb = finals.loc[(name, "BBB")]
+        for method in [f"SLANG L={rank}" for rank in s.bnn_ranks[name]] + ["BBB"]:
+            early, final = at(frame, name, method, s.early, "test_nll"), finals.loc[(name, method)]
+            lines.append(f"| {name} | {method} | {early:.4f} | {final['mean']:.4f} ± {final['sem']:.4f} |")
+            if method != "BBB":
+                early_wins.append(early < bbb_early)
+                final_ok.append(final["mean"] <= bbb["mean"] + 2 * math.hypot(final["sem"], bbb["sem"]))
+    rows = [check(f"epoch {s.early}: every SLANG rank below BBB's test log-loss on every set", all(early_wins),
+                  f"{sum(early_wins)}/{len(early_wins)} (set, rank) pairs"),
+            check("final: SLANG ≤ BBB + 2 combined s.e.", all(final_ok), f"{sum(final_ok)}/{len(final_ok)} pairs")]
+    return lines, rows
+
+
+def slug(method: str) -> str:
+    return method.replace(" ", "_").replace("=", "")
+
+
+def make(r: Reproduction) -> str:
+    s = scale(r)
+    logreg_lines, logreg_rows = logreg(r, s)
+    bnn_lines, bnn_rows = bnn(r, s)
+    return "\n".join([
+        "# SLANG paper, Figs. 4 and 6: convergence", "", r.provenance("bnnpred reproduce notes002_convergence"), "",
+        "Settings: the study's docstring (`bnnpred/reproduce/notes002_convergence.py`); means over "
+        f"{s.seeds} seeds on split 0. The negative ELBO per example is estimated from 8 posterior draws on the "
+        "training set after every epoch for SLANG and the natural-gradient baselines; BBB's is its training "
+        "objective averaged over the epoch's minibatches (an unbiased estimate of the same quantity, half an epoch "
+        "behind). The paper's figures have no numbers to compare with; the claims are notes-002 checklist items 17 "
+        "and 18.", "",
+        f"## Logistic regression ({s.logreg_epochs} epochs, Table 9 step sizes, no decay)", "",
+        "![negative ELBO per epoch](logreg_convergence.png)", "", "Negative ELBO per training example:", "",
+        *logreg_lines, "", checks_table(logreg_rows, "claim (notes-002 item 17)"), "",
+        "## BNN, 1x50 ReLU (SLANG α = β = 0.0215 with momentum 0.9, BBB Adam 0.01)", "",
+        "![negative ELBO and test log-loss per epoch](bnn_convergence.png)", "", *bnn_lines, "",
+        checks_table(bnn_rows, "claim (notes-002 item 18)"),
+    ]) + "\n"
+
+
+STUDY = Study(name="notes002_convergence", title="SLANG paper (notes-002) Figs. 4 and 6: convergence of SLANG against "
+              "mean-field and full-Gaussian natural-gradient VI (logistic regression) and BBB (BNN)", make=make,
+              cpu_cost="not yet measured", full_scale=True)
