@@ -123,7 +123,7 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
 def check_job(overrides: list[str]) -> None:
     """Compose, type and value-check one job and make sure its data can be read."""
     from bnnpred.data import load_dataset
-    from bnnpred.runner import check_config, typed
+    from bnnpred.runner import check_config, check_network, typed
 
     cfg = compose(overrides)
     try:
@@ -131,7 +131,7 @@ def check_job(overrides: list[str]) -> None:
     except OmegaConfBaseException as e:
         raise BnnpredError(one_line(e)) from e
     check_config(typed_cfg)
-    load_dataset(typed_cfg.dataset)
+    check_network(typed_cfg, load_dataset(typed_cfg.dataset))
 
 
 def check_launcher(overrides: list[str]) -> None:

@@ -75,6 +75,14 @@ def resolve_device(device: Device) -> torch.device:
     return torch.device("cuda")
 
 
+def check_network(cfg: Config, data: Dataset) -> None:
+    """Checks that need the network's parameter count (a method's ``check_parameter_count``: SLANG's rank)."""
+    check = getattr(cfg.inference, "check_parameter_count", None)
+    if check is not None:
+        module = build_model(cfg.model, data.input_shape, data.output_dim)
+        check(sum(p.numel() for p in module.parameters() if p.requires_grad))
+
+
 def check_config(cfg: Config) -> None:
     """Value checks the schema cannot express; each failure names the key and a fix."""
     if not cfg.prior.delta > 0:

@@ -99,6 +99,13 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
     (["inference=voggn", "selection=marglik_grid"], "needs the Laplace-GGN evidence"),
     (["inference.map.lr=0"], "inference.map.lr must be positive"),
     (["selection.delta_grid=[0,1]"], "selection.delta_grid must be a non-empty list of positive values"),
+    (["inference=slang", "selection=none", "model.depth=0", "inference.rank=4"],
+     "inference.rank = 4 exceeds the 3 parameters; use rank <= 3"),
+    (["inference=slang", "selection=none", "inference.lr=0"], "inference.lr must be positive"),
+    (["inference=slang", "selection=none", "inference.decay=-0.5"], "inference.decay must be >= 0"),
+    (["dataset=uci_regression", "dataset.dataset=yacht", "dataset.split=20", "dataset.root=/nonexistent"],
+     "dataset.split must be in 0..19"),
+    (["dataset=uci_regression", "dataset.root=/nonexistent"], "bnnpred data fetch uci_regression"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -72,6 +72,12 @@ class SLANGConfig:
         if self.epochs is not None and self.epochs < 1:
             raise BnnpredError(f"inference.epochs must be >= 1 or null (use iterations), got {self.epochs}")
 
+    def check_parameter_count(self, n_params: int) -> None:
+        """The rank cannot exceed the network's parameter count ``P``."""
+        if self.rank > n_params:
+            raise BnnpredError(f"inference.rank = {self.rank} exceeds the {n_params} parameters; "
+                               f"use rank <= {n_params}")
+
 
 @dataclass
 class SLANGState:
@@ -183,8 +189,7 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
     epoch) by :func:`posterior_trace_row`."""
     cfg.validate()
     P, N = problem.theta0.numel(), len(problem.X)
-    if cfg.rank > P:
-        raise BnnpredError(f"inference.rank = {cfg.rank} exceeds the {P} parameters; use rank <= {P}")
+    cfg.check_parameter_count(P)
     mean = problem.theta0.detach().clone()
     state = SLANGState(mean=mean, U=mean.new_zeros(P, cfg.rank), d=torch.full_like(mean, cfg.init_precision),
                        momentum=torch.zeros_like(mean))

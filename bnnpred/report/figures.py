@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import matplotlib
@@ -289,9 +289,10 @@ def plot_convergence(path: str | Path, trace: pd.DataFrame) -> Path:
 
 
 def plot_mean_curves(path: str | Path, frame: pd.DataFrame, *, x: str, metrics: Mapping[str, str], panel: str,
-                     hue: str, log_y: bool = False) -> Path:
-    """Training curves averaged over repeats (seeds): a row of panels per metric (``{column: label}``), a panel per
-    value of ``panel`` (e.g. the data set), a line per value of ``hue`` (the method), ``metric`` against ``x``."""
+                     hue: str, log_y: Collection[str] = ()) -> Path:
+    """Curves averaged over repeats (e.g. seeds): a row of panels per metric (``{column: label}``; the columns in
+    ``log_y`` on a log axis), a panel per value of ``panel`` (e.g. the data set), a line per value of ``hue`` (the
+    method), each metric against ``x``."""
     panels = list(dict.fromkeys(frame[panel]))
     fig, axes = plt.subplots(len(metrics), len(panels), squeeze=False, layout="constrained",
                              figsize=(PANEL_SIZE * len(panels) + 1.0, 0.8 * PANEL_SIZE * len(metrics)))
@@ -300,8 +301,22 @@ def plot_mean_curves(path: str | Path, frame: pd.DataFrame, *, x: str, metrics: 
             for method, curve in frame[frame[panel] == name].groupby(hue, sort=False):
                 mean = curve.groupby(x)[column].mean()
                 ax.plot(mean.index, mean.to_numpy(), label=str(method))
-            ax.set(title=str(name), xlabel=x, ylabel=label, yscale="log" if log_y else "linear")
+            ax.set(title=str(name), xlabel=x, ylabel=label, yscale="log" if column in log_y else "linear")
     axes[0, -1].legend(fontsize="x-small")
+    return _save(fig, path)
+
+
+def plot_heatmaps(path: str | Path, matrices: Mapping[str, ArrayLike], title: str = "") -> Path:
+    """Square matrices side by side on one symmetric colour scale (``nan`` cells, e.g. a masked diagonal, blank)."""
+    arrays = {name: _np(matrix) for name, matrix in matrices.items()}
+    limit = max(float(np.nanmax(np.abs(a))) for a in arrays.values())
+    fig, axes = _panel_row(len(arrays))
+    for ax, (name, matrix) in zip(axes, arrays.items(), strict=True):
+        image = ax.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest")
+        ax.set(title=name, xticks=[], yticks=[])
+    fig.colorbar(image, ax=list(axes), shrink=0.8)
+    if title:
+        fig.suptitle(title)
     return _save(fig, path)
 
 

@@ -134,7 +134,7 @@ def logreg(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
             frames.append(curves(folder, name, method))
     frame = pd.concat(frames, ignore_index=True)
     figures.plot_mean_curves(r.out / "logreg_convergence.png", frame, x="epoch", panel="set", hue="method",
-                             metrics={"neg_elbo": "negative ELBO per example"}, log_y=True)
+                             metrics={"neg_elbo": "negative ELBO per example"}, log_y=("neg_elbo",))
     methods = list(LOGREG_LR["australian"])
     lines = ["| set | epoch | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
     for name in s.logreg_sets:
@@ -169,7 +169,7 @@ def bnn(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
     frame = pd.concat(frames, ignore_index=True)
     figures.plot_mean_curves(r.out / "bnn_convergence.png", frame, x="epoch", panel="set", hue="method",
                              metrics={"neg_elbo": "negative ELBO per example", "test_nll": "test log-loss (mean)"},
-                             log_y=True)
+                             log_y=("neg_elbo", "test_nll"))
     finals = frame.groupby(["set", "method", "seed"])["final_nll"].first().groupby(["set", "method"]).agg(["mean",
                                                                                                           "sem"])
     lines = ["| set | method | test log-loss at epoch " + f"{s.early} (mean network) | final test log-loss "

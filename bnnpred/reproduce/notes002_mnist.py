@@ -60,7 +60,7 @@ def make(r: Reproduction) -> str:
     traces["neg_elbo"], traces["test_error"] = -traces["elbo"], 100 * (1 - traces["test_accuracy"])
     figures.plot_mean_curves(r.out / "convergence.png", traces, x="epoch", panel="set", hue="method",
                              metrics={"neg_elbo": "negative ELBO per example", "test_error": "test error % (mean)"},
-                             log_y=True)
+                             log_y=("neg_elbo", "test_error"))
     lines = ["| method | test error (%) | test NLL | training time (s) | paper (GPU, 784-400-400-10) |",
              "|---|---|---|---|---|"]
     for method, row in rows.items():
