@@ -96,6 +96,13 @@ def gaussian_ll(mean: Tensor, var: Tensor, y: Tensor) -> float:
     return log_density.mean().item()
 
 
+def joint_ll(pred: RegPrediction, y: Tensor) -> float:
+    """``(1/B) log (1/K) Σ_k Π_i p(y_i | θ_k)``: the log-likelihood of the whole test set under each component
+    (weight sample), mixed, per point (the SLANG reference's definition, notes-002 §3.5). As ``B`` grows it tends to
+    the best single sample's average log-likelihood; equal to ``ll`` for one component."""
+    return pred.joint_log_prob(y).item() / len(y)
+
+
 def entropy(probs: Tensor) -> Tensor:
     """Predictive entropy ``-Σ_c p_c log p_c`` in nats, with ``0 · log 0 = 0``.
 
@@ -139,8 +146,8 @@ def evaluate(pred: Prediction, y: Tensor) -> dict[str, float]:
 
     Returns:
         For a :class:`ClassPrediction`: ``nll``, ``accuracy``, ``ece``, ``brier``. For a
-        :class:`RegPrediction`: ``nll`` (of the mixture), ``ll`` (= -nll), ``rmse`` (of the mixture mean) and
-        ``gaussian_ll`` (of the moment-matched Gaussian).
+        :class:`RegPrediction`: ``nll`` (of the mixture), ``ll`` (= -nll), ``rmse`` (of the mixture mean),
+        ``gaussian_ll`` (of the moment-matched Gaussian) and ``joint_ll`` (:func:`joint_ll`).
     """
     if isinstance(pred, ClassPrediction):
         return {
@@ -156,6 +163,7 @@ def evaluate(pred: Prediction, y: Tensor) -> dict[str, float]:
             "ll": -mixture_nll,
             "rmse": rmse(pred.mean, y),
             "gaussian_ll": gaussian_ll(pred.mean, pred.variance, y),
+            "joint_ll": joint_ll(pred, y),
         }
     raise BnnpredError(f"cannot evaluate a prediction of type {type(pred).__name__}")
 

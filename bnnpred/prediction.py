@@ -45,8 +45,16 @@ class RegPrediction(NamedTuple):
 
     def log_prob(self, y: Tensor) -> Tensor:
         """Mixture log density ``log (1/K) Σ_k N(y | loc_k, var_k)``; ``y`` ``[B]`` -> ``[B]``."""
-        comp = -0.5 * (math.log(2 * math.pi) + self.var.log() + (y - self.loc) ** 2 / self.var)
-        return torch.logsumexp(comp, dim=0) - math.log(self.loc.shape[0])
+        return torch.logsumexp(self._component_log_prob(y), dim=0) - math.log(self.loc.shape[0])
+
+    def joint_log_prob(self, y: Tensor) -> Tensor:
+        """``log (1/K) Σ_k Π_i N(y_i | loc_ki, var_ki)`` ``[]``: the components' joint density of all ``B`` targets
+        (the SLANG reference's "predictive log-likelihood", notes-002 §3.5)."""
+        return torch.logsumexp(self._component_log_prob(y).sum(1), dim=0) - math.log(self.loc.shape[0])
+
+    def _component_log_prob(self, y: Tensor) -> Tensor:
+        """``log N(y_i | loc_ki, var_ki)`` ``[K, B]``."""
+        return -0.5 * (math.log(2 * math.pi) + self.var.log() + (y - self.loc) ** 2 / self.var)
 
     @property
     def mean(self) -> Tensor:

@@ -270,8 +270,10 @@ def noise_variance(cfg: LikelihoodConfig, data: Dataset) -> float:
 
 def in_original_units(values: dict[str, float], scale: float) -> dict[str, float]:
     """Regression metrics of standardised targets plus their copies in the data's units: ``rmse·s``,
-    ``nll + log s``."""
+    ``nll + log s``, ``joint_ll − log s``."""
     extra = {"rmse_original": values["rmse"] * scale} if "rmse" in values else {}
+    if "joint_ll" in values:
+        extra["joint_ll_original"] = values["joint_ll"] - math.log(scale)
     return {**values, **extra, "nll_original": values["nll"] + math.log(scale)}
 
 

@@ -106,7 +106,7 @@ def test_evaluate_dispatches_on_the_prediction_type():
     assert classification["accuracy"] == 1.0
     pred = RegPrediction(loc=tensor([[0.0, 1.0]]), var=tensor([[1.0, 1.0]]))
     regression = metrics.evaluate(pred, tensor([0.0, 3.0]))
-    assert set(regression) == {"nll", "ll", "rmse", "gaussian_ll"}
+    assert set(regression) == {"nll", "ll", "rmse", "gaussian_ll", "joint_ll"}
     assert regression["ll"] == -regression["nll"]
     assert regression["gaussian_ll"] == pytest.approx(regression["ll"], abs=1e-12)
     assert regression["rmse"] == pytest.approx(math.sqrt(2.0), abs=1e-12)
@@ -124,8 +124,23 @@ def test_regression_metrics_in_original_units_equal_those_of_the_unstandardised_
     original = metrics.evaluate(RegPrediction(loc * scale + shift, var * scale**2), z * scale + shift)
     assert standardised["nll_original"] == pytest.approx(original["nll"], rel=1e-12)
     assert standardised["rmse_original"] == pytest.approx(original["rmse"], rel=1e-12)
+    assert standardised["joint_ll_original"] == pytest.approx(original["joint_ll"], rel=1e-12)
     data = SimpleNamespace(target_scale=scale)
     assert noise_variance(LikelihoodConfig(sigma2=0.5, noise_precision=2.0), data) == pytest.approx(1 / (2 * 3.7**2))
     assert noise_variance(LikelihoodConfig(sigma2=0.5), data) == 0.5
     with pytest.raises(BnnpredError, match="snelson does not standardise its targets; use likelihood.sigma2"):
         noise_variance(LikelihoodConfig(noise_precision=2.0), SimpleNamespace(target_scale=None, name="snelson"))
+
+
+def test_joint_log_likelihood_mixes_the_samples_whole_test_set_densities():
+    """Two samples, two points: (1/2) log ½[N(y1|0,1) N(y2|0,1) + N(y1|2,1) N(y2|2,1)], by hand; one component
+    gives the per-point mean log density; per point, the mixture of joint densities is at most that of marginals
+    here (the samples disagree)."""
+    y = torch.tensor([0.0, 2.0])
+    pred = RegPrediction(torch.tensor([[0.0, 0.0], [2.0, 2.0]]), torch.ones(2, 2))
+    log_n = lambda r: -0.5 * math.log(2 * math.pi) - 0.5 * r**2  # noqa: E731
+    by_hand = 0.5 * math.log(0.5 * (math.exp(log_n(0) + log_n(2)) + math.exp(log_n(2) + log_n(0))))
+    assert metrics.joint_ll(pred, y) == pytest.approx(by_hand, rel=1e-12)
+    one = RegPrediction(torch.tensor([[0.3, 1.0]]), torch.tensor([[0.5, 2.0]]))
+    assert metrics.joint_ll(one, y) == pytest.approx(metrics.evaluate(one, y)["ll"], rel=1e-12)
+    assert metrics.joint_ll(pred, y) < metrics.evaluate(pred, y)["ll"]
