@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
 from bnnpred.report import figures
 from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
@@ -90,9 +91,9 @@ def bnn_method(name: str, method: str, epochs: int, samples: int) -> tuple[str, 
             "inference.decay=0", "inference.momentum=0.9", *steps)
 
 
-def sweep(r: Reproduction, folder: Path, seeds: int, *overrides: str) -> Path:
+def sweep(r: Reproduction, folder: Path, name: str, seeds: int, *overrides: str) -> Path:
     return r.sweep(folder, "seed${seed}", f"seed={','.join(map(str, range(seeds)))}", "dataset=logreg",
-                   "dataset.split=0", "model=mlp", "selection=none", "plot.enabled=false",
+                   f"dataset.dataset={name}", "dataset.split=0", "model=mlp", "selection=none", "plot.enabled=false",
                    "task_name=notes002_convergence", *overrides)
 
 
@@ -101,7 +102,11 @@ def curves(folder: Path, name: str, method: str) -> pd.DataFrame:
     frames = []
     for trace_file in sorted(folder.glob("seed*/trace.csv")):
         trace = pd.read_csv(trace_file)
-        final = read_json(trace_file.parent / "metrics.json")["metrics"]["test"]
+        document = read_json(trace_file.parent / "metrics.json")
+        if document["run"]["dataset"] != f"logreg/{name}":
+            raise BnnpredError(f"{trace_file.parent} holds a run on {document['run']['dataset']}, not logreg/{name}; "
+                               "delete it and run the study again")
+        final = document["metrics"]["test"]
         frames.append(trace.assign(epoch=trace["step"] / per_epoch(name), neg_elbo=-trace["elbo"], set=name,
                                    method=method, seed=trace_file.parent.name,
                                    final_nll=next(iter(final.values()))["nll"]))
@@ -129,7 +134,7 @@ def logreg(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
     for name in s.logreg_sets:
         for method in LOGREG_LR[name]:
             delta = SETS[name][0]
-            folder = sweep(r, r.runs / "notes002_convergence" / "logreg" / name / slug(method), s.seeds,
+            folder = sweep(r, r.runs / "notes002_convergence" / "logreg" / name / slug(method), name, s.seeds,
                            "model.depth=0", f"prior.delta={delta}", f"prior.bias_delta={BIAS_DELTA}",
                            "predictive.kinds=[glm]", "predictive.n_samples=200", *logreg_method(name, method,
                                                                                               s.logreg_epochs))
@@ -163,7 +168,7 @@ def bnn(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
     frames = []
     for name, epochs in s.bnn_epochs.items():
         for method in [f"SLANG L={rank}" for rank in s.bnn_ranks[name]] + ["BBB"]:
-            folder = sweep(r, r.runs / "notes002_convergence" / "bnn" / name / slug(method), s.seeds,
+            folder = sweep(r, r.runs / "notes002_convergence" / "bnn" / name / slug(method), name, s.seeds,
                            "model.depth=1", "model.width=50", "model.activation=relu", f"prior.delta={BNN_PRIOR[name]}",
                            f"prior.bias_delta={BNN_BIAS_DELTA}", "predictive=nn", "predictive.n_samples=20",
                            *bnn_method(name, method, epochs, s.samples))
