@@ -294,15 +294,17 @@ def plot_mean_curves(path: str | Path, frame: pd.DataFrame, *, x: str, metrics: 
     ``log_y`` on a log axis), a panel per value of ``panel`` (e.g. the data set), a line per value of ``hue`` (the
     method), each metric against ``x``."""
     panels = list(dict.fromkeys(frame[panel]))
+    colors = {method: f"C{i}" for i, method in enumerate(dict.fromkeys(frame[hue]))}  # one colour per method
     fig, axes = plt.subplots(len(metrics), len(panels), squeeze=False, layout="constrained",
                              figsize=(PANEL_SIZE * len(panels) + 1.0, 0.8 * PANEL_SIZE * len(metrics)))
     for row, (column, label) in zip(axes, metrics.items(), strict=True):
         for ax, name in zip(row, panels, strict=True):
             for method, curve in frame[frame[panel] == name].groupby(hue, sort=False):
                 mean = curve.groupby(x)[column].mean()
-                ax.plot(mean.index, mean.to_numpy(), label=str(method))
+                ax.plot(mean.index, mean.to_numpy(), color=colors[method], label=str(method))
             ax.set(title=str(name), xlabel=x, ylabel=label, yscale="log" if column in log_y else "linear")
-    axes[0, -1].legend(fontsize="x-small")
+    handles = [plt.Line2D([], [], color=color, label=str(method)) for method, color in colors.items()]
+    fig.legend(handles=handles, loc="outside right upper", fontsize="small")
     return _save(fig, path)
 
 
