@@ -124,7 +124,7 @@ class StackedRows:
 
     def column_square_norms(self) -> Tensor:
         """``diag(WᵀW)`` ``[P]``, a block of rows of ``G`` at a time."""
-        norms = self.a**2 * self.U.square().sum(1)
+        norms = self.a**2 * torch.linalg.vector_norm(self.U, dim=1).square()  # no [P, L] temporary
         for rows in self.G.split(max(1, 2**20 // self.G.shape[1])):
             norms += self.b**2 * rows.square().sum(0)
         return norms
@@ -159,7 +159,7 @@ def slang_step(state: SLANGState, G: Tensor, g_hat: Tensor, prior_precision: Ten
     W = StackedRows(state.U, G, (1 - beta) ** 0.5, beta**0.5)  # WᵀW = (1−β) U Uᵀ + β GᵀG
     U = (top_eigen_factor(W, cfg.rank) if cfg.eig is Eig.exact
          else randomized_eigen_factor(W, cfg.rank, cfg.eig_iterations, generator))
-    correction = (W.column_square_norms() - U.square().sum(1)).clamp_min(0)
+    correction = (W.column_square_norms() - torch.linalg.vector_norm(U, dim=1).square()).clamp_min(0)
     d = (1 - beta) * state.d + beta * prior_precision + correction
     t = state.t + 1
     momentum = cfg.momentum * state.momentum + (1 - cfg.momentum) * g_hat
