@@ -38,7 +38,7 @@ from bnnpred.inference.ngvi import DivergenceError
 from bnnpred.io import read_json, save_npz, save_torch, write_json, write_text
 from bnnpred.likelihoods import Gaussian, likelihood_for
 from bnnpred.marglik import evidence_at_mode
-from bnnpred.models import activation_of, build_model
+from bnnpred.models import activation_of, build_model, n_params
 from bnnpred.posteriors import load_posterior
 from bnnpred.prediction import ClassPrediction, Prediction
 from bnnpred.predictive import Context, PredictiveKind, network_outputs, predictor
@@ -79,8 +79,7 @@ def check_network(cfg: Config, data: Dataset) -> None:
     """Checks that need the network's parameter count (a method's ``check_parameter_count``: SLANG's rank)."""
     check = getattr(cfg.inference, "check_parameter_count", None)
     if check is not None:
-        module = build_model(cfg.model, data.input_shape, data.output_dim)
-        check(sum(p.numel() for p in module.parameters() if p.requires_grad))
+        check(n_params(build_model(cfg.model, data.input_shape, data.output_dim)))
 
 
 def check_config(cfg: Config) -> None:

@@ -105,13 +105,12 @@ def test_plot_convergence_groups_per_tensor_and_test_columns_into_one_panel_each
 
 def test_plot_mean_curves_averages_repeats_with_one_colour_per_method(tmp_path, monkeypatch):
     """A row per metric, a panel per set; a method absent from one panel keeps its colour in the others."""
-    frame = pd.DataFrame({"epoch": [1, 2] * 5, "nll": [1.0, 0.5, 3.0, 1.5, 2.0, 1.0, 0.4, 0.2, 0.6, 0.3],
-                          "method": ["a"] * 4 + ["b"] * 2 + ["a"] * 2 + ["b"] * 2,
-                          "set": ["x"] * 6 + ["y"] * 4})
+    frame = pd.DataFrame({"epoch": [1, 2] * 4, "nll": [1.0, 0.5, 3.0, 1.5, 2.0, 1.0, 0.6, 0.3],
+                          "method": ["a"] * 4 + ["b"] * 4, "set": ["x"] * 6 + ["y"] * 2})
     lines = []
     real = figures.Axes.plot
     monkeypatch.setattr(figures.Axes, "plot", lambda ax, *a, **k: lines.append((a, k)) or real(ax, *a, **k))
     assert_only_png(tmp_path, figures.plot_mean_curves(tmp_path / "curves.png", frame, x="epoch", panel="set",
                                                        hue="method", metrics={"nll": "NLL"}, log_y=("nll",)))
     assert list(lines[0][0][1]) == [2.0, 1.0]  # the two seeds of method a on set x, averaged per epoch
-    assert [(k["label"], k["color"]) for _, k in lines] == [("a", "C0"), ("b", "C1")] * 2
+    assert [(k["label"], k["color"]) for _, k in lines] == [("a", "C0"), ("b", "C1"), ("b", "C1")]

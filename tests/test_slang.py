@@ -56,6 +56,22 @@ def test_low_rank_slang_keeps_the_full_updates_diagonal(eig):
     torch.testing.assert_close((new.U @ new.U.T + torch.diag(new.d)).diagonal(), precision.diagonal())
 
 
+@pytest.mark.parametrize("eig", [Eig.exact, Eig.randomized])
+@pytest.mark.parametrize("n_gradients", [5, 30])  # L + MS below P = 12 (the rows' Gram) and above (the P x P Gram)
+def test_the_new_factor_is_the_top_eigen_part_of_the_weighted_sum(eig, n_gradients):
+    """U_new U_newᵀ = the best rank-L approximation of (1−β) U Uᵀ + β GᵀG (notes-002 eqs. 5-7), β = 0.2."""
+    gen = torch.Generator().manual_seed(4)
+    state = SLANGState(mean=torch.zeros(P), U=torch.randn(P, 2, generator=gen), d=torch.ones(P),
+                       momentum=torch.zeros(P))
+    G = torch.randn(n_gradients, P, generator=gen)
+    target = 0.8 * state.U @ state.U.T + 0.2 * G.T @ G
+    values, vectors = torch.linalg.eigh(target)
+    best = (vectors[:, -2:] * values[-2:]) @ vectors[:, -2:].T
+    new = slang_step(state, G, torch.zeros(P), torch.ones(P), 0.1, 0.2, SLANGConfig(rank=2, eig=eig, eig_iterations=60),
+                     torch.Generator().manual_seed(5))
+    torch.testing.assert_close(new.U @ new.U.T, best, rtol=1e-8, atol=1e-8)
+
+
 @pytest.mark.parametrize("n_rows", [8, 60])  # fewer rows than parameters (the rows' Gram), more (the P x P Gram)
 def test_eigensolvers_recover_the_top_eigenpairs_of_a_known_spectrum(n_rows):
     gen = torch.Generator().manual_seed(2)

@@ -153,4 +153,4 @@ def test_epochs_replace_steps_with_one_trace_row_per_epoch():
     problem = softplus_problem(n=10)  # 10 // 4 = 2 minibatches per epoch (the last partial one dropped)
     fit = fit_vl(problem, VLConfig(epochs=3, batch_size=4, steps=999, log_every=999))
     assert [row["step"] for row in fit.trace] == [2, 4, 6] and fit.info["steps"] == 6
-    assert [row["epoch"] for row in fit.trace] == pytest.approx([0.8, 1.6, 2.4])  # examples seen / N
+    assert [row["epoch"] for row in fit.trace] == [1.0, 2.0, 3.0]  # steps / (N // M): passes of the minibatches

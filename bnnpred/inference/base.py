@@ -92,8 +92,10 @@ def posterior_trace_row(problem: Problem, posterior: Posterior, step: int, epoch
     """A training-trace row of a Gaussian posterior: the ELBO per example
     ``(1/N) (Σ_i E_q log p(y_i | f(x_i; θ)) − KL(q ‖ p))`` (notes-002 eq. 1) with ``E_q`` over ``TRACE_DRAWS`` draws on
     the whole training set, the KL, and ``problem.monitor(µ)`` (e.g. the test metrics at the mean). The draws come
-    from a generator seeded by the step, so how often a run logs does not change its training."""
-    generator = torch.Generator(device=posterior.mean.device).manual_seed(step)
+    from a generator seeded by the run's seed and the step, so how often a run logs does not change its training
+    and runs with other seeds draw other noise."""
+    seed = problem.generator.initial_seed() * 1_000_003 + step
+    generator = torch.Generator(device=posterior.mean.device).manual_seed(seed % 2**63)
     with torch.no_grad():
         loglik = sum(problem.likelihood.log_prob(network_outputs(problem.model, theta, problem.X), problem.y).sum()
                      for theta in posterior.sample(TRACE_DRAWS, generator)) / TRACE_DRAWS

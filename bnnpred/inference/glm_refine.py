@@ -52,10 +52,11 @@ class GLMRefineConfig(NGVIConfig):
 
 
 def linearized_problem(problem: Problem, theta_star: torch.Tensor) -> Problem:
-    """The same problem on the GLM at ``θ*``: inputs become row numbers ``[N]`` of the stored ``f*`` and ``J*``."""
+    """The same problem on the GLM at ``θ*``: inputs become row numbers ``[N]`` of the stored ``f*`` and ``J*``; the
+    network's test monitor does not apply to the GLM's parameters, so the traces go without it."""
     model = LinearizedModel(*stacked_jacobians(problem.model, theta_star, problem.X), theta_star)
     rows = torch.arange(len(problem.X), device=theta_star.device)
-    return dataclasses.replace(problem, model=model, X=rows, theta0=theta_star)
+    return dataclasses.replace(problem, model=model, X=rows, theta0=theta_star, monitor=None)
 
 
 def fit_glm_refine(problem: Problem, cfg: GLMRefineConfig) -> Fit:

@@ -114,7 +114,6 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
     steps, log_every = training_length(N, cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
     scheduler = lr_scheduler(optimizer, cfg.schedule, steps, steps_per_epoch(N, cfg.batch_size))
     rows_stream = batches(N, cfg.batch_size, problem.generator)
-    batch = N if cfg.batch_size is None else min(cfg.batch_size, N)
     trace: list[dict[str, float]] = []
     window: list[float] = []
     show = problem.progress and sys.stderr.isatty()
@@ -131,7 +130,8 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
         scheduler.step()
         window.append(-loss.item())
         if step % log_every == 0 or step == steps:
-            trace.append(trace_row(problem, cfg, step, step * batch / N, sum(window) / len(window), kl, mu, rho))
+            epoch = step / steps_per_epoch(N, cfg.batch_size)
+            trace.append(trace_row(problem, cfg, step, epoch, sum(window) / len(window), kl, mu, rho))
             window = []
     mu, sigma = mu.detach(), sigma_of(rho.detach(), cfg)
     info = {"steps": steps, "elbo_per_example": trace[-1]["elbo"], "kl": trace[-1]["kl"]}

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from bnnpred.curvature.ggn import Structure
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches, decay_factor, posterior_trace_row
+from bnnpred.inference.base import Fit, Problem, batches, decay_factor, posterior_trace_row, steps_per_epoch
 from bnnpred.posteriors import Posterior, posterior_from_precision
 
 
@@ -117,7 +117,8 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
         rel_change = float((new_post.mean - post.mean).norm() / post.mean.norm().clamp_min(1e-12))
         post = new_post
         if t % cfg.log_every == 0 or t == 1:
-            trace.append({**posterior_trace_row(problem, post, t, t * len(X) / N), "rel_change": rel_change})
+            epoch = t / steps_per_epoch(N, cfg.batch_size)
+            trace.append({**posterior_trace_row(problem, post, t, epoch), "rel_change": rel_change})
         if rel_change < cfg.tol:
             converged = True
             break

@@ -28,7 +28,15 @@ from torch.func import grad, vmap
 from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches, decay_factor, posterior_trace_row, training_length
+from bnnpred.inference.base import (
+    Fit,
+    Problem,
+    batches,
+    decay_factor,
+    posterior_trace_row,
+    steps_per_epoch,
+    training_length,
+)
 from bnnpred.posteriors import LowRankDiagPosterior
 
 
@@ -211,6 +219,6 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
             raise BnnpredError(f"SLANG diverged at iteration {t}; lower inference.lr")
         if t % log_every == 0 or t == iterations:
             posterior = LowRankDiagPosterior(state.mean, state.U, state.d)
-            trace.append(posterior_trace_row(problem, posterior, t, t * len(X) / N))
+            trace.append(posterior_trace_row(problem, posterior, t, t / steps_per_epoch(N, cfg.batch_size)))
     posterior = LowRankDiagPosterior(state.mean, state.U, state.d)
     return Fit(theta=state.mean, posterior=posterior, info={"iterations": iterations}, trace=trace)

@@ -122,11 +122,14 @@ def at(frame: pd.DataFrame, name: str, method: str, epoch: float, column: str = 
 
 def settled_epoch(frame: pd.DataFrame, name: str, method: str, within: float = 0.01) -> float:
     """The first epoch from which the seed-averaged negative ELBO stays within ``within`` of its final value (the
-    mean of its last tenth, which smooths the 8-draw estimate)."""
+    mean of its last tenth, which smooths the 8-draw estimate); ``inf`` if its last point is outside."""
     curve = frame[(frame["set"] == name) & (frame["method"] == method)].groupby("epoch")["neg_elbo"].mean()
     final = curve.iloc[-max(1, len(curve) // 10):].mean()
     outside = curve[(curve - final).abs() >= within]
-    return float(curve.index[0] if outside.empty else curve.index[curve.index > outside.index[-1]].min())
+    if outside.empty:
+        return float(curve.index[0])
+    later = curve.index[curve.index > outside.index[-1]]
+    return float(later.min()) if len(later) else math.inf
 
 
 def logreg(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
@@ -191,7 +194,8 @@ def bnn(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
             if method != "BBB":
                 early_wins.append(early < bbb_early)
                 final_ok.append(final["mean"] <= bbb["mean"] + 2 * math.hypot(final["sem"], bbb["sem"]))
-    rows = [check(f"epoch {s.early}: every SLANG rank below BBB's test log-loss on every set", all(early_wins),
+    rows = [check(f"epoch {s.early}: every SLANG rank below BBB's test log-loss (mean network) on every set",
+                  all(early_wins),
                   f"{sum(early_wins)}/{len(early_wins)} (set, rank) pairs"),
             check("final: SLANG ≤ BBB + 2 combined s.e.", all(final_ok), f"{sum(final_ok)}/{len(final_ok)} pairs")]
     return lines, rows
