@@ -265,5 +265,6 @@ def offdiag(matrix: torch.Tensor) -> torch.Tensor:
 
 
 STUDY = Study(name="notes002_logreg", title="SLANG paper (notes-002) Table 1: Bayesian logistic regression, "
-              "SLANG against mean-field and full-Gaussian VI", make=make, cpu_cost="not yet measured",
+              "SLANG against mean-field and full-Gaussian VI", make=make,
+              cpu_cost="about 1.5 h beside two other studies (100 runs)",
               full_scale=True)
