@@ -215,8 +215,10 @@ def covariance_shape(r: Reproduction, names: list[str]) -> tuple[list[str], list
         posteriors = {m: restore(run_dir(r, name, m, 0))[1].posterior for m in SHAPE}
         covariances = {m: torch.linalg.inv(p.dense_precision()) for m, p in posteriors.items()}
         means = {m: p.mean for m, p in posteriors.items()}
-        masked = {m: c.clone().fill_diagonal_(float("nan")) for m, c in covariances.items() if m != "MF Exact"}
-        figures.plot_heatmaps(r.out / f"covariance_{name}.png", masked, title=f"{name}: off-diagonal covariance")
+        masked = {m: c[:-1, :-1].clone().fill_diagonal_(float("nan")) for m, c in covariances.items()
+                  if m != "MF Exact"}  # the weights: the bias's much larger covariances would set the colour scale
+        figures.plot_heatmaps(r.out / f"covariance_{name}.png", masked,
+                              title=f"{name}: off-diagonal covariance of the weights")
         for m in SHAPE:
             frames.append(pd.DataFrame({"parameter": range(len(means[m])), "mean": means[m].numpy(),
                                         "variance": covariances[m].diagonal().numpy(), "method": m, "set": name}))
