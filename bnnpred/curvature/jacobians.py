@@ -10,6 +10,7 @@ from torch import Tensor
 from torch.func import vmap
 
 from bnnpred.curvature.functional import FlatModel, LinearizedModel
+from bnnpred.errors import BnnpredError
 
 # Jacobian chunks hold at most this many numbers (B·C·P), about 128 MB in float64.
 DEFAULT_CHUNK_ELEMS = 2**24
@@ -22,7 +23,10 @@ def jacobians(model: FlatModel | LinearizedModel, theta: Tensor, X: Tensor) -> t
 
 
 def stacked_jacobians(model: FlatModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
-    """All outputs ``[N, C]`` and Jacobians ``[N, C, P]`` of ``X``, computed in bounded chunks and held at once."""
+    """All outputs ``[N, C]`` and Jacobians ``[N, C, P]`` of ``X`` at one point ``θ`` ``[P]``, computed in bounded
+    chunks and held at once."""
+    if theta.dim() != 1:
+        raise BnnpredError(f"stacked_jacobians takes one parameter vector [P], not shape {list(theta.shape)}")
     fs, Js = zip(*[(f, J) for _, f, J in iter_jacobians(model, theta, X)], strict=True)
     return torch.cat(fs), torch.cat(Js)
 
@@ -33,7 +37,7 @@ def chunk_size_for(n_outputs: int, n_params: int, max_elems: int = DEFAULT_CHUNK
 
 
 def iter_jacobians(
-    model: FlatModel, theta: Tensor, X: Tensor, max_elems: int = DEFAULT_CHUNK_ELEMS
+    model: FlatModel | LinearizedModel, theta: Tensor, X: Tensor, max_elems: int = DEFAULT_CHUNK_ELEMS
 ) -> Iterator[tuple[slice, Tensor, Tensor]]:
     """Yield ``(rows, f, J)`` over chunks of ``X`` so that memory stays bounded by ``max_elems``.
 
