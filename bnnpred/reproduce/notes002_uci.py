@@ -67,15 +67,19 @@ def method_overrides(name: str, method: str, epochs: int) -> tuple[str, ...]:
 
 
 def sweep_all(r: Reproduction, names: list[str], splits: str, epochs: int) -> pd.DataFrame:
+    """Every finished run of each set, on the splits both methods finished (so their means compare like with like)."""
     frames = []
     for name in names:
+        both = []
         for method in ("SLANG", "BBB"):
             folder = r.sweep(r.runs / "notes002_uci" / name / method, "split${dataset.split}", *COMMON,
                              *method_overrides(name, method, epochs), f"dataset.split={splits}")
             add_joint_ll(folder)
             frame = collect([folder])
             frame["set"], frame["method"] = name, method
-            frames.append(frame)
+            both.append(frame)
+        common = set(both[0]["data_split"]) & set(both[1]["data_split"])
+        frames += [frame[frame["data_split"].isin(common)] for frame in both]
     frame = pd.concat(frames, ignore_index=True)
     frame["ll_original"] = -frame["nll_original"]
     return frame
