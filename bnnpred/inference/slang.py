@@ -94,6 +94,11 @@ class SLANGState:
     d: Tensor  # [P]
     momentum: Tensor  # [P]
     t: int = 0
+    posterior: LowRankDiagPosterior | None = None  # q at this state, factorised once per step
+
+    def q(self) -> LowRankDiagPosterior:
+        """``N(mean, (U Uᵀ + diag d)⁻¹)``: the step's factorisation when there is one."""
+        return self.posterior or LowRankDiagPosterior(self.mean, self.U, self.d)
 
 
 @dataclass
@@ -172,8 +177,9 @@ def slang_step(state: SLANGState, G: Tensor, g_hat: Tensor, prior_precision: Ten
     t = state.t + 1
     momentum = cfg.momentum * state.momentum + (1 - cfg.momentum) * g_hat
     direction = momentum / (1 - cfg.momentum**t) + prior_precision * state.mean
-    mean = state.mean - alpha * LowRankDiagPosterior(state.mean, U, d).cov_mv(direction)
-    return SLANGState(mean=mean, U=U, d=d, momentum=momentum, t=t)
+    new = LowRankDiagPosterior(state.mean, U, d)
+    mean = state.mean - alpha * new.cov_mv(direction)
+    return SLANGState(mean=mean, U=U, d=d, momentum=momentum, t=t, posterior=new.shifted(mean))
 
 
 def per_example_grads(problem: Problem, thetas: Tensor, X: Tensor, y: Tensor) -> Tensor:
@@ -206,8 +212,7 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
     trace: list[dict[str, float]] = []
     show = problem.progress and sys.stderr.isatty()
     for t in tqdm(range(1, iterations + 1), desc="SLANG", disable=not show, leave=False):
-        post = LowRankDiagPosterior(state.mean, state.U, state.d)
-        thetas = post.sample(cfg.n_samples, problem.generator)
+        thetas = state.q().sample(cfg.n_samples, problem.generator)
         rows = next(rows_stream)
         X, y = problem.X[rows], problem.y[rows]
         grads = per_example_grads(problem, thetas, X, y)  # [MS, P]
@@ -218,7 +223,6 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
         if not bool(torch.isfinite(state.mean).all()):
             raise BnnpredError(f"SLANG diverged at iteration {t}; lower inference.lr")
         if t % log_every == 0 or t == iterations:
-            posterior = LowRankDiagPosterior(state.mean, state.U, state.d)
-            trace.append(posterior_trace_row(problem, posterior, t, t / steps_per_epoch(N, cfg.batch_size)))
-    posterior = LowRankDiagPosterior(state.mean, state.U, state.d)
+            trace.append(posterior_trace_row(problem, state.q(), t, t / steps_per_epoch(N, cfg.batch_size)))
+    posterior = state.q()
     return Fit(theta=state.mean, posterior=posterior, info={"iterations": iterations}, trace=trace)
