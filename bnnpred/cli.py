@@ -27,8 +27,8 @@ USAGE = """usage: bnnpred <command> [args]
 
 commands:
   train [-m] [group=option ...] [key=value ...]   train and evaluate one run (or sweep with -m)
-  eval run_dir=PATH [predictive=KIND] [predictive.n_samples=S ...]   re-evaluate a saved run
-  report [DIR ...] [--out DIR] [--select-by valid_nll]  tables over run directories (none: every study page)
+  eval run_dir=PATH [predictive=KIND] [predictive.n_samples=S ...]   re-evaluate a saved run (into PATH/evals/)
+  report [DIR ...] [--out DIR] [--select-by valid_nll] [--evals]  tables over run directories (none: every page)
   reproduce [STUDY ...] [--tier quick|cpu|full] [--report-only]     the papers' tables and figures
   data fetch|verify NAME [--root PATH] [--force]                    data files with checksums
 """
@@ -53,7 +53,19 @@ def main(argv: list[str] | None = None) -> None:
         commands[command](args)
     except BnnpredError as e:
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(e.exit_status)
+    except KeyboardInterrupt:
+        print("error: interrupted; finished runs are kept, the run in progress left nothing", file=sys.stderr)
+        sys.exit(130)
+    except OSError as e:
+        print(f"error: {environment_fault(e)}", file=sys.stderr)
+        sys.exit(1)
+
+
+def environment_fault(e: OSError) -> str:
+    """An operating-system error as one line with the file it concerns and what to check."""
+    where = f": {e.filename}" if e.filename else ""
+    return f"{e.strerror or e}{where}; check that the folder is writable and the disk has space"
 
 
 # ---------------------------------------------------------------- composition and checks
@@ -179,16 +191,19 @@ def train_command(args: list[str]) -> None:
     for job in jobs:
         check_job(job)
     ledger = _run_hydra(args, multirun, len(jobs))
-    failures = [entry.message for entry in ledger if entry.status == "failed"]
-    if len(failures) == 1 and not multirun:
-        raise BnnpredError(failures[0])
-    if failures:
-        raise BnnpredError(f"{len(failures)} run(s) failed: {' | '.join(failures)}")
+    failed = [entry for entry in ledger if entry.status in ("failed", "crashed")]
+    # bad input or a broken fit: 2; an environmental fault or a bug in a job: 1
+    status = 1 if any(entry.status == "crashed" for entry in failed) else 2
+    if len(failed) == 1 and not multirun:
+        raise BnnpredError(failed[0].message, exit_status=status)
+    if failed:
+        raise BnnpredError(f"{len(failed)} run(s) failed: {' | '.join(e.message for e in failed)}",
+                           exit_status=status)
 
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    status: str  # trained | skipped | failed
+    status: str  # trained | skipped | failed (a BnnpredError) | crashed (any other exception)
     seconds: float
     message: str
 
@@ -203,7 +218,8 @@ def read_ledger(path: Path) -> list[LedgerEntry]:
 
 def progress_line(ledger: list[LedgerEntry], total: int, elapsed: float) -> str:
     """``sweep: 5/8 runs (3 trained, 1 skipped, 1 failed), 3 left, about 2 min left``."""
-    counts = {status: sum(e.status == status for e in ledger) for status in ("trained", "skipped", "failed")}
+    counts = {status: sum(e.status == status for e in ledger) for status in ("trained", "skipped")}
+    counts["failed"] = len(ledger) - counts["trained"] - counts["skipped"]
     left = total - len(ledger)
     line = (f"sweep: {len(ledger)}/{total} runs ({counts['trained']} trained, {counts['skipped']} skipped, "
             f"{counts['failed']} failed), {left} left")
@@ -211,6 +227,24 @@ def progress_line(ledger: list[LedgerEntry], total: int, elapsed: float) -> str:
     if left and worked:
         line += f", about {elapsed / worked * left / 60:.1f} min left"
     return line
+
+
+def _job_failed(run_dir: Path, status: str, message: str, start: float, multirun: bool) -> None:
+    log.error("error: %s", message)
+    if multirun:
+        print(f"error: {' '.join(message.split())} ({run_dir})", file=sys.stderr)
+    _record(status, time.perf_counter() - start, message)
+
+
+def _write_traceback(run_dir: Path) -> None:
+    """The traceback of the exception being handled, into ``<run>/error.log`` (best effort), not the console."""
+    import traceback
+
+    try:
+        with open(run_dir / "error.log", "a") as f:
+            f.write(traceback.format_exc())
+    except OSError:
+        pass
 
 
 def _record(status: str, seconds: float, message: str = "") -> None:
@@ -231,20 +265,21 @@ def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]
     def task(cfg: DictConfig) -> float | None:
         from hydra.core.hydra_config import HydraConfig
 
-        from bnnpred.config import run_key
-        from bnnpred.runner import finished_run, train
+        from bnnpred.runner import train
 
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         start = time.perf_counter()
-        skipped = not cfg.force and finished_run(run_dir, run_key(cfg)) is not None
         try:
-            document = train(cfg, run_dir)
-            _record("skipped" if skipped else "trained", time.perf_counter() - start)
+            outcome = train(cfg, run_dir)
+            _record("trained" if outcome.trained else "skipped", time.perf_counter() - start)
+            document = outcome.document
         except BnnpredError as e:
-            log.error("error: %s", e)
-            if multirun:
-                print(f"error: {e} ({run_dir})", file=sys.stderr)
-            _record("failed", time.perf_counter() - start, str(e))
+            _job_failed(run_dir, "failed", str(e), start, multirun)
+            document = None
+        except Exception as e:  # any other failure of one job is a failed run; the sweep goes on
+            message = environment_fault(e) if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
+            _write_traceback(run_dir)
+            _job_failed(run_dir, "crashed", message, start, multirun)
             document = None
         if multirun:
             ledger = read_ledger(Path(os.environ[LEDGER_ENV]))
@@ -274,8 +309,11 @@ def eval_command(args: list[str]) -> None:
     run_dirs = [a.split("=", 1)[1] for a in args if a.startswith("run_dir=")]
     if len(run_dirs) != 1:
         raise BnnpredError("eval needs exactly one run_dir=PATH (a finished bnnpred train run)")
-    overrides = [a for a in args if not a.startswith("run_dir=")]
-    evaluate_run(Path(run_dirs[0]), predictive_overrides(overrides))
+    force = [a.split("=", 1)[1] for a in args if a.startswith("force=")]
+    if force and force[-1] not in ("true", "false"):
+        raise BnnpredError(f"force must be true or false, got {force[-1]}")
+    overrides = [a for a in args if not a.startswith(("run_dir=", "force="))]
+    evaluate_run(Path(run_dirs[0]), predictive_overrides(overrides), force=bool(force) and force[-1] == "true")
 
 
 def predictive_overrides(overrides: list[str]) -> DictConfig:
@@ -310,10 +348,15 @@ def report_command(args: list[str]) -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--select-by", choices=["none", "valid_nll"], default="none",
                         help="pick δ per (group, seed, predictive) by validation NLL before averaging")
+    parser.add_argument("--evals", action="store_true",
+                        help="add the runs' re-evaluations (bnnpred eval) as predictives 'kind [changed settings]'")
+    parser.add_argument("--mixed-code", choices=["refuse", "mark"], default="refuse",
+                        help="runs of several code versions: refuse the table, or keep them apart in a code column")
     ns = parser.parse_args(args)
     if not ns.dirs:
         return reproduce_command(["--report-only"])
-    written = write_report([Path(d) for d in ns.dirs], Path(ns.out), split=ns.split, select_by=ns.select_by)
+    written = write_report([Path(d) for d in ns.dirs], Path(ns.out), split=ns.split, select_by=ns.select_by,
+                           evals=ns.evals, mixed_code=ns.mixed_code)
     for path in written:
         print(path)
 

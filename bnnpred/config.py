@@ -22,6 +22,7 @@ from bnnpred.data import dataset_schemas
 from bnnpred.inference import METHODS
 from bnnpred.models import MODELS
 from bnnpred.predictive import GPSubset, PredictiveKind
+from bnnpred.provenance import code_digest
 from bnnpred.selection import SelectionConfig
 
 
@@ -108,6 +109,9 @@ class Config:
     # Folder of point estimates shared between runs (a MAP computed once serves the full and diagonal Laplace and
     # the refinements of the same data, prior and seed; keyed by content). null: train every run's own.
     fit_cache: str | None = "runs/fit_cache"
+    # A fit that diverged (ended worse than it started, a MAP whose gradient norm did not fall) or metrics that are
+    # not finite fail the run; true keeps such a run, flagged in metrics.json and in every table.
+    keep_unhealthy: bool = False
 
 
 def logspace(start: float, stop: float, num: int) -> list[float]:
@@ -126,10 +130,11 @@ NOT_IN_RUN_KEY = ("hydra", "progress", "force", "threads", "task_name", "tags", 
 
 def run_key(cfg: Any) -> str:
     """The identity of a run: 12 hex digits of the sha256 of its resolved config (without ``NOT_IN_RUN_KEY``)
-    and the code version. Run directories are named by it, so a sweep started again finds its finished runs."""
+    and the digest of the code that computes it (:mod:`bnnpred.provenance`). Run directories are named by it, so a
+    sweep started again finds its finished runs, and a sweep after a code change trains them again."""
     kept = OmegaConf.masked_copy(cfg, [k for k in cfg if k not in NOT_IN_RUN_KEY])
     identity = OmegaConf.to_container(kept, resolve=True, enum_to_str=True)
-    text = json.dumps(identity, sort_keys=True) + f"|bnnpred {__version__}"
+    text = json.dumps(identity, sort_keys=True) + f"|bnnpred {__version__}|code {code_digest()}"
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -2,7 +2,12 @@
 
 
 class BnnpredError(Exception):
-    """A user-facing error; the CLI prints ``error: <message>`` on one line and exits with status 2."""
+    """A user-facing error; the CLI prints ``error: <message>`` on one line and exits with ``exit_status`` (2: bad
+    input or a broken result; 1: an environmental fault or a crash inside a job)."""
+
+    def __init__(self, message: str, exit_status: int = 2):
+        super().__init__(message)
+        self.exit_status = exit_status
 
 
 def unknown_choice(kind: str, name: str, choices) -> BnnpredError:

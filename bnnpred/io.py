@@ -1,9 +1,16 @@
-"""Atomic result files: each is written to a temporary file in the same directory, then renamed."""
+"""Result files: written atomically (a temporary file in the same directory, then a rename), read back verified.
+
+Stored tensors carry a checksum: ``save_checked`` writes a one-line header with the sha256 of the payload, and
+``load_checked`` refuses a file whose bytes do not match it (a flipped bit, a truncated or empty write) with
+``CorruptFile``. Loading never runs code: tensors are read with ``weights_only=True``.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -12,6 +19,12 @@ from typing import IO, Any
 
 import numpy as np
 import torch
+
+CHECKED_MAGIC = b"bnnpred-sha256:"
+
+
+class CorruptFile(ValueError):
+    """A stored file whose bytes do not verify (named in the message with the reason)."""
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
@@ -38,26 +51,84 @@ def _umask() -> int:
     return mask
 
 
+def write_bytes(path: Path, data: bytes) -> Path:
+    return atomic_write(path, lambda f: f.write(data))
+
+
 def write_text(path: Path, text: str) -> Path:
-    return atomic_write(path, lambda f: f.write(text.encode()))
+    return write_bytes(path, text.encode())
+
+
+def strict_json(obj: Any) -> str:
+    """``obj`` as strict JSON (RFC 8259): raises ``ValueError`` on NaN or infinity instead of writing them."""
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 def write_json(path: Path, obj: Any) -> Path:
-    return write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    return write_text(path, strict_json(obj))
+
+
+def non_finite_to_null(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by ``None`` (JSON ``null``)."""
+    if isinstance(obj, dict):
+        return {k: non_finite_to_null(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [non_finite_to_null(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
 
 
 def save_torch(path: Path, obj: Any) -> Path:
     buffer = io.BytesIO()
     torch.save(obj, buffer)
-    return atomic_write(path, lambda f: f.write(buffer.getvalue()))
+    return write_bytes(path, buffer.getvalue())
+
+
+def load_torch(path: Path, map_location: str | torch.device = "cpu") -> Any:
+    """A ``save_torch`` file read with ``weights_only=True`` (no code runs); ``CorruptFile`` if it does not load."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # torch.load raises many types on bad bytes (unpickling, zip, EOF errors)
+        raise CorruptFile(f"{path} does not load as a tensor file ({type(e).__name__})") from e
+
+
+def save_checked(path: Path, obj: Any) -> Path:
+    """``obj`` (tensors, numbers, strings, lists and dicts of them) with a sha256 header, written atomically."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    payload = buffer.getvalue()
+    return write_bytes(path, CHECKED_MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+
+
+def load_checked(path: Path, map_location: str | torch.device = "cpu") -> Any:
+    """A ``save_checked`` file, verified; ``CorruptFile`` naming the reason when its bytes do not match."""
+    data = Path(path).read_bytes()
+    header, _, payload = data.partition(b"\n")
+    if not header.startswith(CHECKED_MAGIC):
+        raise CorruptFile(f"{path} has no checksum header ({len(data)} bytes)")
+    if hashlib.sha256(payload).hexdigest().encode() != header[len(CHECKED_MAGIC):]:
+        raise CorruptFile(f"{path} does not match its checksum")
+    return torch.load(io.BytesIO(payload), map_location=map_location, weights_only=True)
 
 
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
-    return atomic_write(path, lambda f: f.write(buffer.getvalue()))
+    return write_bytes(path, buffer.getvalue())
 
 
 def read_json(path: Path) -> Any:
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()

@@ -230,7 +230,7 @@ def _conditioned(feats: kernel.Features, L: Tensor, K: Tensor, scale: float, per
     LK = _apply_L(L, K.reshape(M, C, M * C)).reshape(M * C, M * C)
     LKL = _apply_L(L, LK.T.reshape(M, C, M * C)).reshape(M * C, M * C)  # L (L K)ᵀ = L K Lᵀ (K symmetric)
     B_mat = torch.eye(M * C, dtype=K.dtype, device=K.device) + LKL / scale
-    return GPConditioning(feats, L, K, scale, robust_cholesky(B_mat, "GP matrix I + L K Lᵀ"), per_class)
+    return GPConditioning(feats, L, K, scale, robust_cholesky(B_mat, "GP matrix I + L K Lᵀ").factor, per_class)
 
 
 def _gp_kernels(ctx: Context, X: Tensor, train_feats: kernel.Features,

@@ -1,8 +1,11 @@
-"""One run: data, network, inference (with hyperparameter selection), predictives, metrics, files.
+"""One run: data, network, inference (with hyperparameter selection), numerical health, predictives, metrics,
+files.
 
-A run directory holds ``config.yaml`` (resolved), ``metrics.json`` (written last: its presence marks a
-finished run), ``posterior.pt``, ``predictions.npz``, ``selection.csv``, ``trace.csv`` and figures. Files are
-staged in ``.incomplete/`` and moved in only when the run succeeds, so a failed run leaves no results.
+A run directory holds ``config.yaml`` (resolved), ``metrics.json``, ``posterior.pt``, ``predictions.npz``,
+``selection.csv``, ``trace.csv``, figures and ``manifest.json`` (their checksums, written last). The files are
+staged and committed by :mod:`bnnpred.run_files`, under the run's lock, so a failed or killed run leaves the
+previous result or none, and a run is finished only when every file verifies (:mod:`bnnpred.run_record`).
+``bnnpred eval`` writes beside the run, under ``evals/<key>/``, never over it.
 """
 
 from __future__ import annotations
@@ -10,12 +13,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
-import shutil
-import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -25,23 +24,25 @@ import numpy as np
 import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
-from bnnpred import __version__, inference, metrics
+from bnnpred import __version__, inference, metrics, run_files
 from bnnpred.config import Config, Device, DType, LikelihoodConfig, PriorConfig, PriorScale, Split, run_key
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task, load_dataset
 from bnnpred.errors import BnnpredError
+from bnnpred.health import fit_problems, jitter_flags, non_finite_metrics, objective_at
 from bnnpred.inference import Fit, Problem
 from bnnpred.inference.ngvi import DivergenceError
-from bnnpred.io import read_json, save_npz, save_torch, write_json, write_text
+from bnnpred.io import CorruptFile, load_torch, non_finite_to_null, save_npz, save_torch, write_json, write_text
 from bnnpred.likelihoods import Gaussian, likelihood_for
 from bnnpred.marglik import evidence_at_mode
 from bnnpred.models import activation_of, build_model, n_params
 from bnnpred.posteriors import load_posterior
 from bnnpred.prediction import ClassPrediction, Prediction
 from bnnpred.predictive import Context, PredictiveKind, network_outputs, predictor
+from bnnpred.provenance import code_commit, code_digest
+from bnnpred.run_record import EVAL_FILES, EVALS, FinishedRun, NotFinished, has_result_files, read_finished
 from bnnpred.selection import Candidate, SelectionMethod, select
 
 log = logging.getLogger(__name__)
@@ -82,14 +83,26 @@ def check_network(cfg: Config, data: Dataset) -> None:
         check(n_params(build_model(cfg.model, data.input_shape, data.output_dim)))
 
 
+# Sane ranges of the prior precision and the noise variance: outside them float64 sums lose the data term (a
+# δ of 1e12 gives gradient norms of 1e12; a σ² of 1e-300 log-likelihoods of 1e302).
+DELTA_RANGE = (1e-8, 1e8)
+SIGMA2_RANGE = (1e-8, 1e8)
+
+
+def check_range(key: str, value: float, bounds: tuple[float, float], example: str) -> None:
+    low, high = bounds
+    if not value > 0:
+        raise BnnpredError(f"{key} must be positive, got {value}; e.g. {example}")
+    if not low <= value <= high:
+        raise BnnpredError(f"{key} = {value:g} is outside the sane range [{low:g}, {high:g}]; e.g. {example}")
+
+
 def check_config(cfg: Config) -> None:
     """Value checks the schema cannot express; each failure names the key and a fix."""
-    if not cfg.prior.delta > 0:
-        raise BnnpredError(f"prior.delta must be positive, got {cfg.prior.delta}; e.g. prior.delta=1.0")
-    if cfg.prior.bias_delta is not None and not cfg.prior.bias_delta > 0:
-        raise BnnpredError(f"prior.bias_delta must be positive or null, got {cfg.prior.bias_delta}")
-    if not cfg.likelihood.sigma2 > 0:
-        raise BnnpredError(f"likelihood.sigma2 must be positive, got {cfg.likelihood.sigma2}")
+    check_range("prior.delta", cfg.prior.delta, DELTA_RANGE, "prior.delta=1.0")
+    if cfg.prior.bias_delta is not None:
+        check_range("prior.bias_delta", cfg.prior.bias_delta, DELTA_RANGE, "prior.bias_delta=null")
+    check_range("likelihood.sigma2", cfg.likelihood.sigma2, SIGMA2_RANGE, "likelihood.sigma2=0.1")
     if cfg.likelihood.noise_precision is not None and not cfg.likelihood.noise_precision > 0:
         raise BnnpredError(f"likelihood.noise_precision must be positive or null, got {cfg.likelihood.noise_precision}")
     if cfg.likelihood.noise_precision is not None and cfg.selection.sigma2_grid is not None:
@@ -114,6 +127,10 @@ def check_config(cfg: Config) -> None:
                            f"{cfg.model.name} uses ReLU; use a softplus network, e.g. model.activation=softplus")
     cfg.inference.validate()
     cfg.selection.validate()
+    for key, grid, bounds in [("selection.delta_grid", cfg.selection.delta_grid, DELTA_RANGE),
+                              ("selection.sigma2_grid", cfg.selection.sigma2_grid or [], SIGMA2_RANGE)]:
+        for value in grid:
+            check_range(key, value, bounds, f"{key}=[0.1,1,10]")
     if cfg.selection.method is SelectionMethod.marglik_gradient and (
             cfg.prior.scale is not PriorScale.isotropic or cfg.prior.bias_delta is not None
             or getattr(cfg.inference, "structure", Structure.full) not in (Structure.full, Structure.diag)):
@@ -312,14 +329,20 @@ class Trainer:
             progress=s.cfg.progress, fit_cache=Path(s.cfg.fit_cache) if s.cfg.fit_cache else None,
             monitor=partial(test_metrics_at, s, likelihood), augment=s.data.augment,
         )
+        start = objective_at(problem, problem.theta0)
         fit = replace(inference.fit(problem, s.cfg.inference), buffers=s.model.buffer_state())
+        end = objective_at(problem, fit.theta)
+        problems = fit_problems(start, end, fit)
         row = {"delta": delta, "sigma2": sigma2 if sigma2 is not None else float("nan"), **fit.info,
-               **plugin_metrics(s, fit.theta, likelihood)}
+               **plugin_metrics(s, fit.theta, likelihood), "objective_start": start.value,
+               "objective_end": end.value, "grad_norm_start": start.grad_norm, "problems": "; ".join(problems)}
         if "log_marglik" in fit.info:
             row["log_marglik_per_n"] = fit.info["log_marglik"] / len(s.data.X_train)
         if s.cfg.selection.method is SelectionMethod.valid_nll:
             row["valid_nll"] = self.valid_nll(fit, likelihood, prior)
-        return Candidate(delta=delta, sigma2=sigma2, fit=fit, row=row)
+        if problems and s.cfg.keep_unhealthy:  # kept, and flagged with the run
+            return Candidate(delta=delta, sigma2=sigma2, fit=fit, row=row, flags=problems)
+        return Candidate(delta=delta, sigma2=sigma2, fit=fit, row=row, problems=problems)
 
     def likelihood_and_prior(self, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
         return likelihood_and_prior(self.s, delta, sigma2)
@@ -349,33 +372,31 @@ def _only_kind(cfg: Config, kind: PredictiveKind) -> Config:
     return replace(cfg, predictive=replace(cfg.predictive, kinds=[kind]))
 
 
-@contextmanager
-def staged(run_dir: Path) -> Iterator[Path]:
-    """A staging folder whose files move into ``run_dir`` on success (``metrics.json`` last)."""
-    stage = run_dir / ".incomplete"
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True)
-    try:
-        yield stage
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
-    names = sorted(os.listdir(stage), key=lambda n: n == "metrics.json")
-    for name in names:
-        os.replace(stage / name, run_dir / name)
-    stage.rmdir()
+@dataclass(frozen=True)
+class Outcome:
+    document: dict[str, Any]  # metrics.json
+    trained: bool  # False: a finished run of the same config and code was found and kept
 
 
-def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """``bnnpred train``: fit, select, evaluate and write one run directory; returns ``metrics.json``."""
-    from bnnpred.report.run_figures import ood_figure, run_figures
+def train(cfg_dict: DictConfig, run_dir: Path) -> Outcome:
+    """``bnnpred train``: fit, select, evaluate and write one run directory.
 
+    Holds the run's lock throughout, so a second process with the same run waits, then finds it finished."""
     cfg = typed(cfg_dict)
     key = run_key(cfg_dict)
-    if not cfg.force and (done := finished_run(run_dir, key)) is not None:
-        log.info("%s already holds a finished run of this config; skipped (force=true reruns it)", run_dir)
-        print_table(done["metrics"], done["run"])
-        return done
+    run_dir = Path(run_dir)
+    with run_files.locked(run_dir):
+        run_files.recover(run_dir)
+        if not cfg.force and (done := finished_run(run_dir, key)) is not None:
+            log.info("%s already holds a finished run of this config; skipped (force=true reruns it)", run_dir)
+            print_table(done["metrics"], done["run"])
+            return Outcome(done, trained=False)
+        return Outcome(fit_and_write(cfg, cfg_dict, key, run_dir), trained=True)
+
+
+def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path) -> dict[str, Any]:
+    from bnnpred.report.run_figures import ood_figure, run_figures
+
     start = time.perf_counter()
     s = setup(cfg)
     trainer = Trainer(s)
@@ -385,14 +406,20 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
     except DivergenceError as e:
         keep_last_good(run_dir, e.last_good)
         raise
+    if chosen.problems:
+        raise BnnpredError(f"the fit is numerically broken: {'; '.join(chosen.problems)} (δ = {chosen.delta:g}); "
+                           "lower the learning rate or change the prior, or set keep_unhealthy=true to keep it "
+                           "flagged")
     fit = chosen.fit
     s.model.load_buffers(fit.buffers)  # a later candidate of the selection grid may have changed them
     likelihood, prior = trainer.likelihood_and_prior(chosen.delta, chosen.sigma2)
     ctx = make_context(s, fit, likelihood, prior)
     predict = predictors(s, ctx)  # built once: the GP predictive conditions on its training subset here
     results, test_predictions, ood_predictions = evaluate_all(s, predict)
-    summary = run_summary(s, chosen, time.perf_counter() - start)
-    with staged(run_dir) as stage:
+    flags = [*chosen.flags, *jitter_flags(fit), *metric_flags(results, cfg.keep_unhealthy)]
+    summary = run_summary(s, chosen, key, flags, time.perf_counter() - start)
+    document = {"run": summary, "info": non_finite_to_null(fit.info), "metrics": non_finite_to_null(results)}
+    with run_files.staged(run_dir) as stage:
         write_text(stage / "config.yaml", OmegaConf.to_yaml(cfg_dict, resolve=True))
         save_torch(stage / "posterior.pt", saved_fit(s, fit, chosen))
         save_npz(stage / "predictions.npz", prediction_arrays(test_predictions, s.data.y_test, ood_predictions))
@@ -401,21 +428,32 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> dict[str, Any]:
         if cfg.plot.enabled:
             run_figures(stage, s, ctx, predict, rows, fit.trace)
             ood_figure(stage / "ood_entropy.png", results, test_predictions, ood_predictions)
-        document = {"run": summary, "info": fit.info, "metrics": results}
         write_json(stage / "metrics.json", document)
+    for flag in flags:
+        log.warning("flagged: %s", flag)
     print_table(results, summary)
     return document
 
 
+def metric_flags(results: dict[str, dict[str, dict[str, float]]], keep: bool) -> list[str]:
+    """Flags for metrics that are not finite (written as null), or the error that fails the run."""
+    bad = non_finite_metrics(results)
+    if bad and not keep:
+        raise BnnpredError(f"{len(bad)} metric(s) are not finite ({', '.join(bad[:3])}); the run is failed; set "
+                           "keep_unhealthy=true to keep it flagged")
+    return [f"metric not finite: {b}" for b in bad]
+
+
 def finished_run(run_dir: Path, key: str) -> dict[str, Any] | None:
-    """The ``metrics.json`` of a finished run in ``run_dir`` whose config has run key ``key``, else None."""
-    config, metrics = run_dir / "config.yaml", run_dir / "metrics.json"
+    """The ``metrics.json`` of a finished, intact run in ``run_dir`` with run key ``key`` (the key it was trained
+    under, which includes the code's digest), else None; a broken result is named in a warning."""
     try:
-        if run_key(OmegaConf.load(config)) != key:
-            return None
-        return read_json(metrics)
-    except (OSError, ValueError, OmegaConfBaseException):  # missing, truncated or unreadable: not finished
+        run = read_finished(run_dir)
+    except NotFinished as e:
+        if has_result_files(run_dir):
+            log.warning("%s holds a result that is not used (%s); training it again", run_dir, e)
         return None
+    return run.document if run.document["run"].get("key") == key else None
 
 
 def keep_last_good(run_dir: Path, last_good: Fit) -> None:
@@ -426,7 +464,7 @@ def keep_last_good(run_dir: Path, last_good: Fit) -> None:
     log.error("diverged; the last finite state is in %s", run_dir / "last_good.pt")
 
 
-def run_summary(s: Setup, chosen: Candidate, seconds: float) -> dict[str, Any]:
+def run_summary(s: Setup, chosen: Candidate, key: str, flags: list[str], seconds: float) -> dict[str, Any]:
     cfg = s.cfg
     return {
         "dataset": s.data.name, "task": s.data.task.value, "model": cfg.model.name,
@@ -434,23 +472,8 @@ def run_summary(s: Setup, chosen: Candidate, seconds: float) -> dict[str, Any]:
         "selection": cfg.selection.method.value, "seed": cfg.seed, "delta": chosen.delta, "sigma2": chosen.sigma2,
         "data_split": getattr(cfg.dataset, "split", None),  # the published split of UCI sets
         "n_params": s.model.n_params, "n_train": len(s.data.X_train), "seconds": seconds, "tags": list(cfg.tags),
-        "version": __version__, "commit": code_commit(),
+        "version": __version__, "commit": code_commit(), "code": code_digest(), "key": key, "flags": flags,
     }
-
-
-def code_commit() -> str | None:
-    """The git commit of the bnnpred source tree (``+dirty`` with uncommitted changes), or None outside git."""
-    source = Path(__file__).resolve().parent
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=source, capture_output=True, text=True,
-                              timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=source, capture_output=True,
-                               text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def saved_fit(s: Setup, fit: Fit, chosen: Candidate) -> dict[str, Any]:
@@ -488,22 +511,23 @@ def print_table(results: dict[str, dict[str, dict[str, float]]], summary: dict[s
     print(table.to_string(float_format=lambda v: f"{v:.4f}"))
 
 
-def load_run(run_dir: Path) -> tuple[DictConfig, dict[str, Any]]:
-    """The saved config and fit of a finished run directory."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "metrics.json").is_file() or not (run_dir / "posterior.pt").is_file():
-        raise BnnpredError(f"{run_dir} is not a finished run (no metrics.json / posterior.pt); train it first")
-    cfg = OmegaConf.load(run_dir / "config.yaml")
-    return cfg, torch.load(run_dir / "posterior.pt", weights_only=False)
+def load_run(run_dir: Path) -> tuple[FinishedRun, dict[str, Any]]:
+    """A finished, intact run directory and its saved fit (tensors only: loading runs no code)."""
+    try:
+        run = read_finished(Path(run_dir))
+        return run, load_torch(run.folder / "posterior.pt")
+    except (NotFinished, CorruptFile) as e:
+        raise BnnpredError(f"{run_dir} is not a finished run ({e}); train it again with the same config") from e
 
 
 def restore(run_dir: Path, overrides: DictConfig | None = None) -> tuple[Setup, Context]:
     """The set-up (data, model) and predictive context (θ*, posterior, likelihood, prior) of a finished run,
     with ``overrides`` merged into its saved config."""
-    from bnnpred.config import retyped
+    return restored(*load_run(run_dir), overrides)
 
-    saved_cfg, saved = load_run(run_dir)
-    cfg = typed(OmegaConf.merge(retyped(saved_cfg), overrides or {}))
+
+def restored(run: FinishedRun, saved: dict[str, Any], overrides: DictConfig | None) -> tuple[Setup, Context]:
+    cfg = typed(eval_config(run.config, overrides))
     s = setup(cfg)
     theta = saved["theta"].to(device=s.device, dtype=s.dtype)
     s.model.load(theta)
@@ -517,20 +541,65 @@ def restore(run_dir: Path, overrides: DictConfig | None = None) -> tuple[Setup, 
     return s, Context(s.model, likelihood, theta, posterior, prior, s.data.X_train)
 
 
-def evaluate_run(run_dir: Path, predictive_overrides: DictConfig) -> dict[str, Any]:
-    """``bnnpred eval``: re-evaluate a saved run with other predictives; merges into ``metrics.json``."""
+def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = False) -> dict[str, Any]:
+    """``bnnpred eval``: evaluate a saved run with other predictive settings, into ``<run>/evals/<key>/`` (its
+    merged config, metrics and figures); the run's own results are never changed. The key is the run key of the
+    merged config, so the same re-evaluation is found again and skipped (``force=True`` redoes it)."""
     from bnnpred.report.run_figures import ood_figure, run_figures
 
-    s, ctx = restore(run_dir, predictive_overrides)
-    predict = predictors(s, ctx)
-    results, test_predictions, ood_predictions = evaluate_all(s, predict)
-    document = read_json(Path(run_dir) / "metrics.json")
-    for split, by_kind in results.items():
-        document["metrics"].setdefault(split, {}).update(by_kind)
-    with staged(Path(run_dir)) as stage:
-        if s.cfg.plot.enabled:
-            run_figures(stage, s, ctx, predict, [], [])
-            ood_figure(stage / "ood_entropy.png", results, test_predictions, ood_predictions)
-        write_json(stage / "metrics.json", document)
-    print_table(results, document["run"])
+    run_dir = Path(run_dir)
+    with run_files.locked(run_dir):
+        run_files.recover(run_dir)
+        run, saved = load_run(run_dir)
+        merged = eval_config(run.config, predictive_overrides)
+        s, ctx = restored(run, saved, predictive_overrides)
+        key = run_key(merged)
+        folder = run_dir / EVALS / key
+        if folder.is_dir():
+            run_files.recover(folder)
+        if not force:
+            try:
+                done = read_finished(folder, EVAL_FILES).document
+                print_table(done["metrics"], done["run"])
+                print(f"{folder} already holds this re-evaluation; kept (force=true redoes it)")
+                return done
+            except NotFinished:
+                pass
+        predict = predictors(s, ctx)
+        results, test_predictions, ood_predictions = evaluate_all(s, predict)
+        own = run.document["run"]
+        summary = {**own, "key": key, "eval_of": own.get("key"), "changes": changed_settings(run.config, merged),
+                   "code": code_digest(), "commit": code_commit(),
+                   "flags": [*own.get("flags", []), *metric_flags(results, keep=True)]}
+        document = {"run": summary, "info": run.document.get("info", {}), "metrics": non_finite_to_null(results)}
+        with run_files.staged(folder) as stage:
+            write_text(stage / "config.yaml", OmegaConf.to_yaml(merged, resolve=True))
+            if s.cfg.plot.enabled:
+                run_figures(stage, s, ctx, predict, [], [])
+                ood_figure(stage / "ood_entropy.png", results, test_predictions, ood_predictions)
+            write_json(stage / "metrics.json", document)
+    print_table(results, summary)
+    print(f"re-evaluation written to {folder}")
     return document
+
+
+def eval_config(run_config: DictConfig, overrides: DictConfig | None) -> DictConfig:
+    """A run's saved config with a re-evaluation's ``overrides`` merged in, on its schemas."""
+    from bnnpred.config import retyped
+
+    return OmegaConf.merge(retyped(run_config), overrides or {})
+
+
+def eval_folder(run_dir: Path, overrides: DictConfig | None) -> Path:
+    """Where ``bnnpred eval`` with ``overrides`` writes for the run in ``run_dir``: ``evals/<its run key>``."""
+    return Path(run_dir) / EVALS / run_key(eval_config(read_finished(run_dir).config, overrides))
+
+
+def changed_settings(before: DictConfig, after: DictConfig) -> dict[str, Any]:
+    """``{dotted key: new value}`` of the predictive and plot settings that differ between two configs."""
+    flat = {}
+    for node in ("predictive", "plot"):
+        old = OmegaConf.to_container(before[node], resolve=True, enum_to_str=True)
+        new = OmegaConf.to_container(after[node], resolve=True, enum_to_str=True)
+        flat.update({f"{node}.{k}": v for k, v in new.items() if old.get(k) != v})
+    return flat

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -46,12 +47,16 @@ class SelectionConfig:
 
 @dataclass
 class Candidate:
-    """One trained point: its hyperparameters, the run's fit object and a row of diagnostics."""
+    """One trained point: its hyperparameters, the run's fit object, a row of diagnostics, why its numbers are
+    broken (``problems``: the point is not usable; see :mod:`bnnpred.health`) and the broken numbers a user chose to
+    keep (``flags``, with ``keep_unhealthy=true``)."""
 
     delta: float
     sigma2: float | None
     fit: Any
     row: dict[str, float]
+    problems: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
 
 
 FitAt = Callable[[float, float | None, Any], Candidate]
@@ -74,14 +79,26 @@ def _grid(cfg: SelectionConfig, fit_at: FitAt, sigma2: float | None) -> tuple[Ca
     if cfg.sigma2_grid is not None:
         _check_grid("selection.sigma2_grid", cfg.sigma2_grid)
     key, sign = ("log_marglik", 1.0) if cfg.method is SelectionMethod.marglik_grid else ("valid_nll", -1.0)
-    best, rows = None, []
-    for s2, d in itertools.product(sigma2s, cfg.delta_grid):
+    points = list(itertools.product(sigma2s, cfg.delta_grid))
+    candidates = []
+    for i, (s2, d) in enumerate(points, 1):
+        log.info("grid point %d/%d: δ=%g σ²=%s", i, len(points), d, s2)
         cand = fit_at(d, s2, None)
-        rows.append(cand.row)
-        log.info("δ=%g σ²=%s %s=%.4f", d, s2, key, cand.row[key])
-        if best is None or sign * cand.row[key] > sign * best.row[key]:
-            best = cand
-    return best, rows
+        candidates.append(cand)
+        log.info("δ=%g σ²=%s %s=%.4f%s", d, s2, key, cand.row[key], "; " + "; ".join(cand.problems)
+                 if cand.problems else "")
+    return best_usable(candidates, key, sign), [c.row for c in candidates]
+
+
+def best_usable(candidates: list[Candidate], key: str, sign: float) -> Candidate:
+    """The candidate with the best ``sign · row[key]`` among those that are healthy and whose ``key`` is finite
+    (an evidence at a jittered precision is NaN); an error naming each point's reason when there is none."""
+    usable = [c for c in candidates if not c.problems and math.isfinite(c.row[key])]
+    if not usable:
+        reasons = "; ".join(f"δ={c.delta:g}: {', '.join(c.problems) or f'{key} = {c.row[key]}'}" for c in candidates)
+        raise BnnpredError(f"no grid point gave a usable fit ({reasons}); change the grid or the training settings, "
+                           "or set keep_unhealthy=true to keep flagged fits")
+    return max(usable, key=lambda c: sign * c.row[key])
 
 
 def _gradient(cfg: SelectionConfig, fit_at: FitAt, delta: float, sigma2: float | None,

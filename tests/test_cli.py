@@ -1,10 +1,12 @@
 """The command line end to end: train, eval, a two-point sweep, report, and bad input."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bnnpred.cli import main
@@ -32,21 +34,45 @@ def trained(tmp_path_factory) -> Path:
 
 def test_train_writes_a_complete_run_directory(trained):
     for name in ["config.yaml", "metrics.json", "posterior.pt", "predictions.npz", "selection.csv", "trace.csv",
-                 "predictive_glm.png", "run.log"]:
+                 "predictive_glm.png", "run.log", "manifest.json"]:
         assert (trained / name).is_file(), name
-    assert not (trained / ".incomplete").exists()
+    assert sorted(p.name for p in trained.glob(".*")) == [".hydra"]  # no staging folders or temporary files
     doc = json.loads((trained / "metrics.json").read_text())
     assert doc["run"]["n_params"] == 2 * 8 + 8 + 8 * 8 + 8 + 8 + 1
     assert 0.6 < doc["metrics"]["test"]["glm"]["accuracy"] <= 1.0  # two moons, 30 points: far above chance
 
 
-def test_eval_adds_a_predictive_without_retraining(trained):
-    before = (trained / "posterior.pt").stat().st_mtime_ns
-    out = bnnpred("eval", f"run_dir={trained}", "predictive=nn", "predictive.n_samples=10", cwd=trained.parent)
+def test_eval_writes_beside_the_run_and_never_changes_its_results(trained):
+    own = {name: (trained / name).read_bytes() for name in ("metrics.json", "posterior.pt", "manifest.json")}
+    out = bnnpred("eval", f"run_dir={trained}", "predictive.kinds=[glm,nn]", "predictive.n_samples=2",
+                  cwd=trained.parent)
     assert out.returncode == 0, out.stderr
-    doc = json.loads((trained / "metrics.json").read_text())
-    assert {"glm", "nn"} <= set(doc["metrics"]["test"])
-    assert (trained / "posterior.pt").stat().st_mtime_ns == before
+    assert all((trained / name).read_bytes() == data for name, data in own.items())
+    (folder,) = (trained / "evals").iterdir()
+    doc = json.loads((folder / "metrics.json").read_text())
+    assert set(doc["metrics"]["test"]) == {"glm", "nn"}
+    assert doc["run"]["changes"] == {"predictive.kinds": ["glm", "nn"], "predictive.n_samples": 2}
+    assert doc["run"]["eval_of"] == json.loads(own["metrics.json"])["run"]["key"]
+    again = bnnpred("eval", f"run_dir={trained}", "predictive.kinds=[glm,nn]", "predictive.n_samples=2",
+                    cwd=trained.parent)
+    assert again.returncode == 0 and f"{folder} already holds this re-evaluation; kept" in again.stdout
+    report = bnnpred("report", str(trained), "--evals", "--out", str(trained.parent / "rep"), cwd=trained.parent)
+    assert report.returncode == 0, report.stderr
+    kinds = set(pd.read_csv(trained.parent / "rep" / "table.csv")["predictive"])
+    assert kinds == {"glm", "glm [kinds=[glm,nn], n_samples=2]", "nn [kinds=[glm,nn], n_samples=2]"}
+
+
+def test_eval_of_a_corrupt_run_is_one_line(trained, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(trained, broken, ignore=shutil.ignore_patterns("evals"))
+    data = bytearray((broken / "posterior.pt").read_bytes())
+    data[len(data) // 2] ^= 0x10
+    (broken / "posterior.pt").write_bytes(bytes(data))
+    out = bnnpred("eval", f"run_dir={broken}", "predictive=nn", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"error: {broken} is not a finished run (posterior.pt does not match its checksum); "
+                                  "train it again with the same config")
+    assert not (broken / "evals").exists()
 
 
 def test_sweep_and_report(tmp_path):

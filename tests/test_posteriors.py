@@ -53,10 +53,13 @@ def test_sample_moments_within_standard_errors(structure):
     assert torch.linalg.norm(emp - sigma) / torch.linalg.norm(sigma) < 0.03
 
 
-def test_jitter_rescues_a_semidefinite_precision_with_a_warning_then_errors():
+def test_jitter_rescues_a_semidefinite_precision_and_is_returned_then_errors():
     v = torch.tensor([1.0, 2.0, 3.0])
     singular = torch.outer(v, v)
-    with pytest.warns(RuntimeWarning, match="added jitter"):
-        robust_cholesky(singular)
+    factor, jitter = robust_cholesky(singular)
+    assert jitter > 0
+    scale = singular.diagonal().mean()
+    assert torch.allclose(factor @ factor.T, singular + jitter * scale * torch.eye(3), atol=1e-12)
+    assert robust_cholesky(torch.eye(3)).jitter == 0.0
     with pytest.raises(BnnpredError, match="not positive definite"):
         robust_cholesky(-torch.eye(3))

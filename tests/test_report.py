@@ -1,23 +1,29 @@
-"""Tables over run directories: per-predictive δ selection by validation NLL, mean ± s.e., unfinished runs."""
+"""Tables over run directories: per-predictive δ selection by validation NLL, mean ± s.e., unfinished, corrupt,
+flagged and mixed-code runs."""
 
 import json
 
 import pandas as pd
 import pytest
 
+from bnnpred.errors import BnnpredError
 from bnnpred.report.tables import collect, find_runs, select_by_valid_nll, summarize, write_report
+from bnnpred.run_files import write_manifest
 
 
-def fake_run(root, name, seed, delta, valid_nll, test_nll):
-    """A run directory with a config and metrics for predictives ``glm`` and ``nn``."""
+def fake_run(root, name, seed, delta, valid_nll, test_nll, **run_fields):
+    """A finished run directory (config, metrics for predictives ``glm`` and ``nn``, posterior, manifest)."""
     run = root / name
     run.mkdir(parents=True)
     (run / "config.yaml").write_text("seed: 0\n")
     metrics = {split: {kind: {"nll": values[kind]} for kind in values}
                for split, values in [("valid", valid_nll), ("test", test_nll)]}
     doc = {"run": {"dataset": "toy", "model": "mlp", "inference": "laplace_ggn", "structure": "full",
-                   "selection": "none", "seed": seed, "delta": delta}, "info": {}, "metrics": metrics}
+                   "selection": "none", "seed": seed, "delta": delta, "code": "c0de", **run_fields}, "info": {},
+           "metrics": metrics}
     (run / "metrics.json").write_text(json.dumps(doc))
+    (run / "posterior.pt").write_bytes(b"tensors")
+    write_manifest(run)
     (run / ".hydra").mkdir()
     (run / ".hydra" / "config.yaml").write_text("seed: 0\n")  # Hydra's own copy: not a run
 
@@ -56,10 +62,53 @@ def test_report_writes_three_formats_and_skips_unfinished_runs(sweep, tmp_path):
     assert r"\pm" in (tmp_path / "out" / "table.tex").read_text()
 
 
-def test_runs_from_different_code_versions_are_reported(sweep, caplog):
-    doc = json.loads((sweep / "a" / "metrics.json").read_text())
-    doc["run"]["version"] = "0.2.0"
-    (sweep / "a" / "metrics.json").write_text(json.dumps(doc))
-    with caplog.at_level("WARNING"):
+def rewrite_metrics(run, change):
+    doc = json.loads((run / "metrics.json").read_text())
+    change(doc["run"])
+    (run / "metrics.json").write_text(json.dumps(doc))
+    write_manifest(run)
+
+
+def test_runs_of_different_code_are_refused_or_kept_apart(sweep, caplog):
+    rewrite_metrics(sweep / "a", lambda run: run.update(code="5ca1e"))
+    with pytest.raises(BnnpredError, match=r"2 code versions \(c0de: 3 run\(s\), 5ca1e: 1 run\(s\)\)"):
         collect([sweep])
-    assert "different code versions (0.1.0, 0.2.0)" in caplog.text
+    with caplog.at_level("WARNING"):
+        frame = collect([sweep], mixed_code="mark")
+    assert "2 code versions" in caplog.text
+    table = summarize(frame, "test", ["predictive", "code", "delta"])
+    assert table[(table["predictive"] == "glm") & (table["delta"] == 1.0)]["n"].tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("damage", ["config", "empty_metrics", "non_utf8", "missing_posterior", "edited"])
+def test_a_broken_run_is_skipped_with_its_reason(sweep, caplog, damage):
+    run = sweep / "a"
+    if damage == "config":
+        (run / "config.yaml").write_text("seed: [unclosed\n")
+        write_manifest(run)  # even with checksums that match, an invalid config is not a run
+    elif damage == "empty_metrics":
+        (run / "metrics.json").write_text("{}")
+        write_manifest(run)
+    elif damage == "non_utf8":
+        (run / "metrics.json").write_bytes(b"\xff\xfe{")
+        write_manifest(run)
+    elif damage == "missing_posterior":
+        (run / "posterior.pt").unlink()
+    else:  # a file changed after the run finished
+        (run / "metrics.json").write_text((run / "metrics.json").read_text().replace("0.25", "0.05"))
+    with caplog.at_level("WARNING"):
+        frame = collect([sweep])
+    assert str(run) not in set(frame["run_dir"])
+    reason = {"config": "config.yaml is not a readable config", "empty_metrics": "does not hold a run",
+              "non_utf8": "metrics.json is not readable JSON", "missing_posterior": "posterior.pt is missing",
+              "edited": "metrics.json does not match its checksum"}[damage]
+    assert f"skipping {run}: " in caplog.text and reason in caplog.text
+
+
+def test_flagged_runs_are_counted_in_the_table(sweep, tmp_path):
+    rewrite_metrics(sweep / "a", lambda run: run.update(flags=["the fit ended worse than it started"]))
+    write_report([sweep], tmp_path / "out", by=["predictive", "delta"])
+    table = pd.read_csv(tmp_path / "out" / "table.csv")
+    assert table.set_index(["predictive", "delta"]).loc[("glm", 1.0), "flagged"] == 1
+    assert table.set_index(["predictive", "delta"]).loc[("glm", 10.0), "flagged"] == 0
+    assert "flagged" in (tmp_path / "out" / "table.md").read_text().splitlines()[0]

@@ -19,7 +19,7 @@ TINY = [*DATA, "inference.map.steps=150", "inference.map.lr=0.01"]
 
 
 def run(tmp_path, *overrides, base=TINY):
-    return train(compose([*base, *overrides]), tmp_path)
+    return train(compose([*base, *overrides]), tmp_path).document
 
 
 @pytest.mark.parametrize("method", ["marglik_grid", "valid_nll"])

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from bnnpred.cli import LedgerEntry, compose, progress_line
 from bnnpred.config import run_key
+from bnnpred.run_files import write_manifest
 from bnnpred.runner import finished_run
 from tests.test_cli import TINY, bnnpred
 
@@ -27,14 +28,20 @@ def test_the_run_key_ignores_display_settings_and_survives_saving():
     assert run_key(saved) == run_key(cfg)
 
 
-def test_a_truncated_metrics_file_is_an_unfinished_run(tmp_path):
+def test_a_run_is_finished_only_with_its_key_and_every_file_intact(tmp_path):
     cfg = compose(TINY)
+    document = {"run": {"key": run_key(cfg)}, "info": {}, "metrics": {}}
     (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (tmp_path / "posterior.pt").write_bytes(b"tensors")
     (tmp_path / "metrics.json").write_text('{"run": {"seed"')
-    assert finished_run(tmp_path, run_key(cfg)) is None
-    (tmp_path / "metrics.json").write_text(json.dumps({"run": {}}))
-    assert finished_run(tmp_path, run_key(cfg)) == {"run": {}}
+    assert finished_run(tmp_path, run_key(cfg)) is None  # truncated, and no manifest
+    (tmp_path / "metrics.json").write_text(json.dumps(document))
+    assert finished_run(tmp_path, run_key(cfg)) is None  # no manifest: never committed
+    write_manifest(tmp_path)
+    assert finished_run(tmp_path, run_key(cfg)) == document
     assert finished_run(tmp_path, run_key(compose([*TINY, "seed=5"]))) is None
+    (tmp_path / "posterior.pt").write_bytes(b"tensorz")
+    assert finished_run(tmp_path, run_key(cfg)) is None
 
 
 def test_progress_line_counts_and_estimates():
@@ -58,18 +65,18 @@ def test_a_killed_sweep_resumes_without_redoing_runs_and_matches_a_parallel_one(
     first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
     deadline = time.time() + 240
-    while len(list(serial.glob("*/metrics.json"))) < 2 and time.time() < deadline:
+    while len(list(serial.glob("*/manifest.json"))) < 2 and time.time() < deadline:
         time.sleep(0.05)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
-    done = {p.parent: p.stat().st_mtime_ns for p in serial.glob("*/metrics.json")}
+    done = {p.parent: p.stat().st_mtime_ns for p in serial.glob("*/manifest.json")}
     assert 2 <= len(done) < 6, "the sweep must be killed part-way"
 
     resumed = bnnpred("train", "-m", *SWEEP, "task_name=serial", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert f"sweep: 6/6 runs ({6 - len(done)} trained, {len(done)} skipped, 0 failed), 0 left" in resumed.stderr
-    assert all(run.joinpath("metrics.json").stat().st_mtime_ns == stamp for run, stamp in done.items())
-    assert not list(serial.glob("*/.incomplete"))
+    assert all(run.joinpath("manifest.json").stat().st_mtime_ns == stamp for run, stamp in done.items())
+    assert not list(serial.glob("*/.stage-*")) and not list(serial.glob("*/.replacing"))
     assert table(tmp_path, serial, "serial") == table(tmp_path, tmp_path / "runs" / "parallel", "parallel")
 
 

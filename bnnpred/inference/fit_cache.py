@@ -2,11 +2,13 @@
 diagonal Laplace and two refinements) compute it once.
 
 The key hashes everything the stage reads: the training data, prior precision, start point, random-generator state,
-the network's architecture and starting buffers, the likelihood, the stage's settings, the package version and the
-source file of the stage's trainer. A hit returns the stored ``Fit`` on the
-problem's device and leaves the generator and the network's buffers (batch-norm statistics) where the computation
-left them, so later stages see the same state either way; entries are written atomically, so parallel runs computing
-the same stage at once both succeed and leave one valid entry.
+the network's architecture and starting buffers, the likelihood, the stage's settings and the digest of the
+package's code (:mod:`bnnpred.provenance`). A hit returns the stored ``Fit`` on the problem's device and leaves the
+generator and the network's buffers (batch-norm statistics) where the computation left them, so later stages see
+the same state either way. Entries carry a checksum: one that does not verify (a flipped bit, a truncated or empty
+file) is moved aside with a warning and computed again. Entries are written atomically, so parallel runs computing
+the same stage at once both succeed and leave one valid entry; a store that cannot be written costs a warning,
+not the run.
 """
 
 from __future__ import annotations
@@ -15,23 +17,22 @@ import dataclasses
 import hashlib
 import json
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bnnpred import __version__
 from bnnpred.inference.base import Fit, Problem
-from bnnpred.io import save_torch
+from bnnpred.io import CorruptFile, load_checked, save_checked
+from bnnpred.provenance import code_digest
 
 log = logging.getLogger(__name__)
 
 
 def problem_digest(problem: Problem) -> hashlib._Hash:
-    """sha256 over the problem's data, prior, start point, generator state, network and likelihood."""
-    digest = hashlib.sha256(f"bnnpred {__version__}|{repr(getattr(problem.model, 'module', problem.model))}|"
+    """sha256 over the code, the problem's data, prior, start point, generator state, network and likelihood."""
+    digest = hashlib.sha256(f"bnnpred code {code_digest()}|{repr(getattr(problem.model, 'module', problem.model))}|"
                             f"{type(problem.likelihood).__name__}{sorted(vars(problem.likelihood).items())}|"
                             f"{problem.augment!r}".encode())
     buffers = getattr(problem.model, "buffer_state", dict)()
@@ -49,11 +50,9 @@ def cached_fit(problem: Problem, stage: str, settings: Any, compute: Callable[[]
         return compute()
     digest = problem_digest(problem)
     digest.update(f"|{stage}|{json.dumps(dataclasses.asdict(settings), sort_keys=True, default=str)}".encode())
-    digest.update(Path(sys.modules[compute.__module__].__file__).read_bytes())  # the trainer's own source
     path = Path(problem.fit_cache) / stage / f"{digest.hexdigest()[:20]}.pt"
-    if path.exists():
+    if (stored := _load(path)) is not None:
         log.info("%s reused from %s", stage, path)
-        stored = torch.load(path, map_location="cpu", weights_only=True)
         problem.generator.set_state(stored["generator"])
         problem.model.load_buffers(stored["buffers"])
         theta = stored["theta"].to(problem.theta0.device)
@@ -61,6 +60,29 @@ def cached_fit(problem: Problem, stage: str, settings: Any, compute: Callable[[]
     fit = compute()
     if fit.posterior is not None:
         raise ValueError(f"cached_fit stores point estimates; {stage} returned a posterior")
-    save_torch(path, {"theta": fit.theta.detach(), "info": fit.info, "trace": fit.trace,
-                      "generator": problem.generator.get_state(), "buffers": problem.model.buffer_state()})
+    try:
+        save_checked(path, {"theta": fit.theta.detach().cpu(), "info": fit.info, "trace": fit.trace,
+                            "generator": problem.generator.get_state(), "buffers": problem.model.buffer_state()})
+    except OSError as e:
+        log.warning("fit cache: could not store %s (%s); the run goes on without it", path, e.strerror or e)
     return fit
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    """The verified entry at ``path``; None when absent, or (moved aside to ``*.corrupt``, with a warning) when it
+    does not verify."""
+    try:
+        return load_checked(path)
+    except FileNotFoundError:
+        return None
+    except CorruptFile as e:
+        aside = path.with_suffix(".corrupt")
+        try:
+            path.replace(aside)
+            log.warning("fit cache: %s; moved to %s and computing it again", e, aside.name)
+        except OSError:
+            log.warning("fit cache: %s; computing it again", e)
+        return None
+    except OSError as e:
+        log.warning("fit cache: could not read %s (%s); computing it again", path, e.strerror or e)
+        return None

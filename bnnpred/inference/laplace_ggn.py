@@ -7,6 +7,7 @@ the Ritter et al. baseline); the empirical Fisher can replace the GGN (full and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import nan
 
 from torch import Tensor
 
@@ -60,7 +61,10 @@ def laplace_at(problem: Problem, fit: Fit, structure: Structure, kind: Curvature
 
 
 def with_evidence(fit: Fit, posterior: Posterior, loglik: Tensor, delta: Tensor) -> Fit:
-    """``fit`` with the Laplace posterior and its log evidence at ``fit.theta``."""
-    evidence = log_marglik(loglik, fit.theta, delta, posterior.logdet_precision())
+    """``fit`` with the Laplace posterior and its log evidence at ``fit.theta``; NaN when the precision needed
+    jitter, since the evidence would then be that of another prior (the jitter is recorded in ``info``)."""
+    evidence = log_marglik(loglik, fit.theta, delta, posterior.logdet_precision()) if not posterior.jitter else nan
     info = {**fit.info, "log_marglik": float(evidence), "train_loglik_map": float(loglik)}
+    if posterior.jitter:
+        info["jitter"] = posterior.jitter
     return Fit(theta=fit.theta, posterior=posterior, info=info, trace=fit.trace)

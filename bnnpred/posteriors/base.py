@@ -17,6 +17,7 @@ class Posterior(ABC):
     """``q(θ) = N(mean, precision⁻¹)``; subclasses choose how the precision is stored."""
 
     mean: Tensor  # [P]
+    jitter: float = 0.0  # relative jitter added to the precision before it could be factorised (0: none)
 
     @abstractmethod
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:

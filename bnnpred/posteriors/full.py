@@ -18,7 +18,7 @@ class FullPosterior(Posterior):
     def __init__(self, mean: Tensor, precision: Tensor):
         self.mean = mean
         self.precision = precision
-        self.chol = robust_cholesky(precision)
+        self.chol, self.jitter = robust_cholesky(precision)
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
         """``θ = µ + L⁻ᵀ z`` so that ``Cov θ = (L Lᵀ)⁻¹``."""

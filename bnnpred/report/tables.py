@@ -1,70 +1,101 @@
 """Tables over run directories: mean ± standard error over seeds / splits, as CSV, Markdown and LaTeX.
 
-Only finished runs count: a directory whose ``metrics.json`` is missing or unreadable is skipped and named.
+Only finished, intact runs count (:mod:`bnnpred.run_record`): every other run directory is skipped with a warning
+that says why. Runs of different code (their ``code`` digests differ) are never averaged together: the table is
+refused, or with ``mixed_code="mark"`` gets a ``code`` column. Runs flagged as numerically broken (kept with
+``keep_unhealthy=true``, or whose posterior precision needed jitter) are counted in a ``flagged`` column.
+Re-evaluations (``bnnpred eval``) join with ``evals=True`` as predictives named ``kind [changed settings]``.
 With ``select_by="valid_nll"`` the prior precision is chosen per (setting, seed, predictive) by validation NLL
 before averaging the test metrics (notes-004 §3.3: "δ is selected per method by validation NLL").
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from bnnpred.errors import BnnpredError
 from bnnpred.io import write_text
+from bnnpred.run_record import EVALS, NotFinished, evaluations, read_finished
 
 log = logging.getLogger(__name__)
 
 SETTING = ["dataset", "model", "inference", "structure", "selection", "predictive"]
 RUN_KEYS = ["dataset", "task", "model", "inference", "structure", "selection", "seed", "data_split", "delta",
             "sigma2", "n_params"]
+MARKERS = ("config.yaml", "metrics.json", "manifest.json")
+NOT_RUNS = {".incomplete", ".hydra", ".replacing", EVALS}
+UNRECORDED = "unrecorded"  # the code digest of runs made before it was recorded
 
 
 def find_runs(dirs: list[Path]) -> list[Path]:
-    """Run directories (those holding a ``config.yaml``) under the given folders."""
+    """Run directories (those holding a config, metrics or manifest file) under the given folders."""
     runs = set()
     for d in dirs:
         if not d.exists():
             raise BnnpredError(f"no such directory: {d}")
-        runs.update(p.parent for p in d.rglob("config.yaml") if not {".incomplete", ".hydra"} & set(p.parts))
+        for marker in MARKERS:
+            runs.update(p.parent for p in d.rglob(marker)
+                        if not any(part in NOT_RUNS or part.startswith(".stage-") for part in p.parts))
     return sorted(runs)
 
 
-def read_metrics(run_dir: Path) -> dict | None:
-    """``metrics.json`` of a finished run, or ``None`` (with a warning) when missing or truncated."""
-    try:
-        return json.loads((run_dir / "metrics.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        log.warning("skipping unfinished run %s (no complete metrics.json)", run_dir)
-        return None
-
-
-def collect(dirs: list[Path]) -> pd.DataFrame:
+def collect(dirs: list[Path], *, evals: bool = False, mixed_code: str = "refuse") -> pd.DataFrame:
     """One row per (run, split, predictive) with the run's settings and every metric as columns."""
     rows = []
     for run_dir in find_runs(dirs):
-        document = read_metrics(run_dir)
-        if document is None:
+        try:
+            run = read_finished(run_dir)
+        except NotFinished as e:
+            log.warning("skipping %s: %s", run_dir, e)
             continue
-        run = {k: document["run"].get(k) for k in RUN_KEYS}
-        run["version"] = document["run"].get("version", "0.1.0")  # runs before versions were recorded
-        for split, by_kind in document["metrics"].items():
-            for kind, values in by_kind.items():
-                rows.append({"run_dir": str(run_dir), **run, "split": split, "predictive": kind, **values})
+        rows += rows_of(run_dir, run.document)
+        for evaluation in evaluations(run_dir) if evals else []:
+            rows += rows_of(run_dir, evaluation.document, eval_label(evaluation.document["run"]))
     if not rows:
         raise BnnpredError(f"no finished runs under {', '.join(map(str, dirs))}; run bnnpred train first")
-    if len(versions := {row["version"] for row in rows}) > 1:
-        log.warning("these runs come from different code versions (%s); rerun the older ones to compare like "
-                    "with like", ", ".join(sorted(map(str, versions))))
     frame = pd.DataFrame(rows)
+    check_code(frame, mixed_code)
     frame["structure"] = frame["structure"].fillna("-")
     # rows in an order that does not depend on folder names, so sums (and tables) are byte-reproducible
     order = ["split", "predictive", *SETTING, "delta", "sigma2", "seed", "data_split"]
     return frame.sort_values(order, kind="stable", na_position="first").reset_index(drop=True)
+
+
+def rows_of(run_dir: Path, document: dict[str, Any], label: str = "") -> list[dict[str, Any]]:
+    summary = document["run"]
+    run = {k: summary.get(k) for k in RUN_KEYS}
+    run["code"] = summary.get("code") or UNRECORDED
+    run["flags"] = "; ".join(summary.get("flags") or [])
+    return [{"run_dir": str(run_dir), **run, "split": split, "predictive": f"{kind}{label}", **values}
+            for split, by_kind in document["metrics"].items() for kind, values in by_kind.items()]
+
+
+def eval_label(summary: dict[str, Any]) -> str:
+    """`` [n_samples=2]``: a re-evaluation's changed settings, beside its predictive's name."""
+    def shown(value: Any) -> str:
+        return f"[{','.join(map(str, value))}]" if isinstance(value, list) else str(value)
+
+    changes = ", ".join(f"{k.split('.', 1)[-1]}={shown(v)}" for k, v in sorted(summary.get("changes", {}).items())
+                        if not k.startswith("plot."))
+    return f" [{changes or 'eval'}]"
+
+
+def check_code(frame: pd.DataFrame, mixed_code: str) -> None:
+    """Refuse runs of several code versions, or (``mark``) warn and keep them apart by their ``code`` column."""
+    counts = frame.drop_duplicates("run_dir")["code"].value_counts()
+    if len(counts) < 2:
+        return
+    listed = ", ".join(f"{code}: {n} run(s)" for code, n in counts.items())
+    if mixed_code != "mark":
+        raise BnnpredError(f"these runs come from {len(counts)} code versions ({listed}); train the stale ones again "
+                           "or remove them, or report them side by side with --mixed-code mark")
+    log.warning("these runs come from %d code versions (%s); the table keeps them apart by a code column",
+                len(counts), listed)
 
 
 def select_by_valid_nll(frame: pd.DataFrame) -> pd.DataFrame:
@@ -72,26 +103,32 @@ def select_by_valid_nll(frame: pd.DataFrame) -> pd.DataFrame:
     valid = frame[frame["split"] == "valid"]
     if valid.empty:
         raise BnnpredError("--select-by valid_nll needs runs with a validation split")
-    per_run = SETTING + ["seed", "data_split"]
+    per_run = SETTING + ["code", "seed", "data_split"]
     best = valid.loc[valid.groupby(per_run, dropna=False)["nll"].idxmin(), ["run_dir", "predictive"]]
     return frame.merge(best, on=["run_dir", "predictive"])
 
 
 def summarize(frame: pd.DataFrame, split: str, by: list[str]) -> pd.DataFrame:
-    """Mean, standard error and count of every metric over the rows of each group in ``split``."""
+    """Mean, standard error and count of every metric over the rows of each group in ``split``; with a
+    ``flagged`` count when any of the rows comes from a flagged run."""
     part = frame[frame["split"] == split]
     metrics = [c for c in part.columns if c not in set(RUN_KEYS) | {"run_dir", "split", "predictive", "seconds"}
                and pd.api.types.is_numeric_dtype(part[c])]
-    grouped = part.groupby(by, dropna=False)[metrics]
-    mean, sem, count = grouped.mean(), grouped.sem(ddof=1).add_suffix("_se"), grouped.size().rename("n")
-    table = mean.join(sem).join(count)
-    return table[[c for m in metrics for c in (m, f"{m}_se")] + ["n"]].reset_index()
+    grouped = part.groupby(by, dropna=False)
+    mean, sem, count = grouped[metrics].mean(), grouped[metrics].sem(ddof=1).add_suffix("_se"), grouped.size()
+    table = mean.join(sem).join(count.rename("n"))
+    columns = [c for m in metrics for c in (m, f"{m}_se")] + ["n"]
+    if "flags" in part and part["flags"].astype(bool).any():
+        table = table.join(grouped["flags"].agg(lambda f: int(f.astype(bool).sum())).rename("flagged"))
+        columns.append("flagged")
+    return table[columns].reset_index()
 
 
 def formatted(table: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """``mean ± s.e.`` strings (s.e. omitted for a single run)."""
-    metrics = [c for c in table.columns if c not in by and not c.endswith("_se") and c != "n"]
-    out = table[by + ["n"]].copy()
+    counts = [c for c in ("n", "flagged") if c in table.columns]
+    metrics = [c for c in table.columns if c not in by and not c.endswith("_se") and c not in counts]
+    out = table[by + counts].copy()
     for m in metrics:
         out[m] = [_pm(v, se) for v, se in zip(table[m], table[f"{m}_se"], strict=True)]
     return out
@@ -104,13 +141,13 @@ def _pm(value: float, se: float) -> str:
 
 
 def write_report(dirs: list[Path], out: Path, *, split: str = "test", select_by: str = "none",
-                 by: list[str] | None = None) -> list[Path]:
+                 by: list[str] | None = None, evals: bool = False, mixed_code: str = "refuse") -> list[Path]:
     """Write ``<out>/table.csv`` (numbers), ``table.md`` and ``table.tex`` (mean ± s.e.); returns the paths."""
-    frame = collect(dirs)
+    frame = collect(dirs, evals=evals, mixed_code=mixed_code)
     if select_by == "valid_nll":
         frame = select_by_valid_nll(frame)
-    by = by or [k for k in SETTING if frame[k].nunique(dropna=False) > 1 or k in ("dataset", "predictive")]
-    if select_by == "none" and frame["delta"].nunique() > 1:
+    by = by or [k for k in [*SETTING, "code"] if frame[k].nunique(dropna=False) > 1 or k in ("dataset", "predictive")]
+    if select_by == "none" and frame["delta"].nunique() > 1 and "delta" not in by:
         by = by + ["delta"]
     table = summarize(frame, split, by)
     pretty = formatted(table, by)

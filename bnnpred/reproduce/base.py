@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 
 from bnnpred.errors import BnnpredError
+from bnnpred.run_record import EVAL_FILES, RUN_FILES, NotFinished, read_finished
 
 
 class Tier(str, Enum):
@@ -51,14 +52,20 @@ class Reproduction:
             _bnnpred("train", "-m", *overrides, *self._quick(quick), "hydra/launcher=joblib",
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
                      f"hydra.sweep.subdir={subdir}")
-        elif not any(sweep_dir.glob("*/metrics.json")):
+        elif not any(sweep_dir.glob("*/manifest.json")):
             raise BnnpredError(f"no finished runs in {sweep_dir}; run the study without --report-only first")
         return sweep_dir
 
-    def evaluate(self, run_dir: Path, *overrides: str) -> None:
-        """``bnnpred eval run_dir=RUN_DIR OVERRIDES`` (skipped when only rebuilding the page)."""
+    def evaluate(self, run_dir: Path, *overrides: str) -> Path:
+        """``bnnpred eval run_dir=RUN_DIR OVERRIDES`` (skipped when only rebuilding the page); returns the
+        re-evaluation's folder ``RUN_DIR/evals/<key>``."""
+        from bnnpred.cli import predictive_overrides
+        from bnnpred.runner import eval_folder
+
         if not self.report_only:
             _bnnpred("eval", f"run_dir={run_dir}", *overrides)
+        folder = eval_folder(run_dir, predictive_overrides(list(overrides)))
+        return _finished(folder, EVAL_FILES)
 
     def _quick(self, overrides: tuple[str, ...]) -> tuple[str, ...]:
         return overrides if self.tier is Tier.quick else ()
@@ -94,9 +101,12 @@ def _bnnpred(*args: str) -> None:
         raise BnnpredError(f"'bnnpred {' '.join(args[:3])} ...' failed (exit {result.returncode}); see above")
 
 
-def _finished(run_dir: Path) -> Path:
-    if not (run_dir / "metrics.json").is_file():
-        raise BnnpredError(f"{run_dir} is not a finished run; run the study without --report-only first")
+def _finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Path:
+    try:
+        read_finished(run_dir, required)
+    except NotFinished as e:
+        raise BnnpredError(f"{run_dir} is not a finished run ({e}); run the study without --report-only "
+                           "first") from e
     return run_dir
 
 

@@ -15,14 +15,11 @@ the 20 splits of all eight sets take about 5 h of one core) and the page uses ev
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
-from omegaconf import OmegaConf
 
-from bnnpred.report.tables import collect, find_runs, read_metrics, summarize
+from bnnpred.report.tables import collect, summarize
 from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
-from bnnpred.runner import evaluate_run
 
 # paper name: (data folder, τ, λ, SLANG α, SLANG β, BBB lr, large set)
 SETS = {
@@ -74,7 +71,6 @@ def sweep_all(r: Reproduction, names: list[str], splits: str, epochs: int) -> pd
         for method in ("SLANG", "BBB"):
             folder = r.sweep(r.runs / "notes002_uci" / name / method, "split${dataset.split}", *COMMON,
                              *method_overrides(name, method, epochs), f"dataset.split={splits}")
-            add_joint_ll(folder)
             frame = collect([folder])
             frame["set"], frame["method"] = name, method
             both.append(frame)
@@ -83,15 +79,6 @@ def sweep_all(r: Reproduction, names: list[str], splits: str, epochs: int) -> pd
     frame = pd.concat(frames, ignore_index=True)
     frame["ll_original"] = -frame["nll_original"]
     return frame
-
-
-def add_joint_ll(folder: Path) -> None:
-    """Runs made before the joint log-likelihood was a metric are re-evaluated in place (the same seeded draws,
-    so the other metrics do not change)."""
-    for run_dir in find_runs([folder]):
-        document = read_metrics(run_dir)
-        if document is not None and "joint_ll" not in document["metrics"]["test"]["nn"]:
-            evaluate_run(run_dir, OmegaConf.create({}))
 
 
 def table(stats: pd.DataFrame, names: list[str]) -> list[str]:

@@ -148,9 +148,9 @@ def banana(r: Reproduction) -> str:
     chosen = frame[(frame["split"] == "test")].groupby("predictive")["delta"].agg(lambda d: sorted(set(d)))
     best_glm = frame[(frame["split"] == "valid") & (frame["predictive"] == "glm") & (frame["seed"] == 0)]
     figure_run = Path(best_glm.iloc[0]["run_dir"])
-    r.evaluate(figure_run, "predictive.kinds=[map,nn,glm,gp]", "plot.enabled=true")
-    shutil.copyfile(figure_run / "predictive_means.png", out / "banana_means.png")
-    shutil.copyfile(figure_run / "predictive_glm.png", out / "banana_glm_decomposition.png")
+    figures_of = r.evaluate(figure_run, "predictive.kinds=[map,nn,glm,gp]", "plot.enabled=true")
+    shutil.copyfile(figures_of / "predictive_means.png", out / "banana_means.png")
+    shutil.copyfile(figures_of / "predictive_glm.png", out / "banana_glm_decomposition.png")
     lines = ["| predictive | NLL | accuracy | ECE | thesis NLL / acc / ECE | δ chosen (per seed) |",
              "|---|---|---|---|---|---|"]
     for kind in ["map", "nn", "glm", "gp"]:

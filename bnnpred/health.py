@@ -1,0 +1,73 @@
+"""Numerical health of a fit: broken numbers end a run as failed, or are flagged where the user keeps them.
+
+A point estimate ``θ*`` is checked against the random start ``θ₀`` on the objective every method's mean is
+meant to improve, the full-data negative log joint per example
+``L(θ) = -(1/N) [Σ_i log p(y_i | f(x_i; θ)) - ½ θᵀ diag(δ) θ]`` (notes-000 eq. 2.2): a fit that ends with a
+non-finite or a higher ``L`` than it started from has diverged. A method that trains to a stationary point (the
+MAP, whose fit records ``grad_norm``) must also end with a smaller gradient norm than it started with. Metrics
+must be finite. Jitter added to a precision is never a failure but always a flag.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from bnnpred.inference.base import Fit, Problem
+
+# Examples per forward / backward pass of the full-data objective (bounds memory on image networks).
+CHUNK = 512
+
+
+@dataclass(frozen=True)
+class Objective:
+    """``L(θ)`` per example and ``‖∇L(θ)‖`` of the sum form ``N·L`` (as ``grad_norm`` in a MAP's info)."""
+
+    value: float
+    grad_norm: float
+
+
+def objective_at(problem: Problem, theta: Tensor) -> Objective:
+    """``L(θ)`` and its gradient norm over all of ``problem.X``, in chunks of ``CHUNK`` examples."""
+    theta = theta.detach().requires_grad_(True)
+    N = len(problem.X)
+    total, grad = 0.0, torch.zeros_like(theta)
+    for start in range(0, N, CHUNK):
+        f = problem.model(theta, problem.X[start : start + CHUNK])
+        nll = -problem.likelihood.log_prob(f, problem.y[start : start + CHUNK]).sum()
+        (g,) = torch.autograd.grad(nll, theta)
+        total, grad = total + float(nll.detach()), grad + g
+    with torch.no_grad():
+        prior = 0.5 * float((problem.prior_precision * theta.detach().square()).sum())
+        grad += problem.prior_precision * theta
+    return Objective(value=(total + prior) / N, grad_norm=float(grad.norm()))
+
+
+def fit_problems(start: Objective, end: Objective, fit: Fit) -> list[str]:
+    """Why the fit's numbers are broken (empty if they are not)."""
+    found = []
+    if not math.isfinite(end.value):
+        found.append(f"the objective is {end.value} at the fitted θ")
+    elif end.value > start.value:
+        found.append(f"the fit ended worse than it started (negative log joint per example {start.value:.4g} → "
+                     f"{end.value:.4g})")
+    if "grad_norm" in fit.info and not end.grad_norm < start.grad_norm:
+        found.append(f"the gradient norm did not fall ({start.grad_norm:.3g} at the start, {end.grad_norm:.3g} at "
+                     "the end)")
+    return found
+
+
+def jitter_flags(fit: Fit) -> list[str]:
+    """A flag for jitter added to the posterior precision before it could be factorised."""
+    jitter = 0.0 if fit.posterior is None else fit.posterior.jitter
+    return [f"jitter {jitter:g} x mean diagonal was added to the posterior precision"] if jitter else []
+
+
+def non_finite_metrics(results: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    """``split/predictive/metric = value`` for every metric that is NaN or infinite."""
+    return [f"{split}/{kind}/{name} = {value}" for split, by_kind in results.items()
+            for kind, values in by_kind.items() for name, value in values.items()
+            if isinstance(value, float) and not math.isfinite(value)]

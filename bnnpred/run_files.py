@@ -1,0 +1,154 @@
+"""A result folder's files: staged per process, committed atomically, verified against a manifest, locked per run.
+
+A result folder (a run directory, or a re-evaluation under ``<run>/evals/<key>/``) holds the result files and
+``manifest.json``, the sha256 of each of them, written last. Names starting with ``.`` and Hydra's ``*.log`` are
+not part of a result (Hydra's ``.hydra/`` and log live in the run directory beside it).
+
+Commit protocol, so that a process killed at any moment leaves either the previous result or the new one:
+
+1. the new files are written into a private ``.stage-<pid>-<random>/`` with their manifest;
+2. the stage is renamed to ``.replacing``: the commit point;
+3. the previous result is removed (its manifest first), the staged files are moved in (the manifest last) and
+   ``.replacing`` is removed.
+
+A writer that finds a ``.replacing`` left by a killed commit finishes step 3 before anything else
+(:func:`recover`); a reader that finds one reads the new result from it (:func:`result_folder`). Writers of one
+run directory take its lock (:func:`locked`), an ``flock`` on the directory that the kernel releases when the
+holder dies, so a second sweep waits for a run in progress instead of training it again.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import secrets
+import shutil
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bnnpred.io import read_json, sha256_file, write_json
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+REPLACING = ".replacing"
+STAGE_PREFIX = ".stage-"
+
+
+def is_result_file(name: str) -> bool:
+    """Whether an entry of a result folder belongs to the result (not a dot-file, not Hydra's log)."""
+    return not name.startswith(".") and not name.endswith(".log")
+
+
+def problems(folder: Path, required: Iterable[str]) -> str | None:
+    """Why ``folder`` does not hold a complete, intact result with the ``required`` files, or None if it does."""
+    try:
+        manifest = read_json(folder / MANIFEST)
+        files = manifest["files"]
+        if not isinstance(files, dict):
+            raise TypeError
+    except FileNotFoundError:
+        return f"no {MANIFEST}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{MANIFEST} is unreadable"
+    if missing := sorted(set(required) - set(files)):
+        return f"{MANIFEST} lists no {', '.join(missing)}"
+    for name, digest in sorted(files.items()):
+        path = folder / name
+        try:
+            if sha256_file(path) != digest:
+                return f"{name} does not match its checksum"
+        except FileNotFoundError:
+            return f"{name} is missing"
+        except OSError as e:
+            return f"{name} is unreadable ({e.strerror})"
+    return None
+
+
+def result_folder(run_dir: Path) -> Path:
+    """Where the current result of ``run_dir`` is: ``.replacing`` while a commit is being completed, else the
+    folder itself."""
+    replacing = run_dir / REPLACING
+    return replacing if replacing.is_dir() and problems(replacing, ()) is None else run_dir
+
+
+@contextmanager
+def locked(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory's exclusive lock (created if needed); waits, saying so, while another process
+    holds it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            log.info("waiting for another process working on %s", run_dir)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextmanager
+def staged(run_dir: Path) -> Iterator[Path]:
+    """A private staging folder; on success its files (with a new manifest) replace the result in ``run_dir`` by
+    the commit protocol, on failure it is removed. Call it holding ``locked(run_dir)``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    remove_dead_stages(run_dir)
+    stage = run_dir / f"{STAGE_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    stage.mkdir()
+    try:
+        yield stage
+        write_manifest(stage)
+        recover(run_dir)
+        os.rename(stage, run_dir / REPLACING)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    recover(run_dir)
+
+
+def write_manifest(folder: Path) -> None:
+    files = {p.name: sha256_file(p) for p in sorted(folder.iterdir())
+             if p.is_file() and is_result_file(p.name) and p.name != MANIFEST}
+    write_json(folder / MANIFEST, {"files": files})
+
+
+def recover(run_dir: Path) -> None:
+    """Finish a commit whose ``.replacing`` is complete (step 3), or drop one that is not. Holding the lock."""
+    replacing = run_dir / REPLACING
+    if not replacing.is_dir():
+        return
+    if problems(replacing, ()) is not None:
+        shutil.rmtree(replacing)
+        return
+    (run_dir / MANIFEST).unlink(missing_ok=True)
+    for old in run_dir.iterdir():
+        if is_result_file(old.name):
+            shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
+    for new in sorted(replacing.iterdir(), key=lambda p: p.name == MANIFEST):
+        os.replace(new, run_dir / new.name)
+    replacing.rmdir()
+
+
+def remove_dead_stages(run_dir: Path) -> None:
+    """Remove staging folders whose process has died (a killed run's half-written files)."""
+    for stage in run_dir.glob(f"{STAGE_PREFIX}*"):
+        pid = stage.name[len(STAGE_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or not _alive(int(pid)):
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
