@@ -173,6 +173,30 @@ def check_sweep_base(overrides: list[str]) -> None:
                            "run one sweep per option instead)") from e
 
 
+def check_output_folder(overrides: list[str], multirun: bool) -> None:
+    """The run (or sweep) folder must be creatable: its nearest existing ancestor a writable folder."""
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith(f"{key}=")]
+    if given:
+        folder = given[-1]
+    else:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        base = [o.input_line for o in OverridesParser.create().parse_overrides(overrides)
+                if not o.is_sweep_override()]
+        node = compose(base, with_hydra=True).hydra
+        folder = OmegaConf.to_container(node.sweep if multirun else node.run, resolve=False)["dir"]
+    path = Path(folder.split("${", 1)[0] or ".")
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not path.is_dir():
+        raise BnnpredError(f"cannot write runs into {path}: it is a file, not a folder; move it or set {key}=PATH",
+                           exit_status=1)
+    if not os.access(path, os.W_OK):
+        raise BnnpredError(f"cannot write runs into {path}: permission denied; fix its permissions or set "
+                           f"{key}=PATH", exit_status=1)
+
+
 # ---------------------------------------------------------------- train
 
 
@@ -190,6 +214,7 @@ def train_command(args: list[str]) -> None:
     jobs = expand_sweep(overrides) if multirun else [overrides]
     for job in jobs:
         check_job(job)
+    check_output_folder(overrides, multirun)
     ledger = _run_hydra(args, multirun, len(jobs))
     failed = [entry for entry in ledger if entry.status in ("failed", "crashed")]
     # bad input or a broken fit: 2; an environmental fault or a bug in a job: 1

@@ -11,10 +11,10 @@ Commit protocol, so that a process killed at any moment leaves either the previo
 3. the previous result is removed (its manifest first), the staged files are moved in (the manifest last) and
    ``.replacing`` is removed.
 
-A writer that finds a ``.replacing`` left by a killed commit finishes step 3 before anything else
-(:func:`recover`); a reader that finds one reads the new result from it (:func:`result_folder`). Writers of one
-run directory take its lock (:func:`locked`), an ``flock`` on the directory that the kernel releases when the
-holder dies, so a second sweep waits for a run in progress instead of training it again.
+Whoever finds a ``.replacing`` left by a killed commit finishes step 3 (:func:`recover`) before reading or
+writing the run. Writers of one run directory take its lock (:func:`locked`), an ``flock`` on the directory that
+the kernel releases when the holder dies, so a second sweep waits for a run in progress instead of training it
+again.
 """
 
 from __future__ import annotations
@@ -68,24 +68,17 @@ def problems(folder: Path, required: Iterable[str]) -> str | None:
     return None
 
 
-def result_folder(run_dir: Path) -> Path:
-    """Where the current result of ``run_dir`` is: ``.replacing`` while a commit is being completed, else the
-    folder itself."""
-    replacing = run_dir / REPLACING
-    return replacing if replacing.is_dir() and problems(replacing, ()) is None else run_dir
-
-
 @contextmanager
-def locked(run_dir: Path) -> Iterator[None]:
-    """Hold the run directory's exclusive lock (created if needed); waits, saying so, while another process
-    holds it."""
+def locked(run_dir: Path, wait: bool = True) -> Iterator[None]:
+    """Hold the run directory's exclusive lock (the directory is created if needed). While another process holds
+    it: wait, saying so, or with ``wait=False`` raise ``BlockingIOError``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(run_dir, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or not wait:
                 raise
             log.info("waiting for another process working on %s", run_dir)
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -120,16 +113,21 @@ def write_manifest(folder: Path) -> None:
 
 
 def recover(run_dir: Path) -> None:
-    """Finish a commit whose ``.replacing`` is complete (step 3), or drop one that is not. Holding the lock."""
+    """Finish a commit that a killed process left in ``.replacing`` (step 3). Call it holding the lock.
+
+    The staged files move in before the manifest, so while ``.replacing`` holds the manifest, each file it lists
+    is either still there or already in place, and the top level's other result files are the previous result's."""
     replacing = run_dir / REPLACING
     if not replacing.is_dir():
         return
-    if problems(replacing, ()) is not None:
+    if not (replacing / MANIFEST).is_file():  # the manifest moved in last: only the empty folder is left
         shutil.rmtree(replacing)
         return
+    incoming = read_json(replacing / MANIFEST)["files"]
+    moved = {name for name in incoming if not (replacing / name).exists()}
     (run_dir / MANIFEST).unlink(missing_ok=True)
     for old in run_dir.iterdir():
-        if is_result_file(old.name):
+        if is_result_file(old.name) and old.name not in moved:
             shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
     for new in sorted(replacing.iterdir(), key=lambda p: p.name == MANIFEST):
         os.replace(new, run_dir / new.name)

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred.io import read_json
-from bnnpred.run_files import problems, result_folder
+from bnnpred.run_files import REPLACING, locked, problems, recover
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +31,21 @@ class NotFinished(Exception):
 
 @dataclass(frozen=True)
 class FinishedRun:
-    folder: Path  # where the files are (the run directory, or its .replacing while a commit is completed)
+    folder: Path  # the run directory
     config: DictConfig  # the resolved config it ran with
     document: dict[str, Any]  # metrics.json: {"run": summary, "info": diagnostics, "metrics": split/kind/metric}
 
 
 def read_finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> FinishedRun:
-    """The verified result in ``run_dir``; ``NotFinished`` with the reason otherwise."""
-    folder = result_folder(Path(run_dir))
+    """The verified result in ``run_dir`` (completing a commit that a killed process left unfinished);
+    ``NotFinished`` with the reason otherwise."""
+    folder = Path(run_dir)
+    if (folder / REPLACING).exists():
+        try:
+            with locked(folder, wait=False):
+                recover(folder)
+        except OSError as e:
+            raise NotFinished("its files are being replaced by another process") from e
     if (reason := problems(folder, required)) is not None:
         raise NotFinished(reason)
     try:

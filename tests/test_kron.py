@@ -127,7 +127,7 @@ def test_a_kron_laplace_run_gives_glm_samples_that_match_the_closed_form(tmp_pat
     cfg = compose(["inference.structure=kron", "inference.map.steps=300", "selection=none",
                    "predictive.kinds=[glm,closed]", "predictive.n_samples=2000", "plot.enabled=false",
                    "progress=false"])
-    document = train(cfg, tmp_path)
+    document = train(cfg, tmp_path).document
     test = document["metrics"]["test"]
     assert abs(test["glm"]["nll"] - test["closed"]["nll"]) < 0.02
     assert document["info"]["log_marglik"] < 0
@@ -143,7 +143,7 @@ def test_ood_auc_is_reported_per_predictive_and_the_ood_probabilities_saved(data
                    "inference.structure=kron", "inference.dampen=true", "inference.map.steps=150",
                    "inference.map.lr=0.01", "selection=none", "predictive.kinds=[map,nn]", "predictive.n_samples=10",
                    "progress=false"])
-    document = train(cfg, tmp_path)
+    document = train(cfg, tmp_path).document
     aucs = {kind: document["metrics"]["test"][kind]["ood_auc"] for kind in ("map", "nn")}
     assert all(0.6 < auc <= 1 for auc in aucs.values()), aucs  # chance is 0.5
     saved = np.load(tmp_path / "predictions.npz")

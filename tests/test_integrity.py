@@ -1,0 +1,343 @@
+"""Results a researcher can trust, tested by causing each fault: stale code, a process killed while its files move
+in, corrupt run files, diverging fits, jittered precisions, concurrent sweeps and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bnnpred import run_files
+from bnnpred.cli import compose
+from bnnpred.errors import BnnpredError
+from bnnpred.io import strict_json
+from bnnpred.run_record import NotFinished, read_finished
+from bnnpred.runner import train
+from tests.test_cli import bnnpred
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["dataset.n_train=30", "dataset.n_valid=20", "dataset.n_test=30", "model=mlp", "model.width=8",
+        "predictive.n_samples=20", "plot.enabled=false", "progress=false", "inference.map.steps=150",
+        "inference.map.lr=0.01", "selection=none", "threads=1"]
+
+
+def trained(run_dir: Path, *overrides: str) -> dict:
+    return train(compose([*TINY, *overrides]), run_dir).document
+
+
+def numbers(document: dict) -> dict:
+    """The metrics of a run without their timings."""
+    return {split: {kind: {k: v for k, v in values.items() if k != "seconds"} for kind, values in by_kind.items()}
+            for split, by_kind in document["metrics"].items()}
+
+
+# ---------------------------------------------------------------- stale code
+
+
+def key_in_tree(tree: Path) -> str:
+    code = "from bnnpred.cli import compose; from bnnpred.config import run_key; print(run_key(compose([])))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(tree)})
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_a_change_to_computing_code_changes_the_run_key_and_a_page_builder_does_not(tmp_path):
+    trees = {}
+    for name in ("same", "trainer", "page"):
+        trees[name] = tmp_path / name
+        shutil.copytree(REPO / "bnnpred", trees[name] / "bnnpred", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(REPO / "conf", trees[name] / "conf")
+    with open(trees["trainer"] / "bnnpred" / "inference" / "map.py", "a") as f:
+        f.write("\n# a change to the MAP trainer\n")
+    with open(trees["page"] / "bnnpred" / "reproduce" / "toys.py", "a") as f:
+        f.write("\n# a change to a page's text\n")
+    keys = {name: key_in_tree(tree) for name, tree in trees.items()}
+    assert keys["trainer"] != keys["same"]
+    assert keys["page"] == keys["same"]
+
+
+def test_a_finished_run_of_other_code_is_trained_again(tmp_path, monkeypatch):
+    first = trained(tmp_path)
+    monkeypatch.setattr("bnnpred.config.code_digest", lambda: "0ther")
+    outcome = train(compose(TINY), tmp_path)
+    assert outcome.trained and outcome.document["run"]["key"] != first["run"]["key"]
+
+
+# ---------------------------------------------------------------- a kill while the files move in
+
+
+class Killer:
+    """Counts the file-system operations of a commit (from its manifest on) and SIGKILLs the process at the
+    ``at``-th; ``at`` beyond the last lets the commit finish and exits."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, at: int):
+        self.at, self.count, self.armed = at, 0, False
+        write_manifest = run_files.write_manifest
+
+        def arming(folder: Path) -> None:
+            write_manifest(folder)
+            self.armed = True
+
+        monkeypatch.setattr(run_files, "write_manifest", arming)
+        for name in ("replace", "rename", "unlink", "rmdir"):
+            monkeypatch.setattr(os, name, self.counted(getattr(os, name)))
+
+    def counted(self, operation):
+        def wrapper(*args, **kwargs):
+            if self.armed:
+                self.count += 1
+                if self.count == self.at:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return operation(*args, **kwargs)
+        return wrapper
+
+
+def replace_in_child(run_dir: Path, new_files: Path, at: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Fork a process that replaces ``run_dir``'s result by ``new_files`` and is killed at operation ``at``;
+    returns its wait status."""
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest machinery, just the commit
+        try:
+            Killer(monkeypatch, at)
+            with run_files.locked(run_dir), run_files.staged(run_dir) as stage:
+                for path in new_files.iterdir():
+                    shutil.copyfile(path, stage / path.name)
+        finally:
+            os._exit(0)
+    return os.waitpid(pid, 0)[1]
+
+
+def test_sigkill_at_any_step_of_a_force_replace_leaves_the_old_or_the_new_run(tmp_path, monkeypatch):
+    old_run, new_run = tmp_path / "old", tmp_path / "new"
+    old = trained(old_run, "prior.delta=1")
+    new = trained(new_run, "prior.delta=3")
+    (old_run / "old_figure.png").write_bytes(b"only in the old result")
+    run_files.write_manifest(old_run)
+    new_files = tmp_path / "new_files"
+    new_files.mkdir()
+    for path in new_run.iterdir():
+        if path.is_file() and run_files.is_result_file(path.name) and path.name != run_files.MANIFEST:
+            shutil.copyfile(path, new_files / path.name)
+    seen, at = set(), 1
+    while True:
+        run_dir = tmp_path / f"kill{at}"
+        shutil.copytree(old_run, run_dir)
+        status = replace_in_child(run_dir, new_files, at, monkeypatch)
+        killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        with run_files.locked(run_dir):  # the next writer completes or drops the commit
+            run_files.recover(run_dir)
+            run_files.remove_dead_stages(run_dir)
+        document = read_finished(run_dir).document
+        assert document in (old, new), at
+        names = {p.name for p in run_dir.iterdir()}
+        assert ("old_figure.png" in names) == (document == old), at  # no file of the other result left behind
+        assert not [n for n in names if n.startswith(".stage-") or n == run_files.REPLACING], at
+        seen.add("old" if document == old else "new")
+        if not killed:
+            break
+        at += 1
+    assert at > 5 and seen == {"old", "new"}  # killed at every step of the commit, and both outcomes occurred
+
+
+def test_a_reader_sees_the_new_result_while_its_commit_is_unfinished(tmp_path):
+    run_dir = tmp_path / "run"
+    old = trained(run_dir, "prior.delta=1")
+    new = trained(tmp_path / "new", "prior.delta=3")
+    shutil.copytree(tmp_path / "new", run_dir / run_files.REPLACING, ignore=shutil.ignore_patterns(".*", "*.log"))
+    assert read_finished(run_dir).document == new  # the commit point passed: the new result is the run
+    with run_files.locked(run_dir):
+        run_files.recover(run_dir)
+    assert read_finished(run_dir).document == new != old
+    assert not (run_dir / run_files.REPLACING).exists()
+
+
+# ---------------------------------------------------------------- corrupt run files
+
+
+@pytest.mark.parametrize("damage", ["config.yaml", "metrics.json", "posterior.pt"])
+def test_a_corrupt_file_in_a_finished_run_is_trained_again_and_reported_skipped(tmp_path, damage, caplog):
+    run_dir = tmp_path / "run"
+    first = trained(run_dir)
+    path = run_dir / damage
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(NotFinished, match=f"{damage} does not match its checksum"):
+        read_finished(run_dir)
+    with caplog.at_level("WARNING"):
+        outcome = train(compose(TINY), run_dir)
+    assert outcome.trained and "holds a result that is not used" in caplog.text
+    assert numbers(read_finished(run_dir).document) == numbers(first)  # retrained bit for bit
+
+
+def test_a_run_of_a_missing_posterior_is_not_finished(tmp_path):
+    run_dir = tmp_path / "run"
+    trained(run_dir)
+    (run_dir / "posterior.pt").unlink()
+    assert train(compose(TINY), run_dir).trained
+
+
+# ---------------------------------------------------------------- numerical health
+
+
+def test_a_diverging_map_fails_with_its_reason_and_writes_nothing(tmp_path):
+    with pytest.raises(BnnpredError, match=r"the fit ended worse than it started \(negative log joint per example"):
+        trained(tmp_path / "run", "inference.map.lr=1e6", "inference.map.schedule=constant")
+    assert list((tmp_path / "run").iterdir()) == []
+
+
+def test_a_kept_unhealthy_run_is_flagged_in_metrics_and_tables(tmp_path):
+    document = trained(tmp_path / "run", "inference.map.lr=1e6", "inference.map.schedule=constant",
+                       "keep_unhealthy=true")
+    assert any("ended worse than it started" in flag for flag in document["run"]["flags"])
+    rows = pd.read_csv(tmp_path / "run" / "selection.csv")
+    assert rows["objective_end"].iloc[0] > rows["objective_start"].iloc[0]
+    out = bnnpred("report", str(tmp_path / "run"), "--out", str(tmp_path / "report"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert pd.read_csv(tmp_path / "report" / "table.csv")["flagged"].tolist() == [1]
+
+
+def test_a_healthy_map_records_its_start_and_end(tmp_path):
+    document = trained(tmp_path)
+    rows = pd.read_csv(tmp_path / "selection.csv")
+    assert rows["objective_end"].iloc[0] < rows["objective_start"].iloc[0]
+    assert rows["grad_norm"].iloc[0] < rows["grad_norm_start"].iloc[0]
+    assert document["run"]["flags"] == []
+
+
+# float32 and δ = 1e-7 on a network with more parameters (105) than data (30): the GGN has rank ≤ 30, so
+# Π = GGN + δ I spans eight orders of magnitude and float32's Cholesky fails without jitter.
+SINGULAR = ["dtype=float32", "prior.delta=1e-7"]
+
+
+def test_a_jittered_precision_is_recorded_and_flagged(tmp_path):
+    document = trained(tmp_path, *SINGULAR)
+    assert document["info"]["jitter"] > 0 and document["info"]["log_marglik"] is None
+    assert document["run"]["flags"] == [f"jitter {document['info']['jitter']:g} x mean diagonal was added to the "
+                                        "posterior precision"]
+
+
+def test_the_evidence_at_a_jittered_precision_is_kept_out_of_selection(tmp_path):
+    document = trained(tmp_path, "dtype=float32", "selection=marglik_grid", "selection.delta_grid=[1e-7,1]")
+    rows = pd.read_csv(tmp_path / "selection.csv")
+    assert rows["jitter"].iloc[0] > 0 and pd.isna(rows["log_marglik"].iloc[0])
+    assert document["run"]["delta"] == 1.0 and document["run"]["flags"] == []
+    with pytest.raises(BnnpredError, match=r"no grid point gave a usable fit \(δ=1e-07: log_marglik = nan\)"):
+        trained(tmp_path / "all", "dtype=float32", "selection=marglik_grid", "selection.delta_grid=[1e-7]")
+
+
+def test_metrics_json_is_strict_json():
+    with pytest.raises(ValueError):
+        strict_json({"nll": float("inf")})
+    assert json.loads(strict_json({"nll": 0.5})) == {"nll": 0.5}
+
+
+@pytest.mark.parametrize("override,message", [
+    ("prior.delta=1e12", "prior.delta = 1e+12 is outside the sane range [1e-08, 1e+08]"),
+    ("likelihood.sigma2=1e-300", "likelihood.sigma2 = 1e-300 is outside the sane range [1e-08, 1e+08]"),
+    ("selection.delta_grid=[1,1e9]", "selection.delta_grid = 1e+09 is outside the sane range"),
+])
+def test_out_of_range_hyperparameters_are_one_line(tmp_path, override, message):
+    out = bnnpred("train", *TINY, override, "selection.method=marglik_grid" if "grid" in override else "seed=0",
+                  f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip().startswith("error: ") and message in out.stderr
+    assert "\n" not in out.stderr.strip() and not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------- fit cache
+
+
+def test_fit_cache_entries_that_do_not_verify_are_moved_aside_and_computed_again(tmp_path, caplog):
+    first = trained(tmp_path / "a")
+    (entry,) = Path("runs/fit_cache/map").glob("*.pt")
+    for damage in ("flip", "truncate", "empty"):
+        data = entry.read_bytes()
+        entry.write_bytes({"flip": data[:-100] + bytes([data[-100] ^ 0x04]) + data[-99:],
+                           "truncate": data[: len(data) // 2], "empty": b""}[damage])
+        with caplog.at_level("WARNING"):
+            again = trained(tmp_path / damage)
+        assert "moved to" in caplog.text and entry.with_suffix(".corrupt").is_file()
+        assert numbers(again) == numbers(first)
+        assert entry.read_bytes() == data  # the recomputed entry is the same bytes
+        caplog.clear()
+
+
+def test_a_fit_cache_that_cannot_be_written_costs_a_warning_not_the_run(tmp_path, caplog):
+    (tmp_path / "not_a_folder").write_text("a file where the cache folder should be")
+    with caplog.at_level("WARNING"):
+        document = trained(tmp_path / "run", f"fit_cache={tmp_path / 'not_a_folder' / 'cache'}")
+    assert "could not store" in caplog.text and document["metrics"]["test"]["glm"]["accuracy"] > 0.6
+
+
+# ---------------------------------------------------------------- concurrent sweeps and interrupts
+
+SWEEP = [*TINY, "predictive.kinds=[map,glm]", "seed=0,1,2", "prior.delta=1,3", "task_name=twice"]
+
+
+def test_two_identical_sweeps_at_once_train_every_run_once(tmp_path):
+    command = [sys.executable, "-m", "bnnpred.cli", "train", "-m", *SWEEP]
+    sweeps = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    errors = [sweep.communicate(timeout=600)[1] for sweep in sweeps]
+    assert [sweep.returncode for sweep in sweeps] == [0, 0], errors
+    finals = [next(line for line in err.splitlines() if line.startswith("sweep: 6/6")) for err in errors]
+    trained_counts = [int(line.split("(")[1].split(" trained")[0]) for line in finals]
+    assert sum(trained_counts) == 6, finals
+    runs = tmp_path / "runs" / "twice"
+    for run_dir in [p for p in runs.iterdir() if p.is_dir()]:
+        read_finished(run_dir)
+        assert not [p for p in run_dir.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".stage-")]
+    out = bnnpred("report", str(runs), "--out", str(tmp_path / "report"), cwd=tmp_path)
+    assert out.returncode == 0 and "skipping" not in out.stderr, out.stderr
+    assert pd.read_csv(tmp_path / "report" / "table.csv")["n"].tolist() == [3, 3, 3, 3]
+
+
+def test_ctrl_c_is_one_line_exit_130_and_leaves_no_result(tmp_path):
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "bnnpred.cli", "train", *TINY, "inference.map.steps=10000000",
+               f"hydra.run.dir={run_dir}"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (run_dir / "run.log").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(3)  # training
+    process.send_signal(signal.SIGINT)
+    err = process.communicate(timeout=60)[1]
+    assert process.returncode == 130
+    assert err.strip() == "error: interrupted; finished runs are kept, the run in progress left nothing"
+    assert sorted(p.name for p in run_dir.iterdir()) == [".hydra", "run.log"]
+
+
+def test_an_unexpected_exception_in_one_job_fails_that_run_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
+    from bnnpred import runner
+    from bnnpred.cli import main
+
+    real, calls = runner.evaluate_all, []
+
+    def failing_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a torch kernel failed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "evaluate_all", failing_once)
+    sweep = tmp_path / "sweep"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "-m", *TINY, "seed=0,1", f"hydra.sweep.dir={sweep}"])
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: 1 run(s) failed: RuntimeError: a torch kernel failed")
+    finished = [d for d in sweep.iterdir() if (d / "manifest.json").is_file()]
+    failed = [d for d in sweep.iterdir() if d.is_dir() and d not in finished]
+    assert len(finished) == 1 and len(failed) == 1
+    assert "RuntimeError: a torch kernel failed" in (failed[0] / "error.log").read_text()
+    assert not [p for p in failed[0].iterdir() if run_files.is_result_file(p.name)]
