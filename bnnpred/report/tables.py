@@ -28,7 +28,7 @@ SETTING = ["dataset", "model", "inference", "structure", "selection", "predictiv
 RUN_KEYS = ["dataset", "task", "model", "inference", "structure", "selection", "seed", "data_split", "delta",
             "sigma2", "n_params"]
 MARKERS = ("config.yaml", "metrics.json", "manifest.json")
-NOT_RUNS = {".incomplete", ".hydra", ".replacing", EVALS}
+NOT_RUNS = {".hydra", ".replacing", EVALS}  # Hydra's copy of the config, a commit in progress, re-evaluations
 UNRECORDED = "unrecorded"  # the code digest of runs made before it was recorded
 
 
@@ -40,7 +40,7 @@ def find_runs(dirs: list[Path]) -> list[Path]:
             raise BnnpredError(f"no such directory: {d}")
         for marker in MARKERS:
             runs.update(p.parent for p in d.rglob(marker)
-                        if not any(part in NOT_RUNS or part.startswith(".stage-") for part in p.parts))
+                        if not any(part in NOT_RUNS or part.startswith(".stage-") for part in p.relative_to(d).parts))
     return sorted(runs)
 
 
