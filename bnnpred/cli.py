@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,21 +23,27 @@ from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred.errors import BnnpredError
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped inside the package (wheels included)
 USAGE = """usage: bnnpred <command> [args]
 
 commands:
-  train [-m] [group=option ...] [key=value ...]   train and evaluate one run (or sweep with -m)
+  train [-m] [group=option ...] [key=value ...]   train and evaluate one run (or sweep with -m); train --help
   eval run_dir=PATH [predictive=KIND] [predictive.n_samples=S ...]   re-evaluate a saved run (into PATH/evals/)
   report [DIR ...] [--out DIR] [--select-by valid_nll] [--evals]  tables over run directories (none: every page)
   reproduce [STUDY ...] [--tier quick|cpu|full] [--report-only]     the papers' tables and figures
   data fetch|verify NAME [--root PATH] [--force]                    data files with checksums
+  --version                                       the version, code digest and commit
+  -sc install=bash                                shell completion: eval "$(bnnpred -sc install=bash)"
 """
 
 log = logging.getLogger("bnnpred")
 # Every job appends "status<TAB>seconds<TAB>one-line error" to this file (launcher workers inherit the variable;
 # on a cluster whose nodes cannot see it, progress and failures are left to the launcher's own logs).
 LEDGER_ENV = "BNNPRED_SWEEP_LEDGER"
+
+
+COMPLETION_FLAGS = ("-sc", "--shell-completion")
+HYDRA_INFO_FLAGS = ("--cfg", "-c", "--info", "-i", "--hydra-help", "--resolve", "--package", "-p")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,18 +55,54 @@ def main(argv: list[str] | None = None) -> None:
     commands = {"train": train_command, "eval": eval_command, "report": report_command, "data": data_command,
                 "reproduce": reproduce_command}
     try:
-        if command not in commands:
+        if command in ("-V", "--version"):
+            print(version_line())
+        elif command in COMPLETION_FLAGS:
+            completion_command(argv)
+        elif command not in commands:
             raise BnnpredError(f"unknown command '{command}'; valid choices: {', '.join(commands)}")
-        commands[command](args)
+        else:
+            commands[command](args)
     except BnnpredError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(e.exit_status)
     except KeyboardInterrupt:
         print("error: interrupted; finished runs are kept, the run in progress left nothing", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:  # the reader of stdout went away (| head): quiet, as other tools are
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
     except OSError as e:
         print(f"error: {environment_fault(e)}", file=sys.stderr)
         sys.exit(1)
+
+
+def version_line() -> str:
+    from bnnpred import __version__
+    from bnnpred.provenance import code_commit, code_digest
+
+    commit = code_commit()
+    return f"bnnpred {__version__} (code {code_digest()}{f', commit {commit}' if commit else ''})"
+
+
+def completion_command(argv: list[str]) -> None:
+    """Hydra's shell completion for ``bnnpred train``: ``eval "$(bnnpred -sc install=bash)"`` installs it. The
+    shell asks ``bnnpred -sc query=bash`` with the line typed so far; the command word is completed here, the
+    rest (groups, options, keys) by Hydra on the line without ``train``."""
+    line = os.environ.get("COMP_LINE")
+    if line is not None:
+        words = line.split()
+        commands = ["train", "eval", "report", "reproduce", "data"]
+        if len(words) == 1 or (len(words) == 2 and not line.endswith(" ")):
+            print(" ".join(c for c in commands if c.startswith(words[1] if len(words) == 2 else "")))
+            return
+        if words[1] != "train":
+            return
+        start = line.index("train")
+        os.environ["COMP_LINE"] = line[:start] + line[start + len("train"):].lstrip()
+        point = int(os.environ.get("COMP_POINT", len(line)))
+        os.environ["COMP_POINT"] = str(max(0, point - (len(line) - len(os.environ["COMP_LINE"]))))
+    _run_hydra(argv, multirun=False, total=0)
 
 
 def environment_fault(e: OSError) -> str:
@@ -205,9 +248,41 @@ def overrides_of(args: list[str]) -> list[str]:
     return [a for a in args if not a.startswith("-") and ("=" in a or a.startswith("~"))]
 
 
+def train_help() -> str:
+    """``bnnpred train --help``: usage, every config group with its options, the root keys."""
+    from dataclasses import fields
+
+    from bnnpred.config import Config
+
+    groups = sorted(p for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+    groups += sorted(p for p in (CONF_DIR / "hydra").iterdir() if p.is_dir())
+    lines = [textwrap.fill(", ".join(sorted(y.stem for y in p.glob("*.yaml"))), width=116,
+                           initial_indent=f"  {p.relative_to(CONF_DIR).as_posix()}: ", subsequent_indent="    ")
+             for p in groups]
+    nodes = {p.name for p in groups} | {"prior", "likelihood", "plot"}
+    roots = [f.name for f in fields(Config) if f.name not in nodes]
+    return "\n".join([
+        "usage: bnnpred train [-m] [group=option ...] [key=value ...]", "",
+        "Fit the configured method, select its hyperparameters, evaluate its predictives and write one run folder",
+        "(runs/<task_name>/<run key>); with -m, one run per point of the sweep (any Hydra launcher or sweeper).", "",
+        "config groups (group=option):", *lines, "",
+        f"root keys: {', '.join(roots)}; and prior.*, likelihood.*, predictive.*, selection.*, plot.*", "",
+        "bnnpred train --cfg job [overrides]   the composed config, without touching data",
+        "bnnpred train --info | --hydra-help   Hydra's own information", "",
+        "Every key and its default: bnnpred train --cfg job; a tour of the groups: the README.",
+    ])
+
+
 def train_command(args: list[str]) -> None:
+    if any(a in ("-h", "--help") for a in args):
+        print(train_help())
+        return
     multirun = any(a in ("-m", "--multirun") for a in args)
     overrides = overrides_of(args)
+    if any(a.split("=", 1)[0] in HYDRA_INFO_FLAGS for a in args):  # Hydra shows the config: no checks of data
+        compose(overrides)
+        _run_hydra(args, multirun, 0)
+        return
     check_launcher(overrides)
     if multirun:
         check_sweep_base(overrides)
@@ -328,8 +403,20 @@ def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]
 # ---------------------------------------------------------------- eval
 
 
+EVAL_HELP = """usage: bnnpred eval run_dir=PATH [predictive=KIND] [predictive.KEY=VALUE ...] [plot.KEY=VALUE ...]
+                    [device=...] [threads=N] [force=true]
+
+Evaluate a finished run with other predictive settings, without training again. The results go to
+PATH/evals/<key>/ (the merged config, metrics.json, figures); the run's own files never change, and the same
+re-evaluation is found again and kept (force=true redoes it). bnnpred report PATH --evals tables them."""
+
+
 def eval_command(args: list[str]) -> None:
     from bnnpred.runner import evaluate_run
+
+    if any(a in ("-h", "--help") for a in args):
+        print(EVAL_HELP)
+        return
 
     run_dirs = [a.split("=", 1)[1] for a in args if a.startswith("run_dir=")]
     if len(run_dirs) != 1:

@@ -55,7 +55,6 @@ def test_a_change_to_computing_code_changes_the_run_key_and_a_page_builder_does_
     for name in ("same", "trainer", "page"):
         trees[name] = tmp_path / name
         shutil.copytree(REPO / "bnnpred", trees[name] / "bnnpred", ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copytree(REPO / "conf", trees[name] / "conf")
     with open(trees["trainer"] / "bnnpred" / "inference" / "map.py", "a") as f:
         f.write("\n# a change to the MAP trainer\n")
     with open(trees["page"] / "bnnpred" / "reproduce" / "toys.py", "a") as f:

@@ -1,7 +1,7 @@
 """Variational Laplace paper (notes-001) at CPU scale on real Fashion-MNIST: the Table 1 analogue (VL, VI, MAP over
 three seeds), Fig. 2 (β ∈ {1, 0.1} x log-σ learning-rate multipliers {1, 3, 10, 30}: ELBO per epoch and final
 metrics) and Fig. 1 (fixed isotropic variances); notes-001 checklist items 7, 8 and 10 checked (soft at this
-scale). Settings: ``conf/experiment/notes001_fmnist.yaml`` (softplus 784-100-100-10, Adam budget of §7)."""
+scale). Settings: ``bnnpred/conf/experiment/notes001_fmnist.yaml`` (softplus 784-100-100-10, Adam budget of §7)."""
 
 from __future__ import annotations
 

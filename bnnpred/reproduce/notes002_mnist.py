@@ -1,6 +1,6 @@
 """SLANG paper (notes-002 §3.6) Table 3: MNIST test error of SLANG with a ReLU MLP, against Bayes-by-Backprop.
 
-Tiers: ``cpu`` is notes-002 §6.3 item 5 (``conf/experiment/notes002_mnist_cpu.yaml``: 784-100-100-10 on a seeded 10k
+Tiers: ``cpu`` is notes-002 §6.3 item 5 (the preset ``notes002_mnist_cpu``: 784-100-100-10 on a seeded 10k
 of the training images, M = 100, S = 1, α₀ = β₀ = 0.1, ω = 0.6, 10 epochs, L ∈ {1, 8}; 100 predictive samples on a
 seeded 5k half of the test images) with BBB at the same budget (``notes002_mnist_cpu_bbb``). ``full`` is the paper's
 network and schedule for a GPU (``notes002_mnist``: 784-400-400-10, 60k images, 400 epochs, M = 200, S = 4, L from 1

@@ -3,7 +3,7 @@ MNIST as the OOD set, and MNIST with Fashion-MNIST as OOD; MAP, the bnn predicti
 Laplace-GGN and of the dampened one (Ritter et al.), the glm predictive, and the subset-of-data GP predictive; δ
 chosen per method by validation NLL; accuracy, NLL, ECE and OOD-AUC beside the paper's numbers.
 
-Tiers: ``full`` runs ``conf/experiment/notes004_table2.yaml`` as it is for both pairs (a GPU: 60k images, 500
+Tiers: ``full`` runs ``bnnpred/conf/experiment/notes004_table2.yaml`` as it is for both pairs (a GPU: 60k images, 500
 epochs, 16 δ, M = 3200, one seed; the paper's five seeds and the CIFAR-10 pair, ``notes004_table2_cifar10``, are
 run with ``bnnpred train -m`` as those presets describe). ``cpu`` (about an hour on 2 cores) trains on a seeded 8,000
 of the training images for 6 epochs (batch 128), evaluates on a seeded 2,000 of the official test images (1,000
