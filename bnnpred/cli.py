@@ -8,8 +8,11 @@ error with exit status 2 and nothing is written.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import itertools
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -126,6 +129,7 @@ def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
     register_configs()
     GlobalHydra.instance().clear()
     own = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    refuse_unknown_additions(own)
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
             cfg = hydra_compose(config_name="config", overrides=own, return_hydra_config=with_hydra)
@@ -133,9 +137,22 @@ def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
             OmegaConf.resolve(cfg)
         return cfg
     except Exception as e:  # Hydra and OmegaConf raise many types; all become one line
-        raise BnnpredError(one_line(e)) from e
+        message = one_line(e)
+        unknown = re.match(r"(\S+): Key '[^']+' not in", message)
+        raise BnnpredError(message + (nearest_keys(own, unknown.group(1)) if unknown else "")) from e
     finally:
         GlobalHydra.instance().clear()
+
+
+def refuse_unknown_additions(overrides: list[str]) -> None:
+    """``+key=value`` adds a key no schema knows, which no code would read: refused (``+group=option`` selects a
+    config of a group and stays allowed)."""
+    for override in overrides:
+        if override.startswith("+") and not override.startswith("++"):
+            key = override.lstrip("+").split("=", 1)[0]
+            if not (CONF_DIR / key).is_dir():
+                raise BnnpredError(f"+{key} adds a key that no part of bnnpred reads; drop the '+' to set an existing "
+                                   f"key (bnnpred train --cfg job lists them)")
 
 
 def one_line(e: BaseException) -> str:
@@ -149,18 +166,38 @@ def one_line(e: BaseException) -> str:
         group, _, name = cause.missing_cfg_file.rpartition("/")
         if cause.options:
             return f"unknown {group or 'config'} '{name}'; valid choices: {', '.join(sorted(cause.options))}"
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    deepest = e
+    while deepest.__cause__ is not None:  # Hydra's "Could not override" wraps OmegaConf's reason
+        deepest = deepest.__cause__
+    lines = [ln.strip() for ln in str(deepest).splitlines() if ln.strip()]
     keep = [ln for ln in lines if not ln.startswith(("object_type=", "reference_type=", "Set the environment",
                                                       "To append", "full_key:"))]
     full_key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), None)
-    text = "; ".join(dict.fromkeys(keep)) or type(e).__name__
+    text = "; ".join(dict.fromkeys(keep)) or type(deepest).__name__
     return f"{full_key}: {text}" if full_key and full_key not in text else text
 
 
+def nearest_keys(overrides: list[str], full_key: str) -> str:
+    """``; did you mean prior.delta? (keys of prior: delta, scale, bias_delta)`` for an unknown ``full_key``, from
+    the config composed without the override that named it."""
+    import difflib
+
+    parent, _, name = full_key.rpartition(".")
+    rest = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] != full_key]
+    try:
+        node = compose(rest)
+        keys = list(OmegaConf.select(node, parent) if parent else node)
+    except Exception:  # the rest does not compose either: no suggestion
+        return ""
+    close = difflib.get_close_matches(name, keys, n=2)
+    guess = f"; did you mean {' or '.join(f'{parent}.{k}' if parent else k for k in close)}?" if close else ""
+    return f"{guess} (keys of {parent or 'the root'}: {', '.join(keys)})"
+
+
 def expand_sweep(overrides: list[str]) -> list[list[str]]:
-    """Every job's override list for a ``-m`` call: the cartesian product of the sweep values in the config's
-    ``hydra.sweeper.params`` (experiment presets) and on the command line (which wins), as Hydra's sweeper does."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    """Every job's override list for a ``-m`` call with Hydra's basic sweeper: the cartesian product of the sweep
+    values in the config's ``hydra.sweeper.params`` (experiment presets) and on the command line (a key given twice:
+    the command line wins), as the basic sweeper builds it."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
@@ -172,13 +209,37 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
         raise
     except Exception as e:
         raise BnnpredError(one_line(e)) from e
-    return [job for batch in BasicSweeper.split_arguments(parsed, max_batch_size=None) for job in batch]
+    values: dict[str, list[str]] = {}
+    for override in parsed:
+        key = override.get_key_element()
+        try:
+            choices = (list(override.sweep_string_iterator()) if override.is_sweep_override()
+                       else [override.get_value_element_as_str()])
+        except Exception as e:  # interval(), tag() ... : values that a sampling sweeper draws
+            raise BnnpredError(f"{override.input_line}: the basic sweeper takes lists and ranges (a,b,c or range(..)); "
+                               "to sample intervals use a sampling sweeper, e.g. hydra/sweeper=optuna") from e
+        values[key] = [f"{key}={value}" for value in choices]
+    return [list(job) for job in itertools.product(*values.values())]
+
+
+def sweeper_of(overrides: list[str]) -> str:
+    """The Hydra sweeper a ``-m`` call uses (``basic`` unless ``hydra/sweeper=NAME`` is given)."""
+    chosen = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra/sweeper=")]
+    return chosen[-1] if chosen else "basic"
+
+
+def check_sweeper(overrides: list[str]) -> None:
+    """A sampling sweeper needs its plugin; say so in one line."""
+    sweeper = sweeper_of(overrides)
+    if sweeper != "basic" and importlib.util.find_spec(f"hydra_plugins.hydra_{sweeper}_sweeper") is None:
+        raise BnnpredError(f"hydra/sweeper={sweeper} needs its plugin: pip install hydra-{sweeper}-sweeper "
+                           "(Optuna: pip install 'bnnpred[optuna]')")
 
 
 def check_job(overrides: list[str]) -> None:
     """Compose, type and value-check one job and make sure its data can be read."""
     from bnnpred.data import load_dataset
-    from bnnpred.runner import check_config, check_network, typed
+    from bnnpred.runner import check_applicable, check_config, check_network, typed
 
     cfg = compose(overrides)
     try:
@@ -186,7 +247,9 @@ def check_job(overrides: list[str]) -> None:
     except OmegaConfBaseException as e:
         raise BnnpredError(one_line(e)) from e
     check_config(typed_cfg)
-    check_network(typed_cfg, load_dataset(typed_cfg.dataset))
+    data = load_dataset(typed_cfg.dataset)
+    check_applicable(typed_cfg, overrides, data)
+    check_network(typed_cfg, data)
 
 
 def check_launcher(overrides: list[str]) -> None:
@@ -285,12 +348,23 @@ def train_command(args: list[str]) -> None:
         return
     check_launcher(overrides)
     if multirun:
+        check_sweeper(overrides)
         check_sweep_base(overrides)
-    jobs = expand_sweep(overrides) if multirun else [overrides]
+    if not multirun:
+        jobs = [overrides]
+    elif sweeper_of(overrides) == "basic":
+        jobs = expand_sweep(overrides)
+    else:  # a sampling sweeper draws its jobs as it goes: check the base config, count its trials
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        jobs = [[o.input_line for o in OverridesParser.create().parse_overrides(overrides)
+                 if not o.is_sweep_override()]]
     for job in jobs:
         check_job(job)
     check_output_folder(overrides, multirun)
-    ledger = _run_hydra(args, multirun, len(jobs))
+    trials = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.sweeper.n_trials=")]
+    total = len(jobs) if sweeper_of(overrides) == "basic" else int(trials[-1]) if trials else 0  # 0: not known
+    ledger = _run_hydra(args, multirun, total)
     failed = [entry for entry in ledger if entry.status in ("failed", "crashed")]
     # bad input or a broken fit: 2; an environmental fault or a bug in a job: 1
     status = 1 if any(entry.status == "crashed" for entry in failed) else 2
@@ -320,13 +394,25 @@ def progress_line(ledger: list[LedgerEntry], total: int, elapsed: float) -> str:
     """``sweep: 5/8 runs (3 trained, 1 skipped, 1 failed), 3 left, about 2 min left``."""
     counts = {status: sum(e.status == status for e in ledger) for status in ("trained", "skipped")}
     counts["failed"] = len(ledger) - counts["trained"] - counts["skipped"]
-    left = total - len(ledger)
-    line = (f"sweep: {len(ledger)}/{total} runs ({counts['trained']} trained, {counts['skipped']} skipped, "
-            f"{counts['failed']} failed), {left} left")
+    left = max(0, total - len(ledger))
+    line = (f"sweep: {len(ledger)}{f'/{total}' if total else ''} runs ({counts['trained']} trained, "
+            f"{counts['skipped']} skipped, {counts['failed']} failed)" + (f", {left} left" if total else ""))
     worked = counts["trained"] + counts["failed"]
     if left and worked:
         line += f", about {elapsed / worked * left / 60:.1f} min left"
     return line
+
+
+def sweep_objective(cfg: DictConfig, document: dict | None) -> float:
+    """The run's ``objective`` for an optimising sweeper; NaN (a failed trial) when the run failed or lacks it."""
+    if document is None:
+        return float("nan")
+    if cfg.objective == "valid_nll":
+        first = cfg.predictive.kinds[0]
+        value = document["metrics"].get("valid", {}).get(first, {}).get("nll")
+    else:
+        value = document["info"].get("log_marglik")
+    return float("nan") if value is None else float(value)
 
 
 def _job_failed(run_dir: Path, status: str, message: str, start: float, multirun: bool) -> None:
@@ -384,12 +470,13 @@ def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]
         if multirun:
             ledger = read_ledger(Path(os.environ[LEDGER_ENV]))
             print(progress_line(ledger, total, time.time() - started), file=sys.stderr, flush=True)
-        return None if document is None else document["info"].get("log_marglik")
+        return sweep_objective(cfg, document)
 
     fd, ledger_path = tempfile.mkstemp(prefix="bnnpred-sweep-", suffix=".tsv")
     os.close(fd)
     saved = sys.argv
-    sys.argv = ["bnnpred", *args]
+    multirun_flags = [a for a in args if a in ("-m", "--multirun")]  # Hydra's parser wants flags before overrides
+    sys.argv = ["bnnpred", *multirun_flags, *(a for a in args if a not in multirun_flags)]
     os.environ[LEDGER_ENV] = ledger_path
     try:
         task()

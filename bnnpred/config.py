@@ -43,6 +43,13 @@ class Split(str, Enum):
     test = "test"
 
 
+class SweepObjective(str, Enum):
+    """What a run returns to a Hydra sweeper that optimises (Optuna, Nevergrad): set its direction to match."""
+
+    log_marglik = "log_marglik"  # the Laplace-GGN log evidence of the chosen fit (maximize)
+    valid_nll = "valid_nll"  # the validation NLL of the first predictive (minimize)
+
+
 class PriorScale(str, Enum):
     isotropic = "isotropic"  # Δ = δ I
     fan_in = "fan_in"  # weights δ·fan_in, biases δ: s² = 1/fan_in at δ = 1 (notes-001 §6 item 1)
@@ -112,6 +119,7 @@ class Config:
     # A fit that diverged (ended worse than it started, a MAP whose gradient norm did not fall) or metrics that are
     # not finite fail the run; true keeps such a run, flagged in metrics.json and in every table.
     keep_unhealthy: bool = False
+    objective: SweepObjective = SweepObjective.log_marglik  # the value a run returns to an optimising sweeper
 
 
 def logspace(start: float, stop: float, num: int) -> list[float]:
@@ -125,7 +133,7 @@ def logspace_sweep(start: float, stop: float, num: int) -> str:
 
 
 # Settings that change how a run is shown, named or scheduled, not its results: left out of the run key.
-NOT_IN_RUN_KEY = ("hydra", "progress", "force", "threads", "task_name", "tags", "fit_cache")
+NOT_IN_RUN_KEY = ("hydra", "progress", "force", "threads", "task_name", "tags", "fit_cache", "objective")
 
 
 def run_key(cfg: Any) -> str:

@@ -97,6 +97,22 @@ def check_range(key: str, value: float, bounds: tuple[float, float], example: st
         raise BnnpredError(f"{key} = {value:g} is outside the sane range [{low:g}, {high:g}]; e.g. {example}")
 
 
+# Keys that only a regression likelihood reads.
+REGRESSION_ONLY = ("likelihood.sigma2", "likelihood.noise_precision", "selection.sigma2_grid")
+
+
+def check_applicable(cfg: Config, overrides: list[str], data: Dataset) -> None:
+    """Settings given on the command line that the run would ignore, and a device that is absent: refused before
+    anything is written."""
+    given = {o.lstrip("+~").split("=", 1)[0] for o in overrides}
+    if data.task is not Task.regression and (ignored := [k for k in REGRESSION_ONLY if k in given]):
+        raise BnnpredError(f"{', '.join(ignored)} apply to regression only and {data.name} is a classification set; "
+                           "drop them")
+    if cfg.ood is not None and data.task is Task.regression:
+        raise BnnpredError("ood=NAME scores classifiers by predictive entropy; drop it for regression data")
+    resolve_device(cfg.device)
+
+
 def check_config(cfg: Config) -> None:
     """Value checks the schema cannot express; each failure names the key and a fix."""
     check_range("prior.delta", cfg.prior.delta, DELTA_RANGE, "prior.delta=1.0")

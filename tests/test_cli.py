@@ -1,6 +1,7 @@
 """The command line end to end: train, eval, a two-point sweep, report, and bad input."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from bnnpred.cli import main
 
@@ -132,6 +134,17 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
     (["dataset=uci_regression", "dataset.dataset=yacht", "dataset.split=20", "dataset.root=/nonexistent"],
      "dataset.split must be in 0..19"),
     (["dataset=uci_regression", "dataset.root=/nonexistent"], "bnnpred data fetch uci_regression"),
+    (["prior.detla=1"], "prior.detla: Key 'detla' not in 'PriorConfig'; did you mean prior.delta? (keys of prior: "
+                        "delta, scale, bias_delta)"),
+    (["inference.map.stpes=3"], "did you mean inference.map.steps?"),
+    (["dtype=float16"], "dtype: Invalid value 'float16', expected one of [float32, float64]"),
+    (["predictive.kinds=[glm,foo]"], "Invalid value 'foo', expected one of [map, nn, glm, closed, gp]"),
+    (["+foo=1"], "+foo adds a key that no part of bnnpred reads"),
+    (["likelihood.noise_precision=5"], "likelihood.noise_precision apply to regression only and two_moons is a "
+                                       "classification set"),
+    (["selection.sigma2_grid=[0.1,1]"], "selection.sigma2_grid apply to regression only"),
+    pytest.param(["device=cuda"], "device=cuda but no CUDA device is available",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -166,3 +179,40 @@ def test_an_ood_set_of_another_input_shape_is_one_line(data_root, tmp_path, caps
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == ("error: OOD set mnist has inputs [1, 28, 28] but two_moons has [2]; "
                                                "pick an OOD set of the same shape")
+
+
+def test_a_sampling_sweep_with_optuna_maximises_the_evidence_and_resumes_by_run_key(tmp_path):
+    sweep = [*TINY, "-m", "hydra/sweeper=optuna", "prior.delta=interval(0.01,100)", "hydra.sweeper.n_trials=2",
+             "hydra.sweeper.direction=maximize", "hydra.sweeper.sampler.seed=0", "plot.enabled=false"]
+    first = bnnpred("train", *sweep, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "sweep: 2/2 runs (2 trained, 0 skipped, 0 failed)" in first.stderr
+    results = (tmp_path / "runs" / "train" / "optimization_results.yaml").read_text()
+    assert "best_value: -" in results  # a log evidence, returned by every trial
+    again = bnnpred("train", *sweep, cwd=tmp_path)
+    assert "sweep: 2/2 runs (0 trained, 2 skipped, 0 failed)" in again.stderr  # the same draws: the same runs
+
+
+def test_the_basic_sweeper_refuses_an_interval_in_one_line(tmp_path):
+    out = bnnpred("train", "-m", *TINY, "prior.delta=interval(0.01,100)", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: prior.delta=interval(0.01,100): the basic sweeper takes lists and ranges (a,b,c or range(..)); to "
+        "sample intervals use a sampling sweeper, e.g. hydra/sweeper=optuna")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_version_and_completion(tmp_path):
+    help_text = bnnpred("train", "--help", cwd=tmp_path).stdout
+    assert help_text.startswith("usage: bnnpred train") and "inference: bbb," in help_text
+    assert "schema" not in help_text and "powered by Hydra" not in help_text
+    assert bnnpred("eval", "--help", cwd=tmp_path).stdout.startswith("usage: bnnpred eval run_dir=PATH")
+    assert bnnpred("--version", cwd=tmp_path).stdout.startswith("bnnpred 0.1.0 (code ")
+    env = {**os.environ, "COMP_LINE": "bnnpred train inference=vo", "COMP_POINT": "26"}
+    completed = subprocess.run([sys.executable, "-m", "bnnpred", "-sc", "query=bash"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=120)
+    assert completed.stdout.split() == ["inference=voggn", "inference=vogn"]
+    env["COMP_LINE"] = "bnnpred tr"
+    completed = subprocess.run([sys.executable, "-m", "bnnpred", "-sc", "query=bash"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=120)
+    assert completed.stdout.split() == ["train"]
+    assert list(tmp_path.iterdir()) == []
