@@ -20,6 +20,7 @@ import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -43,6 +44,7 @@ log = logging.getLogger("bnnpred")
 # Every job appends "status<TAB>seconds<TAB>one-line error" to this file (launcher workers inherit the variable;
 # on a cluster whose nodes cannot see it, progress and failures are left to the launcher's own logs).
 LEDGER_ENV = "BNNPRED_SWEEP_LEDGER"
+SWEEP_ENV = "BNNPRED_SWEEP_ID"
 
 
 COMPLETION_FLAGS = ("-sc", "--shell-completion")
@@ -415,11 +417,23 @@ def sweep_objective(cfg: DictConfig, document: dict | None) -> float:
     return float("nan") if value is None else float(value)
 
 
-def _job_failed(run_dir: Path, status: str, message: str, start: float, multirun: bool) -> None:
-    log.error("error: %s", message)
-    if multirun:
-        print(f"error: {' '.join(message.split())} ({run_dir})", file=sys.stderr)
-    _record(status, time.perf_counter() - start, message)
+def _index(run_dir: Path, cfg: DictConfig, status: str, seconds: float, message: str, hydra_cfg: Any) -> None:
+    """A row in the task folder's index (best effort: an index that cannot be written costs a warning), and in a
+    sweep, the sweep's own copy of Hydra's ``multirun.yaml`` (which the next sweep of the task overwrites)."""
+    from bnnpred import run_index
+    from bnnpred.config import run_key
+    from bnnpred.provenance import code_commit, code_digest
+
+    sweep = os.environ.get(SWEEP_ENV, "")
+    try:
+        run_index.append(run_dir.parent, key=run_key(cfg), status=status, seconds=f"{seconds:.1f}",
+                         overrides=" ".join(hydra_cfg.overrides.task), code=code_digest(), commit=code_commit() or "",
+                         sweep=sweep, run_dir=str(run_dir), message=" ".join(message.split()))
+        record = Path(hydra_cfg.sweep.dir) / f"multirun-{sweep}.yaml"
+        if sweep and (Path(hydra_cfg.sweep.dir) / "multirun.yaml").is_file() and not record.exists():
+            shutil.copyfile(Path(hydra_cfg.sweep.dir) / "multirun.yaml", record)
+    except OSError as e:
+        log.warning("the run index in %s could not be written (%s)", run_dir.parent, e.strerror or e)
 
 
 def _write_traceback(run_dir: Path) -> None:
@@ -453,20 +467,25 @@ def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]
 
         from bnnpred.runner import train
 
-        run_dir = Path(HydraConfig.get().runtime.output_dir)
+        hydra_cfg = HydraConfig.get()
+        run_dir = Path(hydra_cfg.runtime.output_dir)
         start = time.perf_counter()
         try:
             outcome = train(cfg, run_dir)
-            _record("trained" if outcome.trained else "skipped", time.perf_counter() - start)
-            document = outcome.document
+            status, message, document = "trained" if outcome.trained else "skipped", "", outcome.document
         except BnnpredError as e:
-            _job_failed(run_dir, "failed", str(e), start, multirun)
-            document = None
+            status, message, document = "failed", str(e), None
         except Exception as e:  # any other failure of one job is a failed run; the sweep goes on
             message = environment_fault(e) if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
             _write_traceback(run_dir)
-            _job_failed(run_dir, "crashed", message, start, multirun)
-            document = None
+            status, document = "crashed", None
+        seconds = time.perf_counter() - start
+        if message:
+            log.error("error: %s", message)
+            if multirun:
+                print(f"error: {' '.join(message.split())} ({run_dir})", file=sys.stderr)
+        _record(status, seconds, message)
+        _index(run_dir, cfg, status, seconds, message, hydra_cfg)
         if multirun:
             ledger = read_ledger(Path(os.environ[LEDGER_ENV]))
             print(progress_line(ledger, total, time.time() - started), file=sys.stderr, flush=True)
@@ -478,12 +497,15 @@ def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]
     multirun_flags = [a for a in args if a in ("-m", "--multirun")]  # Hydra's parser wants flags before overrides
     sys.argv = ["bnnpred", *multirun_flags, *(a for a in args if a not in multirun_flags)]
     os.environ[LEDGER_ENV] = ledger_path
+    if multirun:  # the sweep's id in the run index (launcher workers inherit it)
+        os.environ[SWEEP_ENV] = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
     try:
         task()
         return read_ledger(Path(ledger_path))
     finally:
         sys.argv = saved
         os.environ.pop(LEDGER_ENV, None)
+        os.environ.pop(SWEEP_ENV, None)
         Path(ledger_path).unlink(missing_ok=True)
 
 
@@ -504,6 +526,7 @@ def eval_command(args: list[str]) -> None:
     if any(a in ("-h", "--help") for a in args):
         print(EVAL_HELP)
         return
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the predictives' progress
 
     run_dirs = [a.split("=", 1)[1] for a in args if a.startswith("run_dir=")]
     if len(run_dirs) != 1:
@@ -554,10 +577,11 @@ def report_command(args: list[str]) -> None:
     ns = parser.parse_args(args)
     if not ns.dirs:
         return reproduce_command(["--report-only"])
+    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")  # every run skipped, and why
     written = write_report([Path(d) for d in ns.dirs], Path(ns.out), split=ns.split, select_by=ns.select_by,
                            evals=ns.evals, mixed_code=ns.mixed_code)
-    for path in written:
-        print(path)
+    print(next(p for p in written if p.suffix == ".md").read_text())
+    print("written:", ", ".join(map(str, written)))
 
 
 def reproduce_command(args: list[str]) -> None:
@@ -582,6 +606,8 @@ def reproduce_command(args: list[str]) -> None:
 
 def data_command(args: list[str]) -> None:
     from bnnpred.data.root import FILES, data_root, fetch, verify
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # download progress off a terminal
 
     parser = _parser("data")
     parser.add_argument("action", choices=["fetch", "verify"])

@@ -85,9 +85,16 @@ class PredictiveConfig:
     gp_per_class: bool = False
 
 
+class PlotFormat(str, Enum):
+    png = "png"
+    pdf = "pdf"
+    svg = "svg"
+
+
 @dataclass
 class PlotConfig:
     enabled: bool = True  # figures for 1-D and 2-D inputs
+    format: PlotFormat = PlotFormat.png  # the run's figure files (vector formats for papers)
     grid_points: int = 100  # per axis
     n_function_samples: int = 3
 

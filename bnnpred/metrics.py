@@ -1,6 +1,6 @@
 """Test metrics for predictive distributions.
 
-Conventions follow ``/work/shared/papers/notes-004.md`` §3.5–3.6 (the reference implementation of Immer,
+Conventions follow ``notes-004.md`` §3.5–3.6 (the reference implementation of Immer,
 Korzepa & Bauer, 2021): the NLL averages the MC probabilities before taking the log, the ECE uses 10
 equal-width bins on the top-label confidence, and the OOD-AUC scores inputs by predictive entropy with OOD as
 the positive class. All scalar metrics return Python floats.

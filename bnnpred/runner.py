@@ -269,11 +269,13 @@ def evaluate_all(
     results: dict[str, dict[str, dict[str, float]]] = {split: {} for split in SPLITS}
     test_predictions: dict[str, Prediction] = {}
     ood_predictions: dict[str, Prediction] = {}
-    for kind, predict in predict_by_kind.items():
-        for split in [name.value for name in s.cfg.predictive.splits]:
+    splits = [name.value for name in s.cfg.predictive.splits]
+    for i, (kind, predict) in enumerate(predict_by_kind.items(), 1):
+        for split in splits:
             X, y = s.data.split(split)
             if not len(X):
                 continue
+            log.info("predictive %d/%d (%s) on %s: %d inputs", i, len(predict_by_kind), kind, split, len(X))
             start = time.perf_counter()
             pred = predict(X)
             values = metrics.evaluate(pred, y)
@@ -443,7 +445,7 @@ def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path) ->
         write_text(stage / "trace.csv", pd.DataFrame(fit.trace).to_csv(index=False))
         if cfg.plot.enabled:
             run_figures(stage, s, ctx, predict, rows, fit.trace)
-            ood_figure(stage / "ood_entropy.png", results, test_predictions, ood_predictions)
+            ood_figure(stage / f"ood_entropy.{cfg.plot.format.value}", results, test_predictions, ood_predictions)
         write_json(stage / "metrics.json", document)
     for flag in flags:
         log.warning("flagged: %s", flag)
@@ -592,7 +594,7 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = 
             write_text(stage / "config.yaml", OmegaConf.to_yaml(merged, resolve=True))
             if s.cfg.plot.enabled:
                 run_figures(stage, s, ctx, predict, [], [])
-                ood_figure(stage / "ood_entropy.png", results, test_predictions, ood_predictions)
+                ood_figure(stage / f"ood_entropy.{s.cfg.plot.format.value}", results, test_predictions, ood_predictions)
             write_json(stage / "metrics.json", document)
     print_table(results, summary)
     print(f"re-evaluation written to {folder}")

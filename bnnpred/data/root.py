@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bnnpred.errors import BnnpredError, unknown_choice
+from bnnpred.progress import progress
 
 ENV_VAR = "BNNPRED_DATA_DIR"
 DOWNLOAD_TIMEOUT_S = 60
@@ -214,7 +215,9 @@ def _download_verified(remote: RemoteFile, target: Path) -> None:
         with os.fdopen(fd, "wb") as out:
             try:
                 with urllib.request.urlopen(remote.url, timeout=DOWNLOAD_TIMEOUT_S) as response:
-                    while chunk := response.read(_CHUNK):
+                    size = int(response.headers.get("Content-Length") or 0)
+                    chunks = iter(lambda: response.read(_CHUNK), b"")
+                    for chunk in progress(chunks, max(1, -(-size // _CHUNK)), f"download {remote.path}"):
                         out.write(chunk)
             except urllib.error.URLError as e:
                 raise BnnpredError(f"could not download {remote.url}: {e.reason}") from e

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.model_selection import train_test_split
 
 from bnnpred.errors import BnnpredError
 
@@ -14,6 +13,8 @@ def stratified_take(dataset: str, idx: np.ndarray, y: np.ndarray, n_take: int,
     if n_take == 0:
         return idx, idx[:0]
     try:
+        from sklearn.model_selection import train_test_split  # deferred: scikit-learn's import takes ~1 s
+
         rest, taken = train_test_split(idx, test_size=n_take, stratify=y[idx], random_state=seed)
     except ValueError as e:
         raise BnnpredError(

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from omegaconf import II
-from sklearn.datasets import make_moons
 
 from bnnpred.data.base import Dataset, Task
 from bnnpred.data.root import data_root, require_file
@@ -198,6 +197,8 @@ def load_two_moons(cfg: TwoMoonsConfig, root: Path | None = None) -> Dataset:
         raise BnnpredError(f"dataset '{cfg.name}': noise must be >= 0, got {cfg.noise}")
     splits = []
     for offset, n in enumerate((cfg.n_train, cfg.n_valid, cfg.n_test)):
+        from sklearn.datasets import make_moons  # deferred: scikit-learn's import takes ~1 s
+
         x, y = make_moons(n_samples=n, shuffle=True, noise=cfg.noise, random_state=3 * seed + offset)
         _check_finite(cfg.name, "sklearn make_moons", "check dataset.noise", inputs=x)
         splits.append(_classification_split(x, y))

@@ -7,17 +7,16 @@ average ``-(1/B) Σ_{i∈batch} log p - (1/2N) θᵀ diag(δ) θ``, an unbiased 
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 from enum import Enum
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
 from bnnpred.inference.fit_cache import cached_fit
+from bnnpred.progress import progress
 
 
 class Schedule(str, Enum):
@@ -82,8 +81,7 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
     scheduler = lr_scheduler(optimizer, cfg.schedule, steps, steps_per_epoch(N, cfg.batch_size))
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
-    show = problem.progress and sys.stderr.isatty()
-    for step in tqdm(range(1, steps + 1), desc="MAP", disable=not show, leave=False):
+    for step in progress(range(1, steps + 1), steps, "MAP", problem.progress):
         rows = next(rows_stream)
         optimizer.zero_grad(set_to_none=True)
         with problem.model.training():

@@ -16,7 +16,6 @@ own learning-rate multiplier (notes-001 §2.8), or ``σ² = fixed_sigma2`` is he
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -24,12 +23,12 @@ from enum import Enum
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
 from bnnpred.inference.map import Schedule, lr_scheduler
 from bnnpred.posteriors import DiagPosterior
+from bnnpred.progress import progress
 
 
 class VarianceParam(str, Enum):
@@ -116,8 +115,7 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
     window: list[float] = []
-    show = problem.progress and sys.stderr.isatty()
-    for step in tqdm(range(1, steps + 1), desc=cfg.name, disable=not show, leave=False):
+    for step in progress(range(1, steps + 1), steps, cfg.name, problem.progress):
         optimizer.zero_grad(set_to_none=True)
         sigma = sigma_of(rho, cfg)
         kl = kl_to_prior(mu, sigma, problem.prior_precision)

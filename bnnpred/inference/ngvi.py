@@ -18,18 +18,17 @@ own step size ``ρ`` (``mean_gamma``) and a momentum ``β₁`` on the natural gr
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from bnnpred.curvature.ggn import Structure
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem, batches, decay_factor, posterior_trace_row, steps_per_epoch
 from bnnpred.posteriors import Posterior, posterior_from_precision
+from bnnpred.progress import progress
 
 
 @dataclass
@@ -106,8 +105,7 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
     trace: list[dict[str, float]] = []
     momentum = torch.zeros_like(post.mean)
     converged, rel_change, t = False, math.inf, 0
-    show = problem.progress and sys.stderr.isatty()
-    for t in tqdm(range(1, cfg.iterations + 1), desc=cfg.name, disable=not show, leave=False):
+    for t in progress(range(1, cfg.iterations + 1), cfg.iterations, cfg.name, problem.progress):
         rows = next(rows_stream)
         X, y = problem.X[rows], problem.y[rows]
         scale = N / len(X)

@@ -18,14 +18,12 @@ empirical-Fisher (VOGN) update.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from enum import Enum
 
 import torch
 from torch import Tensor
 from torch.func import grad, vmap
-from tqdm import tqdm
 
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import (
@@ -38,6 +36,7 @@ from bnnpred.inference.base import (
     training_length,
 )
 from bnnpred.posteriors import LowRankDiagPosterior
+from bnnpred.progress import progress
 
 
 class Eig(str, Enum):
@@ -210,8 +209,7 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
     iterations, log_every = training_length(N, cfg.batch_size, cfg.iterations, cfg.epochs, cfg.log_every)
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
-    show = problem.progress and sys.stderr.isatty()
-    for t in tqdm(range(1, iterations + 1), desc="SLANG", disable=not show, leave=False):
+    for t in progress(range(1, iterations + 1), iterations, "SLANG", problem.progress):
         thetas = state.q().sample(cfg.n_samples, problem.generator)
         rows = next(rows_stream)
         X, y = problem.X[rows], problem.y[rows]

@@ -1,7 +1,8 @@
-"""Figures of predictives and hyperparameter sweeps, written as PNG files.
+"""Figures of predictives and hyperparameter sweeps, written as PNG, PDF or SVG (by the path's suffix).
 
-Every function takes numpy arrays (or CPU tensors), writes one PNG atomically (a temporary ``.png`` in the
-target directory, then ``os.replace``), closes its figure and returns the path written.
+Every function takes numpy arrays (or CPU tensors), writes one file atomically (a temporary file in the target
+directory, then ``os.replace``), closes its figure and returns the path written. Every axis and colour bar is
+labelled.
 """
 
 from __future__ import annotations
@@ -101,12 +102,12 @@ def plot_2d_predictive(
     fig, axes = _panel_row(1 + len(maps))
     filled = _probability_panel(axes[0], xx, yy, _np(prob), X, y)
     axes[0].set_title("p(y=1 | x)")
-    fig.colorbar(filled, ax=axes[0])
+    fig.colorbar(filled, ax=axes[0], label="p(y=1 | x)")
     for ax, (name, values) in zip(axes[1:], maps.items(), strict=True):
         mesh = ax.pcolormesh(xx, yy, _np(values), shading="nearest", cmap="viridis")
         ax.scatter(X[:, 0], X[:, 1], c="w", s=6, edgecolors="k", linewidths=0.3)
-        ax.set_title(name)
-        fig.colorbar(mesh, ax=ax)
+        ax.set(title=name, xlabel="x₁", ylabel="x₂")
+        fig.colorbar(mesh, ax=ax, label=name)
     if title:
         fig.suptitle(title)
     return _save(fig, path)
@@ -137,7 +138,7 @@ def plot_panels_2d(
     for ax, (name, prob) in zip(axes, probs.items(), strict=True):
         filled = _probability_panel(ax, xx, yy, _np(prob), X, y)
         ax.set_title(name)
-    fig.colorbar(filled, ax=list(axes))
+    fig.colorbar(filled, ax=list(axes), label="p(y=1 | x)")
     if title:
         fig.suptitle(title)
     return _save(fig, path)
@@ -217,7 +218,7 @@ def plot_evidence_2d(
         for letter, (x, y) in letters.items():
             ax.text(x, y, letter, ha="center", va="center", fontweight="bold", color="w")
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=name)
-        fig.colorbar(mesh, ax=ax, extend="min")
+        fig.colorbar(mesh, ax=ax, extend="min", label=name)
     return _save(fig, path)
 
 
@@ -308,15 +309,17 @@ def plot_mean_curves(path: str | Path, frame: pd.DataFrame, *, x: str, metrics: 
     return _save(fig, path)
 
 
-def plot_heatmaps(path: str | Path, matrices: Mapping[str, ArrayLike], title: str = "") -> Path:
-    """Square matrices side by side on one symmetric colour scale (``nan`` cells, e.g. a masked diagonal, blank)."""
+def plot_heatmaps(path: str | Path, matrices: Mapping[str, ArrayLike], title: str = "",
+                  value: str = "value") -> Path:
+    """Square matrices side by side on one symmetric colour scale (``nan`` cells, e.g. a masked diagonal, blank);
+    ``value`` names what the colour shows (e.g. "covariance")."""
     arrays = {name: _np(matrix) for name, matrix in matrices.items()}
     limit = max(float(np.nanmax(np.abs(a))) for a in arrays.values())
     fig, axes = _panel_row(len(arrays))
     for ax, (name, matrix) in zip(axes, arrays.items(), strict=True):
         image = ax.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest")
         ax.set(title=name, xticks=[], yticks=[])
-    fig.colorbar(image, ax=list(axes), shrink=0.8)
+    fig.colorbar(image, ax=list(axes), shrink=0.8, label=value)
     if title:
         fig.suptitle(title)
     return _save(fig, path)
@@ -331,7 +334,7 @@ def plot_entropy_histograms(path: str | Path, panels: Mapping[str, tuple[ArrayLi
         bins = np.linspace(0, max(float(_np(inside).max()), float(_np(outside).max()), 1e-6), 30)
         ax.hist(_np(inside), bins=bins, alpha=0.6, density=True, label=labels[0])
         ax.hist(_np(outside), bins=bins, alpha=0.6, density=True, label=labels[1])
-        ax.set(title=f"{name} (OOD-AUC {auc:.3f})", xlabel="predictive entropy")
+        ax.set(title=f"{name} (OOD-AUC {auc:.3f})", xlabel="predictive entropy", ylabel="density")
         ax.legend(fontsize="small")
     return _save(fig, path)
 
@@ -344,6 +347,7 @@ def _probability_panel(
     if prob.min() < 0.5 < prob.max():
         ax.contour(xx, yy, prob, levels=[0.5], colors="k", linewidths=1.5)
     ax.scatter(X[:, 0], X[:, 1], c=y, cmap=PROB_CMAP, vmin=0, vmax=1, s=12, edgecolors="k", linewidths=0.5)
+    ax.set(xlabel="x₁", ylabel="x₂")
     return filled
 
 
@@ -378,13 +382,14 @@ def _np(values: ArrayLike) -> np.ndarray:
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` to ``path`` as PNG via a temporary file in the same directory, then close it."""
+    """Write ``fig`` to ``path`` (PNG, PDF or SVG by its suffix) via a temporary file in the same directory, then
+    close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(suffix=".png", prefix=f".{path.stem}-", dir=path.parent)
+    handle, tmp_name = tempfile.mkstemp(suffix=path.suffix, prefix=f".{path.stem}-", dir=path.parent)
     os.close(handle)
     try:
-        fig.savefig(tmp_name, format="png", dpi=120)
+        fig.savefig(tmp_name, format=path.suffix.lstrip(".") or "png", dpi=120)
         os.replace(tmp_name, path)
     except BaseException:
         os.unlink(tmp_name)

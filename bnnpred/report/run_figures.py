@@ -31,9 +31,14 @@ def run_figures(out: Path, s: Any, ctx: Context, predict: dict[str, Callable[[to
     elif dim == 2 and s.data.task is Task.binary:
         _figures_2d(out, s, ctx, predict)
     if len(rows) > 1:
-        evidence_figure(out / "selection.png", pd.DataFrame(rows))
+        evidence_figure(out / f"selection.{suffix(s)}", pd.DataFrame(rows))
     if trace:
-        figures.plot_convergence(out / "convergence.png", pd.DataFrame(trace))
+        figures.plot_convergence(out / f"convergence.{suffix(s)}", pd.DataFrame(trace))
+
+
+def suffix(s: Any) -> str:
+    """The figure file suffix of the run (``plot.format``)."""
+    return s.cfg.plot.format.value
 
 
 def ood_figure(path: Path, results: dict, test_predictions: dict[str, Any], ood_predictions: dict[str, Any]) -> None:
@@ -54,7 +59,7 @@ def _figures_1d(out: Path, s: Any, ctx: Context, predict: dict) -> None:
         pred = fn(grid)
         samples = _function_samples(kind, ctx, grid, s.cfg.plot.n_function_samples, gen)
         figures.plot_1d_predictive(
-            out / f"predictive_{kind}.png", grid[:, 0].cpu(), pred.mean.cpu(), pred.variance.sqrt().cpu(),
+            out / f"predictive_{kind}.{suffix(s)}", grid[:, 0].cpu(), pred.mean.cpu(), pred.variance.sqrt().cpu(),
             X.cpu(), s.data.y_train.cpu(), samples=samples, title=f"{s.data.name}: {kind} predictive",
         )
 
@@ -84,15 +89,15 @@ def _figures_2d(out: Path, s: Any, ctx: Context, predict: dict) -> None:
             "aleatoric": pred.aleatoric.reshape(n, n).cpu().numpy(),
             "epistemic": pred.epistemic.reshape(n, n).cpu().numpy(),
         }
-        figures.plot_2d_predictive(out / f"predictive_{kind}.png", xx.cpu().numpy(), yy.cpu().numpy(), prob,
+        figures.plot_2d_predictive(out / f"predictive_{kind}.{suffix(s)}", xx.cpu().numpy(), yy.cpu().numpy(), prob,
                                    X.cpu().numpy(), s.data.y_train.cpu().numpy(), maps=maps,
                                    title=f"{s.data.name}: {kind} predictive")
     if len(means) > 1:
-        figures.plot_panels_2d(out / "predictive_means.png", xx.cpu().numpy(), yy.cpu().numpy(), means,
+        figures.plot_panels_2d(out / f"predictive_means.{suffix(s)}", xx.cpu().numpy(), yy.cpu().numpy(), means,
                                X.cpu().numpy(), s.data.y_train.cpu().numpy(), title=s.data.name)
     if ctx.posterior is not None:
         prob, maps = blr_uncertainty(ctx, points)
-        figures.plot_2d_predictive(out / "blr_uncertainty.png", xx.cpu().numpy(), yy.cpu().numpy(),
+        figures.plot_2d_predictive(out / f"blr_uncertainty.{suffix(s)}", xx.cpu().numpy(), yy.cpu().numpy(),
                                    prob.reshape(n, n), X.cpu().numpy(), s.data.y_train.cpu().numpy(),
                                    maps={k: v.reshape(n, n) for k, v in maps.items()},
                                    title=f"{s.data.name}: BLR predictive")
