@@ -261,9 +261,12 @@ def _serve(monkeypatch, payload: bytes) -> list[str]:
     """Make urlopen return ``payload``; returns the list of requested URLs."""
     requested = []
 
+    class Response(io.BytesIO):  # what urlopen returns: a readable body with the server's headers
+        headers = {"Content-Length": str(len(payload))}
+
     def urlopen(url, timeout):
         requested.append(url)
-        return io.BytesIO(payload)
+        return Response(payload)
 
     monkeypatch.setattr("urllib.request.urlopen", urlopen)
     return requested

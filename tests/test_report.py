@@ -2,6 +2,7 @@
 flagged and mixed-code runs."""
 
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -69,10 +70,14 @@ def rewrite_metrics(run, change):
     write_manifest(run)
 
 
-def test_runs_of_different_code_are_refused_or_kept_apart(sweep, caplog):
+def test_runs_of_different_code_are_refused_kept_apart_or_narrowed_to_the_newest(sweep, caplog):
     rewrite_metrics(sweep / "a", lambda run: run.update(code="5ca1e"))
     with pytest.raises(BnnpredError, match=r"2 code versions \(c0de: 3 run\(s\), 5ca1e: 1 run\(s\)\)"):
-        collect([sweep])
+        collect([sweep], mixed_code="refuse")
+    os.utime(sweep / "a" / "manifest.json", (2e9, 2e9))  # run a finished last: its code is the newest
+    with caplog.at_level("WARNING"):
+        assert set(collect([sweep])["run_dir"]) == {str(sweep / "a")}
+    assert "only the 1 run(s) of the newest code (5ca1e) are used" in caplog.text
     with caplog.at_level("WARNING"):
         frame = collect([sweep], mixed_code="mark")
     assert "2 code versions" in caplog.text

@@ -1,8 +1,9 @@
 """Tables over run directories: mean ± standard error over seeds / splits, as CSV, Markdown and LaTeX.
 
 Only finished, intact runs count (:mod:`bnnpred.run_record`): every other run directory is skipped with a warning
-that says why. Runs of different code (their ``code`` digests differ) are never averaged together: the table is
-refused, or with ``mixed_code="mark"`` gets a ``code`` column. Runs flagged as numerically broken (kept with
+that says why. Runs of different code (their ``code`` digests differ) are never averaged together: ``bnnpred report``
+refuses the table, or with ``--mixed-code mark`` keeps them apart in a ``code`` column; study pages use the runs of
+the newest code and say how many stale ones they left out. Runs flagged as numerically broken (kept with
 ``keep_unhealthy=true``, or whose posterior precision needed jitter) are counted in a ``flagged`` column.
 Re-evaluations (``bnnpred eval``) join with ``evals=True`` as predictives named ``kind [changed settings]``.
 With ``select_by="valid_nll"`` the prior precision is chosen per (setting, seed, predictive) by validation NLL
@@ -44,8 +45,10 @@ def find_runs(dirs: list[Path]) -> list[Path]:
     return sorted(runs)
 
 
-def collect(dirs: list[Path], *, evals: bool = False, mixed_code: str = "refuse") -> pd.DataFrame:
-    """One row per (run, split, predictive) with the run's settings and every metric as columns."""
+def collect(dirs: list[Path], *, evals: bool = False, mixed_code: str = "newest") -> pd.DataFrame:
+    """One row per (run, split, predictive) with the run's settings and every metric as columns; runs of several
+    code versions are refused (``refuse``), kept apart (``mark``) or, for the study pages, narrowed to the code of
+    the most recently finished run (``newest``: the runs a study just trained beside stale ones)."""
     rows = []
     for run_dir in find_runs(dirs):
         try:
@@ -58,8 +61,7 @@ def collect(dirs: list[Path], *, evals: bool = False, mixed_code: str = "refuse"
             rows += rows_of(run_dir, evaluation.document, eval_label(evaluation.document["run"]))
     if not rows:
         raise BnnpredError(f"no finished runs under {', '.join(map(str, dirs))}; run bnnpred train first")
-    frame = pd.DataFrame(rows)
-    check_code(frame, mixed_code)
+    frame = check_code(pd.DataFrame(rows), mixed_code)
     frame["structure"] = frame["structure"].fillna("-")
     # rows in an order that does not depend on folder names, so sums (and tables) are byte-reproducible
     order = ["split", "predictive", *SETTING, "delta", "sigma2", "seed", "data_split"]
@@ -85,17 +87,27 @@ def eval_label(summary: dict[str, Any]) -> str:
     return f" [{changes or 'eval'}]"
 
 
-def check_code(frame: pd.DataFrame, mixed_code: str) -> None:
-    """Refuse runs of several code versions, or (``mark``) warn and keep them apart by their ``code`` column."""
+def check_code(frame: pd.DataFrame, mixed_code: str) -> pd.DataFrame:
+    """The rows to report when runs of several code versions are present: an error (``refuse``), all of them with a
+    warning (``mark``: tables keep them apart by their ``code`` column), or those of the newest code with a warning
+    naming how many stale runs were left out (``newest``)."""
     counts = frame.drop_duplicates("run_dir")["code"].value_counts()
     if len(counts) < 2:
-        return
+        return frame
     listed = ", ".join(f"{code}: {n} run(s)" for code, n in counts.items())
-    if mixed_code != "mark":
+    if mixed_code == "refuse":
         raise BnnpredError(f"these runs come from {len(counts)} code versions ({listed}); train the stale ones again "
                            "or remove them, or report them side by side with --mixed-code mark")
-    log.warning("these runs come from %d code versions (%s); the table keeps them apart by a code column",
-                len(counts), listed)
+    if mixed_code == "mark":
+        log.warning("these runs come from %d code versions (%s); the table keeps them apart by a code column",
+                    len(counts), listed)
+        return frame
+    finished = frame.drop_duplicates("run_dir").set_index("run_dir")["code"]
+    ended = {run: (Path(run) / "manifest.json").stat().st_mtime for run in finished.index}
+    newest = finished[max(ended, key=ended.get)]
+    log.warning("these runs come from %d code versions (%s); only the %d run(s) of the newest code (%s) are used",
+                len(counts), listed, counts[newest], newest)
+    return frame[frame["code"] == newest]
 
 
 def select_by_valid_nll(frame: pd.DataFrame) -> pd.DataFrame:
