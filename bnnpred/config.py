@@ -127,6 +127,9 @@ class Config:
     # not finite fail the run; true keeps such a run, flagged in metrics.json and in every table.
     keep_unhealthy: bool = False
     objective: SweepObjective = SweepObjective.log_marglik  # the value a run returns to an optimising sweeper
+    # seconds between two checkpoints of a long training (taken at epoch boundaries; a killed run resumes from
+    # its last one and ends with the same numbers)
+    checkpoint_seconds: float = 300.0
 
 
 def logspace(start: float, stop: float, num: int) -> list[float]:
@@ -140,7 +143,8 @@ def logspace_sweep(start: float, stop: float, num: int) -> str:
 
 
 # Settings that change how a run is shown, named or scheduled, not its results: left out of the run key.
-NOT_IN_RUN_KEY = ("hydra", "progress", "force", "threads", "task_name", "tags", "fit_cache", "objective")
+NOT_IN_RUN_KEY = ("hydra", "progress", "force", "threads", "task_name", "tags", "fit_cache", "objective",
+                  "checkpoint_seconds")
 
 
 def run_key(cfg: Any) -> str:

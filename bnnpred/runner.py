@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -131,6 +132,9 @@ def check_config(cfg: Config) -> None:
     if Split.test not in cfg.predictive.splits:
         raise BnnpredError(f"predictive.splits must include test, got {[s.value for s in cfg.predictive.splits]}; "
                            "e.g. predictive.splits=[valid,test]")
+    if not cfg.checkpoint_seconds >= 0:
+        raise BnnpredError(f"checkpoint_seconds must be >= 0, got {cfg.checkpoint_seconds}; e.g. "
+                           "checkpoint_seconds=300")
     if cfg.threads is not None and cfg.threads < 1:
         raise BnnpredError(f"threads must be >= 1 or null (torch's default), got {cfg.threads}")
     if cfg.inference.name == "map" and set(cfg.predictive.kinds) - {PredictiveKind.map}:
@@ -333,9 +337,10 @@ def prior_precision(model: FlatModel, prior: PriorConfig, delta: float) -> torch
 class Trainer:
     """Fits the configured method at given hyperparameters; ``select`` drives it over grids."""
 
-    def __init__(self, s: Setup):
+    def __init__(self, s: Setup, checkpoints: Path | None = None):
         self.s = s
         self.theta0 = s.model.theta()
+        self.checkpoints = checkpoints  # folder of the trainers' resumable states, or None
 
     def fit_at(self, delta: float, sigma2: float | None, warm: torch.Tensor | None) -> Candidate:
         s = self.s
@@ -346,6 +351,7 @@ class Trainer:
             generator=torch.Generator(device=s.device).manual_seed(s.cfg.seed),
             progress=s.cfg.progress, fit_cache=Path(s.cfg.fit_cache) if s.cfg.fit_cache else None,
             monitor=partial(test_metrics_at, s, likelihood), augment=s.data.augment,
+            checkpoints=self.checkpoints, checkpoint_seconds=s.cfg.checkpoint_seconds,
         )
         start = objective_at(problem, problem.theta0)
         fit = replace(inference.fit(problem, s.cfg.inference), buffers=s.model.buffer_state())
@@ -390,6 +396,9 @@ def _only_kind(cfg: Config, kind: PredictiveKind) -> Config:
     return replace(cfg, predictive=replace(cfg.predictive, kinds=[kind]))
 
 
+CHECKPOINTS = ".checkpoints"  # in the run directory while its training is unfinished
+
+
 @dataclass(frozen=True)
 class Outcome:
     document: dict[str, Any]  # metrics.json
@@ -409,15 +418,22 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> Outcome:
             log.info("%s already holds a finished run of this config; skipped (force=true reruns it)", run_dir)
             print_table(done["metrics"], done["run"])
             return Outcome(done, trained=False)
-        return Outcome(fit_and_write(cfg, cfg_dict, key, run_dir), trained=True)
+        checkpoints = run_dir / CHECKPOINTS
+        try:
+            document = fit_and_write(cfg, cfg_dict, key, run_dir, checkpoints)
+        except BnnpredError:  # a deterministic failure: resuming would fail the same way
+            shutil.rmtree(checkpoints, ignore_errors=True)
+            raise
+        shutil.rmtree(checkpoints, ignore_errors=True)  # kept only while the run is unfinished (killed, crashed)
+        return Outcome(document, trained=True)
 
 
-def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path) -> dict[str, Any]:
+def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, checkpoints: Path) -> dict[str, Any]:
     from bnnpred.report.run_figures import ood_figure, run_figures
 
     start = time.perf_counter()
     s = setup(cfg)
-    trainer = Trainer(s)
+    trainer = Trainer(s, checkpoints)
     sigma2 = noise_variance(cfg.likelihood, s.data) if s.data.task is Task.regression else None
     try:
         chosen, rows = select(cfg.selection, trainer.fit_at, cfg.prior.delta, sigma2, trainer.frozen_evidence)

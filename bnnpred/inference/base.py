@@ -32,6 +32,8 @@ class Problem:
     fit_cache: Path | None = None  # folder of shared point estimates (see inference.fit_cache); None: none
     monitor: Callable[[Tensor], dict[str, float]] | None = None  # metrics at θ for training traces, e.g. test NLL
     augment: Callable[[Tensor, torch.Generator], Tensor] | None = None  # training-time input transform
+    checkpoints: Path | None = None  # folder of resumable training states (see inference.checkpoint); None: none
+    checkpoint_seconds: float = 300.0  # at least this long between two checkpoints of a trainer
 
     def training_batch(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
         """Inputs and targets of ``rows`` as a trainer sees them: augmented when the dataset asks for it."""

@@ -43,14 +43,20 @@ def problem_digest(problem: Problem) -> hashlib._Hash:
     return digest
 
 
+def stage_digest(problem: Problem, stage: str, settings: Any) -> str:
+    """20 hex digits identifying a stage (``settings``: its dataclass) on ``problem`` with this code: the key of
+    its fit-cache entry and of its checkpoints."""
+    digest = problem_digest(problem)
+    digest.update(f"|{stage}|{json.dumps(dataclasses.asdict(settings), sort_keys=True, default=str)}".encode())
+    return digest.hexdigest()[:20]
+
+
 def cached_fit(problem: Problem, stage: str, settings: Any, compute: Callable[[], Fit]) -> Fit:
     """``compute()``, or the stored result of the same ``stage`` with the same ``settings`` (a dataclass) on the
     same problem from ``problem.fit_cache``; no store when ``problem.fit_cache`` is ``None``."""
     if problem.fit_cache is None:
         return compute()
-    digest = problem_digest(problem)
-    digest.update(f"|{stage}|{json.dumps(dataclasses.asdict(settings), sort_keys=True, default=str)}".encode())
-    path = Path(problem.fit_cache) / stage / f"{digest.hexdigest()[:20]}.pt"
+    path = Path(problem.fit_cache) / stage / f"{stage_digest(problem, stage, settings)}.pt"
     if (stored := _load(path)) is not None:
         log.info("%s reused from %s", stage, path)
         problem.generator.set_state(stored["generator"])

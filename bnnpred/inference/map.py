@@ -15,6 +15,7 @@ from torch import Tensor
 
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
+from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.fit_cache import cached_fit
 from bnnpred.progress import progress
 
@@ -74,14 +75,27 @@ def train_map(problem: Problem, cfg: MapConfig) -> Fit:
 
 
 def _adam(problem: Problem, cfg: MapConfig) -> Fit:
+    """Adam from ``problem.theta0``, or from its last checkpoint (saved at epoch boundaries, where the minibatch
+    order of the next epoch is still to be drawn from ``problem.generator``)."""
     N = len(problem.X)
     theta = problem.theta0.detach().clone().requires_grad_(True)
     optimizer = torch.optim.Adam([theta], lr=cfg.lr)
     steps, log_every = training_length(N, cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
-    scheduler = lr_scheduler(optimizer, cfg.schedule, steps, steps_per_epoch(N, cfg.batch_size))
-    rows_stream = batches(N, cfg.batch_size, problem.generator)
+    per_epoch = steps_per_epoch(N, cfg.batch_size)
+    scheduler = lr_scheduler(optimizer, cfg.schedule, steps, per_epoch)
     trace: list[dict[str, float]] = []
-    for step in progress(range(1, steps + 1), steps, "MAP", problem.progress):
+    checkpoints = Checkpoints(problem, "map", cfg)
+    done = 0
+    if (state := checkpoints.load()) is not None:
+        with torch.no_grad():
+            theta.copy_(state["theta"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        problem.generator.set_state(state["generator"])
+        problem.model.load_buffers(state["buffers"])
+        trace, done = state["trace"], state["step"]
+    rows_stream = batches(N, cfg.batch_size, problem.generator)
+    for step in progress(range(done + 1, steps + 1), steps - done, "MAP", problem.progress):
         rows = next(rows_stream)
         optimizer.zero_grad(set_to_none=True)
         with problem.model.training():
@@ -95,6 +109,10 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
         scheduler.step()
         if step % log_every == 0 or step == steps:
             trace.append({"step": step, "loss": loss.item()})
+        if checkpoints.due(at_boundary=step % per_epoch == 0, last_step=step == steps):
+            checkpoints.save({"step": step, "theta": theta.detach(), "optimizer": optimizer.state_dict(),
+                              "scheduler": scheduler.state_dict(), "generator": problem.generator.get_state(),
+                              "buffers": problem.model.buffer_state(), "trace": trace})
     theta = theta.detach()
     return Fit(theta=theta, posterior=None, info={"grad_norm": log_joint_grad_norm(problem, theta)}, trace=trace)
 

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
+from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.map import Schedule, lr_scheduler
 from bnnpred.posteriors import DiagPosterior
 from bnnpred.progress import progress
@@ -111,11 +112,22 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
     groups = [{"params": [mu]}] + ([{"params": [rho], "lr": cfg.lr * cfg.rho_lr_factor}] if rho.requires_grad else [])
     optimizer = torch.optim.Adam(groups, lr=cfg.lr)
     steps, log_every = training_length(N, cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
-    scheduler = lr_scheduler(optimizer, cfg.schedule, steps, steps_per_epoch(N, cfg.batch_size))
-    rows_stream = batches(N, cfg.batch_size, problem.generator)
+    per_epoch = steps_per_epoch(N, cfg.batch_size)
+    scheduler = lr_scheduler(optimizer, cfg.schedule, steps, per_epoch)
     trace: list[dict[str, float]] = []
     window: list[float] = []
-    for step in progress(range(1, steps + 1), steps, cfg.name, problem.progress):
+    checkpoints, done = Checkpoints(problem, cfg.name, cfg), 0
+    if (state := checkpoints.load()) is not None:  # resume where a killed run left off
+        with torch.no_grad():
+            mu.copy_(state["mu"])
+            rho.copy_(state["rho"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        problem.generator.set_state(state["generator"])
+        problem.model.load_buffers(state["buffers"])
+        trace, window, done = state["trace"], state["window"], state["step"]
+    rows_stream = batches(N, cfg.batch_size, problem.generator)
+    for step in progress(range(done + 1, steps + 1), steps - done, cfg.name, problem.progress):
         optimizer.zero_grad(set_to_none=True)
         sigma = sigma_of(rho, cfg)
         kl = kl_to_prior(mu, sigma, problem.prior_precision)
@@ -128,9 +140,14 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
         scheduler.step()
         window.append(-loss.item())
         if step % log_every == 0 or step == steps:
-            epoch = step / steps_per_epoch(N, cfg.batch_size)
+            epoch = step / per_epoch
             trace.append(trace_row(problem, cfg, step, epoch, sum(window) / len(window), kl, mu, rho))
             window = []
+        if checkpoints.due(at_boundary=step % per_epoch == 0, last_step=step == steps):
+            checkpoints.save({"step": step, "mu": mu.detach(), "rho": rho.detach(), "window": window,
+                              "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                              "generator": problem.generator.get_state(), "buffers": problem.model.buffer_state(),
+                              "trace": trace})
     mu, sigma = mu.detach(), sigma_of(rho.detach(), cfg)
     info = {"steps": steps, "elbo_per_example": trace[-1]["elbo"], "kl": trace[-1]["kl"]}
     return Fit(theta=mu, posterior=DiagPosterior(mu, 1.0 / sigma.square()), info=info, trace=trace)

@@ -1,0 +1,68 @@
+"""Resumable training: a trainer's state saved atomically, with a checksum, so that a run killed mid-training (a
+SIGKILL, a session's end, a cluster preemption) starts again where it was and ends with the same numbers.
+
+A trainer saves at the end of an epoch (any step of a full-batch run) once ``Problem.checkpoint_seconds`` have
+passed since its last save, and at its last step. The file is named by the stage's digest (the code, data, prior,
+start point, generator state and settings; :func:`bnnpred.inference.fit_cache.stage_digest`), so a checkpoint of
+another config or code version is never resumed. The previous checkpoint is kept beside the newest: one that does
+not verify (truncated, a flipped bit) is ignored with a warning and the previous one, or a fresh start, is used.
+The runner removes the checkpoints once the run's result is committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from bnnpred.inference.base import Problem
+from bnnpred.inference.fit_cache import stage_digest
+from bnnpred.io import CorruptFile, load_checked, save_checked
+
+log = logging.getLogger(__name__)
+
+
+class Checkpoints:
+    """The checkpoints of one stage of one problem (inactive when ``problem.checkpoints`` is None)."""
+
+    def __init__(self, problem: Problem, stage: str, settings: Any):
+        self.every = problem.checkpoint_seconds
+        self.path = (None if problem.checkpoints is None
+                     else Path(problem.checkpoints) / f"{stage}-{stage_digest(problem, stage, settings)}.pt")
+        self.last = time.monotonic()
+
+    @property
+    def previous(self) -> Path:
+        return self.path.with_suffix(".prev.pt")
+
+    def load(self) -> dict[str, Any] | None:
+        """The newest checkpoint that verifies, or None (start from scratch)."""
+        if self.path is None:
+            return None
+        for path in (self.path, self.previous):
+            try:
+                state = load_checked(path)
+            except FileNotFoundError:
+                continue
+            except (CorruptFile, OSError) as e:
+                log.warning("checkpoint %s ignored: %s", path.name, e)
+                continue
+            log.info("resuming from %s (step %d)", path.name, state["step"])
+            return state
+        return None
+
+    def due(self, at_boundary: bool, last_step: bool) -> bool:
+        """Whether to save now: at an epoch boundary once the interval has passed, and at the last step."""
+        return self.path is not None and (last_step or (at_boundary and time.monotonic() - self.last >= self.every))
+
+    def save(self, state: dict[str, Any]) -> None:
+        """Save ``state`` (tensors, numbers, lists and dicts of them; ``state["step"]`` the steps done), keeping
+        the previous checkpoint; a checkpoint that cannot be written costs a warning, not the run."""
+        try:
+            if self.path.exists():
+                self.path.replace(self.previous)
+            save_checked(self.path, state)
+        except OSError as e:
+            log.warning("checkpoint %s not written (%s); training goes on", self.path, e.strerror or e)
+        self.last = time.monotonic()

@@ -1,0 +1,150 @@
+"""Long runs survive interruption: a MAP training killed at any step resumes from its last checkpoint and ends
+bit for bit where an uninterrupted one ends; corrupt checkpoints are passed over; other configs never resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from bnnpred.inference import map as map_module
+from bnnpred.inference.map import MapConfig, train_map
+from bnnpred.io import load_torch
+from tests.helpers import tiny_problem
+
+MINIBATCH = MapConfig(steps=60, batch_size=4, lr=1e-2, schedule="cosine")  # 3 steps an epoch
+
+
+def problem_in(tmp_path, delta: float = 0.7):
+    problem, _ = tiny_problem("bernoulli", delta=delta)
+    return dataclasses.replace(problem, checkpoints=tmp_path / "ckpt", checkpoint_seconds=0.0)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def interrupted_at(monkeypatch, tmp_path, step: int, delta: float = 0.7) -> None:
+    """Train until the loss of ``step`` is being computed, then stop as a kill would."""
+    calls = []
+    real = map_module.neg_log_joint
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == step:
+            raise Interrupted
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(map_module, "neg_log_joint", counting)
+        with pytest.raises(Interrupted):
+            train_map(problem_in(tmp_path, delta), MINIBATCH)
+
+
+@pytest.fixture
+def uninterrupted(tmp_path_factory):
+    return train_map(problem_in(tmp_path_factory.mktemp("whole")), MINIBATCH)
+
+
+@pytest.mark.parametrize("step", [2, 4, 7, 31, 59, 60])
+def test_a_resumed_training_ends_bit_for_bit_where_an_uninterrupted_one_ends(tmp_path, monkeypatch, step,
+                                                                             uninterrupted):
+    interrupted_at(monkeypatch, tmp_path, step)
+    resumed = train_map(problem_in(tmp_path), MINIBATCH)
+    assert torch.equal(resumed.theta, uninterrupted.theta)
+    assert resumed.trace == uninterrupted.trace and resumed.info == uninterrupted.info
+
+
+@pytest.mark.parametrize("damage", ["newest", "both"])
+def test_a_corrupt_checkpoint_is_passed_over_for_the_previous_one_or_a_fresh_start(tmp_path, monkeypatch, caplog,
+                                                                                  damage, uninterrupted):
+    interrupted_at(monkeypatch, tmp_path, 20)
+    files = sorted((tmp_path / "ckpt").glob("*.pt"))
+    assert len(files) == 2  # the newest and the previous one
+    for path in files if damage == "both" else [p for p in files if ".prev" not in p.name]:
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])  # truncated
+    with caplog.at_level("INFO"):
+        resumed = train_map(problem_in(tmp_path), MINIBATCH)
+    assert "ignored: " in caplog.text and "does not match its checksum" in caplog.text
+    assert ("resuming from" in caplog.text) == (damage == "newest")
+    assert torch.equal(resumed.theta, uninterrupted.theta)
+
+
+def test_a_checkpoint_of_another_config_is_never_resumed(tmp_path, monkeypatch, caplog):
+    interrupted_at(monkeypatch, tmp_path, 20, delta=0.7)
+    with caplog.at_level("INFO"):
+        other = train_map(problem_in(tmp_path, delta=0.8), MINIBATCH)
+    assert "resuming" not in caplog.text
+    assert torch.equal(other.theta, train_map(problem_in(tmp_path / "fresh", delta=0.8), MINIBATCH).theta)
+
+
+TRAIN = ["dataset.n_train=30", "dataset.n_valid=20", "dataset.n_test=40", "model=mlp", "model.width=8",
+         "selection=none", "inference=map", "predictive=map", "inference.map.steps=3000",
+         "inference.map.batch_size=5", "inference.map.lr=0.01", "plot.enabled=false", "progress=false",
+         "threads=1", "fit_cache=null", "checkpoint_seconds=0"]
+
+
+def train_command(run_dir) -> list[str]:
+    return [sys.executable, "-m", "bnnpred", "train", *TRAIN, f"hydra.run.dir={run_dir}"]
+
+
+def test_a_run_killed_with_sigkill_resumes_and_ends_with_the_numbers_of_an_uninterrupted_one(tmp_path):
+    whole = subprocess.run(train_command(tmp_path / "whole"), cwd=tmp_path, capture_output=True, text=True,
+                           timeout=600)
+    assert whole.returncode == 0, whole.stderr
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(train_command(killed), cwd=tmp_path, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not list((killed / ".checkpoints").glob("*.pt")) and time.time() < deadline:
+        time.sleep(0.02)
+    time.sleep(random.Random(0).uniform(0.1, 1.0))  # somewhere in the middle of training
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (killed / "manifest.json").exists(), "the run must be killed before it ends"
+    resumed = subprocess.run(train_command(killed), cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from map-" in (killed / "run.log").read_text()
+    thetas = [load_torch(d / "posterior.pt")["theta"] for d in (killed, tmp_path / "whole")]
+    assert torch.equal(*thetas)
+    metrics = [json.loads((d / "metrics.json").read_text())["metrics"] for d in (killed, tmp_path / "whole")]
+    for doc in metrics:
+        for by_kind in doc.values():
+            for values in by_kind.values():
+                values.pop("seconds")
+    assert metrics[0] == metrics[1]
+    assert not (killed / ".checkpoints").exists()  # removed with the finished run
+
+
+def test_a_mean_field_training_resumes_bit_for_bit(tmp_path, monkeypatch):
+    """Bayes-by-Backprop draws its noise from the problem's generator, which the checkpoint carries."""
+    from bnnpred.inference import mean_field
+    from bnnpred.inference.bbb import BBBConfig, fit_bbb
+
+    cfg = BBBConfig(steps=45, batch_size=4, lr=1e-2)
+    whole = fit_bbb(problem_in(tmp_path / "whole"), cfg)
+    real, calls = mean_field.kl_to_prior, []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 20:
+            raise Interrupted
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(mean_field, "kl_to_prior", counting)
+        with pytest.raises(Interrupted):
+            fit_bbb(problem_in(tmp_path / "killed"), cfg)
+    resumed = fit_bbb(problem_in(tmp_path / "killed"), cfg)
+    assert torch.equal(resumed.theta, whole.theta)
+    assert torch.equal(resumed.posterior.precision, whole.posterior.precision)
+    assert resumed.trace == whole.trace
