@@ -1,3 +1,20 @@
-"""bnnpred: an experiment runner for Laplace and variational Bayesian deep learning."""
+"""bnnpred: Laplace and variational Bayesian deep learning, from the command line (``bnnpred train``) and from
+Python (``bnnpred.fit``; see :mod:`bnnpred.api`)."""
+
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["METHODS", "Fitted", "__version__", "evaluate", "fit"]
+
+
+def __getattr__(name: str) -> Any:
+    """The library's names, imported on first use (so that the command line starts without torch's import)."""
+    if name in ("fit", "Fitted", "evaluate"):
+        from bnnpred import api
+
+        return getattr(api, name)
+    if name == "METHODS":
+        from bnnpred.inference import METHODS
+
+        return sorted(METHODS)
+    raise AttributeError(f"module 'bnnpred' has no attribute '{name}'")

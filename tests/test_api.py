@@ -1,0 +1,97 @@
+"""The Python API on one's own network: the README's example runs as written, Laplace on a linear-Gaussian model
+is Bayesian linear regression (precision, mean, evidence), and bad calls are one clear error."""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import bnnpred
+from bnnpred.errors import BnnpredError
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_the_readme_example_runs_as_written(tmp_path):
+    text = README.read_text()
+    section = text[text.index("## Python API"):]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)[:1]
+    exec(compile(code, "README.md", "exec"), {})
+
+
+def linear_regression(n: int = 40, d: int = 3, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=gen)
+    y = X @ torch.tensor([1.0, -2.0, 0.5]) + 0.3 + 0.4 * torch.randn(n, generator=gen)
+    return X, y
+
+
+def test_laplace_on_a_linear_gaussian_model_is_bayesian_linear_regression():
+    X, y = linear_regression()
+    sigma2, delta = 0.16, 2.0
+    net = torch.nn.Linear(3, 1)
+    fitted = bnnpred.fit(net, X, y, task="regression", method="laplace_ggn", prior_precision=delta, sigma2=sigma2,
+                         options={"map": {"steps": 4000, "lr": 0.05}})
+    A = torch.cat([X, torch.ones(len(X), 1)], 1)  # θ = (w, b): Linear's weight then bias
+    precision = A.T @ A / sigma2 + delta * torch.eye(4)
+    mean = torch.linalg.solve(precision, A.T @ y / sigma2)
+    assert torch.allclose(fitted.posterior.dense_precision(), precision, rtol=1e-12, atol=1e-10)
+    assert torch.allclose(fitted.theta, mean, atol=1e-6)  # Adam converged to the exact mode
+    # log N(y | 0, σ² I + A Aᵀ/δ), the BLR evidence
+    cov = sigma2 * torch.eye(len(X)) + A @ A.T / delta
+    exact = torch.distributions.MultivariateNormal(torch.zeros(len(X)), cov).log_prob(y)
+    assert fitted.log_evidence == pytest.approx(float(exact), rel=1e-8)
+    pred = fitted.predict(X[:4], kind="closed")
+    assert torch.allclose(pred.variance, sigma2 + torch.einsum("bp,pq,bq->b", A[:4], torch.linalg.inv(precision),
+                                                               A[:4]), rtol=1e-10)
+
+
+def test_the_network_is_left_as_it_was_and_a_loader_equals_tensors():
+    X, y = linear_regression()
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    before = [p.clone() for p in net.parameters()]
+    options = {"map": {"steps": 50, "batch_size": 10}}
+    by_tensors = bnnpred.fit(net, X, y, task="regression", method="laplace_ggn", options=options)
+    assert all(torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=16)
+    by_loader = bnnpred.fit(net, loader, task="regression", method="laplace_ggn", options=options)
+    assert torch.equal(by_tensors.theta, by_loader.theta)
+
+
+@pytest.mark.parametrize("method,options", [
+    ("slang", {"rank": 2, "iterations": 30}), ("bbb", {"steps": 30}), ("voggn", {"iterations": 5}),
+    ("vl", {"steps": 30}), ("glm_refine", {"iterations": 3, "map": {"steps": 30}}),
+])
+def test_every_method_fits_and_predicts_on_a_users_network(method, options):
+    X, y = linear_regression()
+    labels = (y > 0).long()
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    fitted = bnnpred.fit(net, X, labels, task="multiclass", method=method, options=options)
+    assert fitted.predictive_kinds() == ["map", "nn", "glm", "closed"]
+    for kind in fitted.predictive_kinds():
+        values = bnnpred.evaluate(fitted.predict(X, kind=kind, n_samples=10), labels)
+        assert math.isfinite(values["nll"]) and 0 <= values["accuracy"] <= 1
+
+
+@pytest.mark.parametrize("call,message", [
+    (dict(method="lapalce"), "unknown method 'lapalce'; valid choices: bbb,"),
+    (dict(task="class"), "unknown task 'class'; valid choices: binary, multiclass, regression"),
+    (dict(options={"map": {"stpes": 3}}), "laplace_ggn options: Key 'stpes' not in 'MapConfig'"),
+    (dict(prior_precision=-1.0), "prior precisions must be positive"),
+    (dict(prior_scale="per_layer"), "unknown prior_scale 'per_layer'; valid choices: fan_in, isotropic"),
+])
+def test_bad_calls_are_one_error_naming_the_valid_choices(call, message):
+    X, y = linear_regression()
+    with pytest.raises(BnnpredError, match=re.escape(message)):
+        bnnpred.fit(torch.nn.Linear(3, 1), X, y, **{"task": "regression", **call})
+
+
+def test_a_predictive_that_does_not_apply_names_the_ones_that_do():
+    X, y = linear_regression()
+    fitted = bnnpred.fit(torch.nn.Linear(3, 1), X, y, task="regression", method="map", options={"map": {"steps": 5}})
+    with pytest.raises(BnnpredError, match="predictive 'glm' does not apply to a map fit; valid choices: map"):
+        fitted.predict(X, kind="glm")
+    with pytest.raises(BnnpredError, match="a map fit has no evidence"):
+        fitted.log_evidence  # noqa: B018
