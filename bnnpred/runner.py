@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred import __version__, inference, metrics, run_files
 from bnnpred.config import Config, Device, DType, LikelihoodConfig, PriorConfig, PriorScale, Split, run_key
@@ -561,7 +562,11 @@ def restore(run_dir: Path, overrides: DictConfig | None = None) -> tuple[Setup, 
 
 
 def restored(run: FinishedRun, saved: dict[str, Any], overrides: DictConfig | None) -> tuple[Setup, Context]:
-    cfg = typed(eval_config(run.config, overrides))
+    try:
+        cfg = typed(eval_config(run.config, overrides))
+    except OmegaConfBaseException as e:
+        raise BnnpredError(f"{run.folder}'s config does not fit this code's schemas ({str(e).splitlines()[0]}); it "
+                           "was made by another version of bnnpred: train it again with this one") from e
     s = setup(cfg)
     theta = saved["theta"].to(device=s.device, dtype=s.dtype)
     s.model.load(theta)

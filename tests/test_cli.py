@@ -216,3 +216,15 @@ def test_help_version_and_completion(tmp_path):
                                capture_output=True, text=True, timeout=120)
     assert completed.stdout.split() == ["train"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_eval_of_a_run_made_by_another_version_is_one_line(trained, tmp_path):
+    from bnnpred.run_files import write_manifest
+
+    other = tmp_path / "other"
+    shutil.copytree(trained, other, ignore=shutil.ignore_patterns("evals"))
+    (other / "config.yaml").write_text((other / "config.yaml").read_text() + "a_key_of_a_newer_version: 1\n")
+    write_manifest(other)
+    out = bnnpred("eval", f"run_dir={other}", "predictive=nn", cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().endswith("it was made by another version of bnnpred: train it again with this one")
