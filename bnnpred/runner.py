@@ -562,11 +562,7 @@ def restore(run_dir: Path, overrides: DictConfig | None = None) -> tuple[Setup, 
 
 
 def restored(run: FinishedRun, saved: dict[str, Any], overrides: DictConfig | None) -> tuple[Setup, Context]:
-    try:
-        cfg = typed(eval_config(run.config, overrides))
-    except OmegaConfBaseException as e:
-        raise BnnpredError(f"{run.folder}'s config does not fit this code's schemas ({str(e).splitlines()[0]}); it "
-                           "was made by another version of bnnpred: train it again with this one") from e
+    cfg = typed(eval_config(run, overrides))
     s = setup(cfg)
     theta = saved["theta"].to(device=s.device, dtype=s.dtype)
     s.model.load(theta)
@@ -590,7 +586,7 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = 
     with run_files.locked(run_dir):
         run_files.recover(run_dir)
         run, saved = load_run(run_dir)
-        merged = eval_config(run.config, predictive_overrides)
+        merged = eval_config(run, predictive_overrides)
         s, ctx = restored(run, saved, predictive_overrides)
         key = run_key(merged)
         folder = run_dir / EVALS / key
@@ -622,16 +618,20 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = 
     return document
 
 
-def eval_config(run_config: DictConfig, overrides: DictConfig | None) -> DictConfig:
-    """A run's saved config with a re-evaluation's ``overrides`` merged in, on its schemas."""
+def eval_config(run: FinishedRun, overrides: DictConfig | None) -> DictConfig:
+    """A run's saved config with a re-evaluation's ``overrides`` merged in, on this code's schemas."""
     from bnnpred.config import retyped
 
-    return OmegaConf.merge(retyped(run_config), overrides or {})
+    try:
+        return OmegaConf.merge(retyped(run.config), overrides or {})
+    except OmegaConfBaseException as e:
+        raise BnnpredError(f"{run.folder}'s config does not fit this code's schemas ({str(e).splitlines()[0]}); it "
+                           "was made by another version of bnnpred: train it again with this one") from e
 
 
 def eval_folder(run_dir: Path, overrides: DictConfig | None) -> Path:
     """Where ``bnnpred eval`` with ``overrides`` writes for the run in ``run_dir``: ``evals/<its run key>``."""
-    return Path(run_dir) / EVALS / run_key(eval_config(read_finished(run_dir).config, overrides))
+    return Path(run_dir) / EVALS / run_key(eval_config(read_finished(run_dir), overrides))
 
 
 def changed_settings(before: DictConfig, after: DictConfig) -> dict[str, Any]:
