@@ -8,8 +8,8 @@ Commit protocol, so that a process killed at any moment leaves either the previo
 
 1. the new files are written into a private ``.stage-<pid>-<random>/`` with their manifest;
 2. the stage is renamed to ``.replacing``: the commit point;
-3. the previous result is removed (its manifest first), the staged files are moved in (the manifest last) and
-   ``.replacing`` is removed.
+3. the previous result's files that the new one does not replace are removed, the staged files are moved in (the
+   manifest last, replacing the previous one in one rename) and ``.replacing`` is removed.
 
 Whoever finds a ``.replacing`` left by a killed commit finishes step 3 (:func:`recover`) before reading or
 writing the run. Writers of one run directory take its lock (:func:`locked`), an ``flock`` on the directory that
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 REPLACING = ".replacing"
+EVALS = "evals"  # re-evaluations of a run (bnnpred eval): <run>/evals/<key>/
 STAGE_PREFIX = ".stage-"
 
 
@@ -115,8 +116,9 @@ def write_manifest(folder: Path) -> None:
 def recover(run_dir: Path) -> None:
     """Finish a commit that a killed process left in ``.replacing`` (step 3). Call it holding the lock.
 
-    The staged files move in before the manifest, so while ``.replacing`` holds the manifest, each file it lists
-    is either still there or already in place, and the top level's other result files are the previous result's."""
+    Only files that the previous manifest lists (and the previous result's re-evaluations) are removed, never
+    other files of the folder. The new manifest replaces the old one last, in one rename: until then every step
+    can be done again, and a reader that finds ``.replacing`` finishes the commit before it reads."""
     replacing = run_dir / REPLACING
     if not replacing.is_dir():
         return
@@ -124,14 +126,23 @@ def recover(run_dir: Path) -> None:
         shutil.rmtree(replacing)
         return
     incoming = read_json(replacing / MANIFEST)["files"]
-    moved = {name for name in incoming if not (replacing / name).exists()}
-    (run_dir / MANIFEST).unlink(missing_ok=True)
-    for old in run_dir.iterdir():
-        if is_result_file(old.name) and old.name not in moved:
-            shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
+    previous = _listed(run_dir / MANIFEST)
+    if previous is not None:
+        for name in set(previous) - set(incoming):
+            (run_dir / name).unlink(missing_ok=True)
+        shutil.rmtree(run_dir / EVALS, ignore_errors=True)  # re-evaluations of the previous result
     for new in sorted(replacing.iterdir(), key=lambda p: p.name == MANIFEST):
         os.replace(new, run_dir / new.name)
     replacing.rmdir()
+
+
+def _listed(manifest: Path) -> dict[str, str] | None:
+    """The files a manifest lists, or None when there is none (or it is unreadable)."""
+    try:
+        files = read_json(manifest)["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return files if isinstance(files, dict) else None
 
 
 def remove_dead_stages(run_dir: Path) -> None:

@@ -16,13 +16,12 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred.io import read_json
-from bnnpred.run_files import REPLACING, locked, problems, recover
+from bnnpred.run_files import EVALS, REPLACING, locked, problems, recover
 
 log = logging.getLogger(__name__)
 
 RUN_FILES = ("config.yaml", "metrics.json", "posterior.pt")
 EVAL_FILES = ("config.yaml", "metrics.json")
-EVALS = "evals"  # re-evaluations of a run: <run>/evals/<key>/
 
 
 class NotFinished(Exception):

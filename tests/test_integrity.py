@@ -121,6 +121,7 @@ def test_sigkill_at_any_step_of_a_force_replace_leaves_the_old_or_the_new_run(tm
     new = trained(new_run, "prior.delta=3")
     (old_run / "old_figure.png").write_bytes(b"only in the old result")
     run_files.write_manifest(old_run)
+    (old_run / "notes.txt").write_text("a user's file, in no manifest")  # never removed by a commit
     new_files = tmp_path / "new_files"
     new_files.mkdir()
     for path in new_run.iterdir():
@@ -139,6 +140,7 @@ def test_sigkill_at_any_step_of_a_force_replace_leaves_the_old_or_the_new_run(tm
         assert document in (old, new), at
         names = {p.name for p in run_dir.iterdir()}
         assert ("old_figure.png" in names) == (document == old), at  # no file of the other result left behind
+        assert "notes.txt" in names, at
         assert not [n for n in names if n.startswith(".stage-") or n == run_files.REPLACING], at
         seen.add("old" if document == old else "new")
         if not killed:
