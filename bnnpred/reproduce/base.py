@@ -104,12 +104,17 @@ def _bnnpred(*args: str) -> None:
 
 
 def _finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Path:
+    document(run_dir, required)
+    return run_dir
+
+
+def document(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> dict:
+    """The verified ``metrics.json`` of a finished run (or re-evaluation), else an error naming why."""
     try:
-        read_finished(run_dir, required)
+        return read_finished(run_dir, required).document
     except NotFinished as e:
         raise BnnpredError(f"{run_dir} is not a finished run ({e}); run the study without --report-only "
                            "first") from e
-    return run_dir
 
 
 def check(claim: str, holds: bool, numbers: str) -> str:

@@ -15,8 +15,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from bnnpred.io import read_json  # noqa: E402
-from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
+from bnnpred.report.tables import find_runs  # noqa: E402
+from bnnpred.reproduce.base import Reproduction, Study, check, checks_table, document  # noqa: E402
 
 NAMES = {"vl": "VL", "bbb": "VI", "map": "MAP"}
 MULTIPLIERS = (1, 3, 10, 30)
@@ -37,19 +37,19 @@ def sweep_runs(r: Reproduction, seeds: str) -> pd.DataFrame:
     r.sweep(base / "fixed", "${inference.name}_sigma2_${inference.fixed_sigma2}", "experiment=notes001_fmnist",
             "inference=vl,vi", "inference.kl_weight=1",
             f"inference.fixed_sigma2={','.join(f'{s:.4g}' for s in FIXED_SIGMA2)}", "seed=0", quick=QUICK)
-    return pd.DataFrame([run_row(d.parent) for d in sorted(base.rglob("metrics.json"))])
+    return pd.DataFrame([run_row(d) for d in find_runs([base])])
 
 
 def run_row(run_dir: Path) -> dict:
     cfg = OmegaConf.load(run_dir / "config.yaml")
-    document = read_json(run_dir / "metrics.json")
-    test = document["metrics"]["test"]["map"]
+    doc = document(run_dir)
+    test = doc["metrics"]["test"]["map"]
     inference = cfg.inference
     return {"group": run_dir.parent.name, "method": NAMES[inference.name], "seed": cfg.seed,
             "beta": inference.get("kl_weight", 1.0), "multiplier": inference.get("rho_lr_factor", np.nan),
             "sigma2": inference.get("fixed_sigma2") or np.nan, "test_ll": -test["nll"],
             "accuracy": 100 * test["accuracy"], "ece": test["ece"],
-            "elbo": document["info"].get("elbo_per_example", np.nan), "trace": str(run_dir / "trace.csv")}
+            "elbo": doc["info"].get("elbo_per_example", np.nan), "trace": str(run_dir / "trace.csv")}
 
 
 def table1(runs: pd.DataFrame) -> tuple[list[str], pd.DataFrame]:

@@ -24,9 +24,9 @@ from pathlib import Path
 import pandas as pd
 
 from bnnpred.errors import BnnpredError
-from bnnpred.io import read_json
 from bnnpred.report import figures
 from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
+from bnnpred.reproduce.base import document as run_document
 from bnnpred.reproduce.notes002_logreg import BIAS_DELTA, SETS
 
 LOGREG_LR = {  # notes-002 Table 9: α = β per set and method
@@ -102,7 +102,7 @@ def curves(folder: Path, name: str, method: str) -> pd.DataFrame:
     frames = []
     for trace_file in sorted(folder.glob("seed*/trace.csv")):
         trace = pd.read_csv(trace_file)
-        document = read_json(trace_file.parent / "metrics.json")
+        document = run_document(trace_file.parent)
         if document["run"]["dataset"] != f"logreg/{name}":
             raise BnnpredError(f"{trace_file.parent} holds a run on {document['run']['dataset']}, not logreg/{name}; "
                                "delete it and run the study again")

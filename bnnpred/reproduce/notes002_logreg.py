@@ -20,12 +20,11 @@ import pandas as pd
 import torch
 
 from bnnpred.inference.exact_vi import expected_loglik
-from bnnpred.io import read_json
 from bnnpred.metrics import symmetric_kl
 from bnnpred.posteriors import Posterior
 from bnnpred.predictive import glm_latent
 from bnnpred.report import figures
-from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
+from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table, document
 from bnnpred.runner import restore
 
 # set: (prior λ, minibatch M, training examples) — notes-002 Table 8 and §3.1 (USPS: 770 of 1,540)
@@ -99,7 +98,7 @@ def scores(r: Reproduction, name: str, method: str, split: int, exact: Posterior
         elbo = loglik - ctx.posterior.kl_to_prior(ctx.prior_precision)
     paper_convention = 0.5 * math.log(BIAS_DELTA) / len(X)
     return {"neg_elbo": -float(elbo) / len(X) + paper_convention,
-            "nll": read_json(directory / "metrics.json")["metrics"]["test"]["glm"]["nll"],
+            "nll": document(directory)["metrics"]["test"]["glm"]["nll"],
             "kl": symmetric_kl(ctx.posterior, exact)}
 
 

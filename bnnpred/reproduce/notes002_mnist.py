@@ -16,9 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bnnpred.io import read_json
 from bnnpred.report import figures
-from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
+from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table, document
 
 PAPER = {"BBB": 1.82, "SLANG L=1": 2.00, "SLANG L=2": 1.95, "SLANG L=4": 1.81, "SLANG L=8": 1.92,
          "SLANG L=16": 1.77, "SLANG L=32": 1.73}  # notes-002 Table 3, test error %
@@ -44,9 +43,9 @@ def runs(r: Reproduction) -> dict[str, Path]:
 
 def summary(run_dir: Path) -> dict[str, float]:
     """Test error (%), NLL and training seconds of one run."""
-    document = read_json(run_dir / "metrics.json")
-    test = document["metrics"]["test"]["nn"]
-    return {"error": 100 * (1 - test["accuracy"]), "nll": test["nll"], "seconds": document["run"]["seconds"]}
+    doc = document(run_dir)
+    test = doc["metrics"]["test"]["nn"]
+    return {"error": 100 * (1 - test["accuracy"]), "nll": test["nll"], "seconds": doc["run"]["seconds"]}
 
 
 def make(r: Reproduction) -> str:
