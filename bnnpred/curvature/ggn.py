@@ -1,8 +1,12 @@
 r"""Generalized Gauss-Newton and empirical Fisher, full or diagonal (notes-000 eq. 2.25, notes-004 eq. 7).
 
 ``GGN = Σ_i J_iᵀ Λ_i J_i`` with ``Λ_i = -∇²_f log p(y_i|f_i)``; written as ``Σ_i A_iᵀ A_i`` with
-``A_i = L_i J_i`` and ``L_iᵀ L_i = Λ_i``, so a chunk of ``B`` examples costs one ``[P, BC] x [BC, P]`` GEMM.
-The empirical Fisher is ``Σ_i g_i g_iᵀ`` with ``g_i = J_iᵀ r_i`` (eq. 2.23).
+``A_i = R_i J_i`` and ``R_iᵀ R_i = Λ_i``. Full matrices are accumulated one triangle at a time (``?syrk``,
+:mod:`bnnpred.curvature.syrk`: ``B·r·P²`` flops per chunk of ``B`` examples, half a general product) and mirrored
+once at the end. ``R_i`` has only as many rows ``r`` as ``Λ_i`` has rank: the likelihood's square root ``L_i``
+``[C, C]`` is replaced by the top-``r`` eigen-factor of ``L_iᵀ L_i`` when ``Λ_i`` is singular (the softmax's
+``Λ = diag(p) − ppᵀ`` has rank ``C − 1``: ``1/C`` of the flops saved). The empirical Fisher is ``Σ_i g_i g_iᵀ`` with
+``g_i = J_iᵀ r_i`` (eq. 2.23).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from torch import Tensor
 
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS, iter_jacobians
+from bnnpred.curvature.syrk import mirror_lower_, syrk_lower_
 from bnnpred.likelihoods import Likelihood
 
 
@@ -59,7 +64,7 @@ def curvature(
     for rows, f, J in iter_jacobians(model, theta, X, max_elems):
         _accumulate(G, _curvature_factor(likelihood, f, J, y[rows], kind).reshape(-1, P), structure)
         loglik += likelihood.log_prob(f, y[rows]).sum()
-    return G, loglik
+    return _finish(G), loglik
 
 
 Outputs = Callable[[Tensor, Tensor], Tensor]
@@ -97,7 +102,7 @@ def gradient_and_ggn(
         S = len(evaluations)
         for f_hat in evaluations:
             loglik += _add_chunk(g, G, likelihood, f_hat, J, y[rows], structure, kind)
-    return g / S, G.div_(S), loglik / S
+    return g / S, _finish(G).div_(S), loglik / S
 
 
 def sampled_gradient_and_ggn(
@@ -122,7 +127,7 @@ def sampled_gradient_and_ggn(
     for rows, f, J in iter_jacobians(model, thetas, X, max_elems):
         targets = y[rows].repeat(S, *[1] * (y.dim() - 1))  # [S·B, ...], draw-major like f.flatten(0, 1)
         loglik += _add_chunk(g, G, likelihood, f.flatten(0, 1), J.flatten(0, 1), targets, structure, kind)
-    return g / S, G.div_(S), loglik / S
+    return g / S, _finish(G).div_(S), loglik / S
 
 
 def _add_chunk(g: Tensor, G: Tensor, likelihood: Likelihood, f: Tensor, J: Tensor, y: Tensor, structure: Structure,
@@ -134,16 +139,35 @@ def _add_chunk(g: Tensor, G: Tensor, likelihood: Likelihood, f: Tensor, J: Tenso
 
 
 def _accumulate(G: Tensor, A: Tensor, structure: Structure) -> None:
-    """``G += AᵀA`` (full) or its diagonal, for ``A`` ``[K, P]``."""
+    """``G += AᵀA`` (full: its lower triangle, see :func:`_finish`) or its diagonal, for ``A`` ``[K, P]``."""
     if structure is Structure.full:
-        G.addmm_(A.T, A)
+        syrk_lower_(G, A)
     else:
         G += A.square().sum(0)
 
 
+def _finish(G: Tensor) -> Tensor:
+    """The accumulated curvature made whole: a full matrix's lower triangle mirrored onto its upper one."""
+    return mirror_lower_(G) if G.dim() == 2 else G
+
+
+def reduced_sqrt(L: Tensor) -> Tensor:
+    """A factor ``R`` ``[B, r, C]`` with ``RᵀR = LᵀL`` for ``L`` ``[B, C, C]`` and ``r`` the largest rank of the
+    ``LᵀL`` (eigenvalues at or below ``C·ε·λ_max`` count as zero, a rounding-level change); ``L`` itself when they
+    all have full rank. ``R = diag(√λ) Vᵀ`` over the top ``r`` eigenpairs of ``LᵀL = V diag(λ) Vᵀ``."""
+    C = L.shape[-1]
+    if C == 1 or len(L) == 0:
+        return L
+    lam, V = torch.linalg.eigh(L.mT @ L)  # ascending
+    rank = int((lam > C * torch.finfo(L.dtype).eps * lam[:, -1:]).sum(-1).max())
+    if rank == C:
+        return L
+    return (V[:, :, C - rank :] * lam[:, None, C - rank :].clamp_min(0).sqrt()).mT
+
+
 def _curvature_factor(likelihood: Likelihood, f: Tensor, J: Tensor, y: Tensor, kind: Curvature) -> Tensor:
-    """``A`` with ``Σ AᵀA`` the curvature of this chunk: ``L J`` ``[B, C, P]`` or ``rᵀJ`` ``[B, 1, P]``."""
+    """``A`` with ``Σ AᵀA`` the curvature of this chunk: ``R J`` ``[B, r, P]`` or ``rᵀJ`` ``[B, 1, P]``."""
     if kind is Curvature.ggn:
-        return likelihood.hessian_sqrt(f) @ J
+        return reduced_sqrt(likelihood.hessian_sqrt(f)) @ J
     r = likelihood.residual(f, y)  # [B, C]
     return torch.einsum("bc,bcp->bp", r, J).unsqueeze(1)
