@@ -94,3 +94,42 @@ def test_thesis_cnn_has_the_thesis_parameter_count():
 
     model = build_model(ThesisCNNConfig(), (1, 28, 28), 1)
     assert n_params(model) == 4587
+
+
+def _layer_and_autodiff_jacobians(module, X):
+    from bnnpred.curvature.functional import FlatModel
+
+    model = FlatModel(module)
+    theta = model.theta()
+    (_, f, J), = iter_jacobians(model, theta, X)
+    f_ref, J_ref = model.outputs_and_jacobians(theta, X)  # vmap(jacrev)
+    return f, J, f_ref, J_ref
+
+
+@pytest.mark.parametrize("which", ["mlp", "cnn"])
+def test_jacobians_formed_from_layer_factors_equal_autodiff(which):
+    """The layer route (one forward and C backward passes) against one reverse pass per example and output."""
+    from bnnpred.models.cnn import ThesisCNNConfig
+
+    torch.manual_seed(0)
+    if which == "mlp":
+        module, X = build_model(MLPConfig(depth=2, width=7), (3,), 4), torch.randn(9, 3)
+    else:
+        module, X = build_model(ThesisCNNConfig(), (1, 28, 28), 3), torch.randn(4, 1, 28, 28)
+    f, J, f_ref, J_ref = _layer_and_autodiff_jacobians(module, X)
+    torch.testing.assert_close(f, f_ref, rtol=0, atol=1e-12)
+    torch.testing.assert_close(J, J_ref, rtol=0, atol=1e-12 * float(J_ref.abs().max()))
+
+
+def test_networks_the_layer_factors_do_not_describe_fall_back_to_autodiff():
+    """A layer-norm's parameters (not Linear / Conv2d) and a linear layer applied along a sequence."""
+    from bnnpred.curvature.functional import FlatModel
+    from bnnpred.curvature.kron import jacobian_layers
+
+    torch.manual_seed(0)
+    normed = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 2))
+    assert jacobian_layers(FlatModel(normed)) is None
+    sequence = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Flatten(), torch.nn.Linear(20, 2))
+    for module, X in ((normed, torch.randn(6, 3)), (sequence, torch.randn(6, 5, 3))):
+        f, J, f_ref, J_ref = _layer_and_autodiff_jacobians(module, X)
+        torch.testing.assert_close(J, J_ref, rtol=0, atol=1e-12)

@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bnnpred.curvature.chunks import DEFAULT_CHUNK_ELEMS
 from bnnpred.curvature.functional import FlatModel
-from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Likelihood
 
@@ -178,3 +178,45 @@ def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor,
         g = torch.stack([grads[i] for grads in per_output], dim=1)  # [B, C, out, ...]
         factors.append(LayerJacobian(_patches(layer.module, a), g.reshape(*g.shape[:3], -1), layer.bias is not None))
     return f.detach(), factors
+
+
+def jacobian_layers(model: FlatModel) -> list[Layer] | None:
+    """The layers whose factors give the whole Jacobian (:func:`layer_jacobians`): every parameter in an ungrouped
+    ``Linear`` / zero-padded ``Conv2d`` and the module in eval mode (each example's outputs its own); else ``None``."""
+    if model.module.training:
+        return None
+    try:
+        layers = supported_layers(model)
+    except BnnpredError:
+        return None
+    for layer in layers:
+        module = layer.module
+        if isinstance(module, nn.Conv2d) and (module.padding_mode != "zeros" or isinstance(module.padding, str)):
+            return None
+    return layers
+
+
+def layer_jacobians(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer]) -> tuple[Tensor, Tensor] | None:
+    """Outputs ``f`` ``[B, C]`` and per-example Jacobians ``J`` ``[B, C, P]`` formed from the layers' factors of
+    :func:`layer_output_gradients` (one forward and ``C`` backward passes over the batch, where ``vmap(jacrev)``
+    makes one reverse pass per example and output): ``∂f_c/∂W = Σ_t g_{c,t} a_tᵀ``, ``∂f_c/∂b = Σ_t g_{c,t}``.
+
+    ``None`` when the factors do not describe the network: a layer called more than once, or a linear layer whose
+    inputs are not ``[B, in]`` (e.g. a sequence, whose positions share the weight).
+    """
+    with torch.enable_grad():
+        try:
+            f, factors = layer_output_gradients(model, theta, X, layers)
+        except BnnpredError:
+            return None
+    B, C = f.shape
+    J = f.new_empty(B, C, theta.numel())
+    for layer, u in zip(layers, factors, strict=True):
+        module, out = layer.module, u.g.shape[2]
+        if isinstance(module, nn.Linear) and u.a.shape[1] != module.in_features:
+            return None
+        weight = J[:, :, layer.weight.start : layer.weight.stop].view(B, C, out, u.a.shape[1])
+        weight.copy_(u.g @ u.a.mT.unsqueeze(1))  # [B, C, out, T] @ [B, 1, T, I]
+        if layer.bias is not None:
+            J[:, :, layer.bias.start : layer.bias.stop] = u.g.sum(-1)
+    return f, J
