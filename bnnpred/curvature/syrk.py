@@ -13,6 +13,8 @@ from functools import cache
 
 import numpy as np
 import torch
+from scipy.linalg import blas
+from threadpoolctl import ThreadpoolController
 from torch import Tensor
 
 BLOCKS = 8  # row blocks of the fallback product: 1/8 extra flops, GEMMs still large
@@ -68,8 +70,5 @@ def _blas_syrk_lower_(G: Tensor, A: Tensor) -> None:
 
 @cache
 def _blas():
-    from scipy.linalg import blas
-    from threadpoolctl import ThreadpoolController
-
-    # the controller is built after SciPy's BLAS is loaded, so that it sees it
+    # the controller is built after SciPy's BLAS is loaded (the import above), so that it sees it
     return {torch.float32: blas.ssyrk, torch.float64: blas.dsyrk}, ThreadpoolController()
