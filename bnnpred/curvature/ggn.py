@@ -17,6 +17,7 @@ from enum import Enum
 import torch
 from torch import Tensor
 
+from bnnpred.curvature.factor import reduced_sqrt
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS, iter_jacobians
 from bnnpred.curvature.syrk import mirror_lower_, syrk_lower_
@@ -149,20 +150,6 @@ def _accumulate(G: Tensor, A: Tensor, structure: Structure) -> None:
 def _finish(G: Tensor) -> Tensor:
     """The accumulated curvature made whole: a full matrix's lower triangle mirrored onto its upper one."""
     return mirror_lower_(G) if G.dim() == 2 else G
-
-
-def reduced_sqrt(L: Tensor) -> Tensor:
-    """A factor ``R`` ``[B, r, C]`` with ``RᵀR = LᵀL`` for ``L`` ``[B, C, C]`` and ``r`` the largest rank of the
-    ``LᵀL`` (eigenvalues at or below ``C·ε·λ_max`` count as zero, a rounding-level change); ``L`` itself when they
-    all have full rank. ``R = diag(√λ) Vᵀ`` over the top ``r`` eigenpairs of ``LᵀL = V diag(λ) Vᵀ``."""
-    C = L.shape[-1]
-    if C == 1 or len(L) == 0:
-        return L
-    lam, V = torch.linalg.eigh(L.mT @ L)  # ascending
-    rank = int((lam > C * torch.finfo(L.dtype).eps * lam[:, -1:]).sum(-1).max())
-    if rank == C:
-        return L
-    return (V[:, :, C - rank :] * lam[:, None, C - rank :].clamp_min(0).sqrt()).mT
 
 
 def _curvature_factor(likelihood: Likelihood, f: Tensor, J: Tensor, y: Tensor, kind: Curvature) -> Tensor:

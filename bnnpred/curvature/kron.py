@@ -13,7 +13,7 @@ g⁽ᵏ⁾_{nt})(Σ_t g⁽ᵏ⁾_{nt})ᵀ``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +21,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bnnpred.curvature.chunks import DEFAULT_CHUNK_ELEMS
+from bnnpred.curvature.factor import reduced_sqrt
 from bnnpred.curvature.functional import FlatModel
+from bnnpred.curvature.syrk import mirror_lower_, syrk_lower_
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Likelihood
 
@@ -90,19 +92,22 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
     positions = [0] * len(layers)  # output positions T per layer
     for start in range(0, N, batch_size):
         rows = slice(start, min(start + batch_size, N))
-        f, factors = layer_output_gradients(model, theta, X[rows], layers)
+        # the rows of R J_s (RᵀR = Λ, r = rank Λ rows), back-propagated directly: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s
+        f, factors = layer_output_gradients(model, theta, X[rows], layers,
+                                            seeds=lambda f: reduced_sqrt(likelihood.hessian_sqrt(f)))
         loglik += likelihood.log_prob(f, y[rows]).sum()
-        L = likelihood.hessian_sqrt(f)  # [B, C, C]
         for i, (layer, factor) in enumerate(zip(layers, factors, strict=True)):
-            layer.weight.A += torch.einsum("bit,bjt->ij", factor.a, factor.a)
-            g = torch.einsum("bkc,bcot->bkot", L, factor.g)  # the rows of L J_s: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s
+            a, g = factor.a, factor.g  # [B, I, T], [B, K, out, T]
+            syrk_lower_(layer.weight.A, a.mT.reshape(-1, a.shape[1]))  # Σ_{b,t} a_bt a_btᵀ, one triangle
             positions[i] = g.shape[-1]
-            layer.weight.B += torch.einsum("bkot,bkpt->op", g, g)
+            rows_g = g.flatten(0, 1)  # [B·K, out, T]
+            layer.weight.B += (rows_g @ rows_g.mT).sum(0)  # Σ_{b,k} g_bk g_bkᵀ without a permuted copy of g
             if layer.bias is not None:
-                summed = g.sum(-1)  # [B, K, out]
-                layer.bias.dense += torch.einsum("bko,bkp->op", summed, summed)
+                summed = g.sum(-1).flatten(0, 1)  # [B·K, out]
+                layer.bias.dense += summed.T @ summed
     blocks = []
     for layer, T in zip(layers, positions, strict=True):
+        mirror_lower_(layer.weight.A)
         layer.weight.B /= N * T
         blocks += [layer.weight] + ([layer.bias] if layer.bias is not None else [])
     return blocks, loglik
@@ -161,21 +166,24 @@ def iter_layer_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: lis
         yield (rows, *layer_output_gradients(model, theta, X[rows], layers))
 
 
-def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor,
-                           layers: list[Layer] | None = None) -> tuple[Tensor, list[LayerJacobian]]:
+def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer] | None = None,
+                           seeds: Callable[[Tensor], Tensor] | None = None) -> tuple[Tensor, list[LayerJacobian]]:
     """Outputs ``f`` ``[B, C]`` and the Jacobian factors of every supported layer (one forward and C backward
-    passes over the batch)."""
+    passes over the batch).
+
+    ``seeds(f)`` ``[B, K, C]`` back-propagates ``K`` combinations of the outputs instead of the ``C`` outputs, so
+    that ``g`` holds ``Σ_c seeds[b, k, c] ∂f_c/∂s`` (``[B, K, out, T]``; e.g. the rows of ``Λ``'s square root).
+    """
     layers = supported_layers(model) if layers is None else layers
     f, captured = _forward_capturing(model, layers, theta, X)
     outputs = [s for _, s in captured]
-    per_output = []
-    for c in range(f.shape[1]):
-        seed = torch.zeros_like(f)
-        seed[:, c] = 1
-        per_output.append(torch.autograd.grad(f, outputs, grad_outputs=seed, retain_graph=c < f.shape[1] - 1))
+    rows = torch.eye(f.shape[1], dtype=f.dtype, device=f.device).expand(len(f), -1, -1) if seeds is None \
+        else seeds(f.detach())
+    per_output = [torch.autograd.grad(f, outputs, grad_outputs=rows[:, k], retain_graph=k < rows.shape[1] - 1)
+                  for k in range(rows.shape[1])]
     factors = []
     for i, (layer, (a, _)) in enumerate(zip(layers, captured, strict=True)):
-        g = torch.stack([grads[i] for grads in per_output], dim=1)  # [B, C, out, ...]
+        g = torch.stack([grads[i] for grads in per_output], dim=1)  # [B, K, out, ...]
         factors.append(LayerJacobian(_patches(layer.module, a), g.reshape(*g.shape[:3], -1), layer.bias is not None))
     return f.detach(), factors
 
