@@ -133,3 +133,19 @@ def test_networks_the_layer_factors_do_not_describe_fall_back_to_autodiff():
     for module, X in ((normed, torch.randn(6, 3)), (sequence, torch.randn(6, 5, 3))):
         f, J, f_ref, J_ref = _layer_and_autodiff_jacobians(module, X)
         torch.testing.assert_close(J, J_ref, rtol=0, atol=1e-12)
+
+
+def test_diagonal_from_layer_factors_equals_the_dense_diagonal_on_a_cnn():
+    """Convolutions, max-pooling and a softmax (the factor path of the diagonal) against the full GGN's diagonal."""
+    from bnnpred.curvature.functional import FlatModel
+    from bnnpred.likelihoods import Categorical
+    from bnnpred.models.cnn import ThesisCNNConfig
+
+    torch.manual_seed(0)
+    model = FlatModel(build_model(ThesisCNNConfig(), (1, 28, 28), 3))
+    X, y = torch.randn(5, 1, 28, 28), torch.tensor([0, 2, 1, 1, 0])
+    args = (model, Categorical(), model.theta(), X, y)
+    full, loglik_full = curvature(*args)
+    diag, loglik = curvature(*args, structure=Structure.diag)
+    torch.testing.assert_close(diag, full.diagonal(), rtol=0, atol=1e-12 * float(full.diagonal().max()))
+    torch.testing.assert_close(loglik, loglik_full)

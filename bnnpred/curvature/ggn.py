@@ -5,8 +5,10 @@ r"""Generalized Gauss-Newton and empirical Fisher, full or diagonal (notes-000 e
 :mod:`bnnpred.curvature.syrk`: ``B·r·P²`` flops per chunk of ``B`` examples, half a general product) and mirrored
 once at the end. ``R_i`` has only as many rows ``r`` as ``Λ_i`` has rank: the likelihood's square root ``L_i``
 ``[C, C]`` is replaced by the top-``r`` eigen-factor of ``L_iᵀ L_i`` when ``Λ_i`` is singular (the softmax's
-``Λ = diag(p) − ppᵀ`` has rank ``C − 1``: ``1/C`` of the flops saved). The empirical Fisher is ``Σ_i g_i g_iᵀ`` with
-``g_i = J_iᵀ r_i`` (eq. 2.23).
+``Λ = diag(p) − ppᵀ`` has rank ``C − 1``: ``1/C`` of the flops saved). The GGN's diagonal of a network made of
+``Linear`` / ``Conv2d`` layers comes from the layers' factors without Jacobians
+(:func:`bnnpred.curvature.kron.layer_diag_ggn`). The empirical Fisher is ``Σ_i g_i g_iᵀ`` with ``g_i = J_iᵀ r_i``
+(eq. 2.23).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from torch import Tensor
 from bnnpred.curvature.factor import reduced_sqrt
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS, iter_jacobians
+from bnnpred.curvature.kron import jacobian_layers, layer_diag_ggn
 from bnnpred.curvature.syrk import mirror_lower_, syrk_lower_
 from bnnpred.likelihoods import Likelihood
 
@@ -59,6 +62,11 @@ def curvature(
     Returns:
         The curvature and ``Σ_i log p(y_i | f(x_i; θ))`` (a scalar tensor).
     """
+    layers = jacobian_layers(model) if isinstance(model, FlatModel) and theta.dim() == 1 else None
+    if structure is Structure.diag and kind is Curvature.ggn and layers is not None:
+        from_layers = layer_diag_ggn(model, likelihood, theta, X, y, layers, max_elems)
+        if from_layers is not None:
+            return from_layers
     P = theta.numel()
     G = theta.new_zeros((P, P) if structure is Structure.full else (P,))
     loglik = theta.new_zeros(())

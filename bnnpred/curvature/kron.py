@@ -228,3 +228,36 @@ def layer_jacobians(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Lay
         if layer.bias is not None:
             J[:, :, layer.bias.start : layer.bias.stop] = u.g.sum(-1)
     return f, J
+
+
+def layer_diag_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor, y: Tensor,
+                   layers: list[Layer], max_elems: int = DEFAULT_CHUNK_ELEMS) -> tuple[Tensor, Tensor] | None:
+    """The GGN's diagonal ``Σ_n Σ_k (R_n J_n)²_k`` ``[P]`` and ``Σ log p(y | f)`` from the layers' factors, without
+    per-example Jacobians for linear layers: with the rows ``g⁽ᵏ⁾`` of ``R_n J_s`` back-propagated (``RᵀR = Λ``),
+    a weight's diagonal is ``Σ_n (Σ_k g⁽ᵏ⁾²)_o a²_i`` (one ``[out, B] x [B, in]`` product); a convolution's
+    ``Σ_{n,k} (Σ_t g⁽ᵏ⁾_t a_tᵀ)²``. ``None`` where :func:`layer_jacobians` would be (the factors do not describe
+    the network)."""
+    diag, loglik = theta.new_zeros(theta.numel()), theta.new_zeros(())
+    with torch.no_grad():
+        n_out = model(theta, X[:1]).shape[1]
+    step = max(1, max_elems // (n_out * theta.numel()))
+    for start in range(0, len(X), step):
+        rows = slice(start, min(start + step, len(X)))
+        with torch.enable_grad():
+            try:
+                f, factors = layer_output_gradients(model, theta, X[rows], layers,
+                                                    seeds=lambda f: reduced_sqrt(likelihood.hessian_sqrt(f)))
+            except BnnpredError:
+                return None
+        loglik += likelihood.log_prob(f, y[rows]).sum()
+        for layer, u in zip(layers, factors, strict=True):
+            weight = diag[layer.weight.start : layer.weight.stop].view(u.g.shape[2], u.a.shape[1])
+            if isinstance(layer.module, nn.Linear):
+                if u.a.shape[1] != layer.module.in_features:
+                    return None
+                weight += u.g[..., 0].square().sum(1).T @ u.a[..., 0].square()
+            else:
+                weight += (u.g @ u.a.mT.unsqueeze(1)).square().sum((0, 1))
+            if layer.bias is not None:
+                diag[layer.bias.start : layer.bias.stop] += u.g.sum(-1).square().sum((0, 1))
+    return diag, loglik
