@@ -98,20 +98,27 @@ def gradient_and_ggn(
     e.g. the linearised network at posterior samples (LGVA). ``kind=ef`` gives the empirical Fisher
     ``Σ_i g_i g_iᵀ`` with ``g_i = J_iᵀ r_i`` instead of the GGN (SLANG's EF baselines, notes-002 §2.11).
 
+    Jacobians held in a lower precision than ``θ`` (a :class:`~bnnpred.curvature.functional.LinearizedModel` with
+    float32 ``J*`` in a float64 run) give the curvature's products in their precision, accumulated over the chunks
+    there and returned in ``θ``'s; ``outputs`` and the gradient get the Jacobians in ``θ``'s precision.
+
     Returns:
         ``ĝ`` ``[P]``, ``Ĝ`` (``[P, P]`` or its diagonal ``[P]``) and ``(1/S) Σ_s Σ_i log p(y_i | f̂_si)``.
     """
     P = theta.numel()
     g = theta.new_zeros(P)
-    G = theta.new_zeros((P, P) if structure is Structure.full else (P,))
+    G: Tensor | None = None  # in the Jacobians' dtype
     loglik = theta.new_zeros(())
     S = 1
     for rows, f, J in iter_jacobians(model, theta, X, max_elems):
-        evaluations = f.unsqueeze(0) if outputs is None else outputs(f, J)
+        G = J.new_zeros((P, P) if structure is Structure.full else (P,)) if G is None else G
+        J_theta = J.to(theta.dtype)  # J itself unless held in a lower precision
+        evaluations = f.unsqueeze(0) if outputs is None else outputs(f, J_theta)
         S = len(evaluations)
         for f_hat in evaluations:
-            loglik += _add_chunk(g, G, likelihood, f_hat, J, y[rows], structure, kind)
-    return g / S, _finish(G).div_(S), loglik / S
+            loglik += _add_chunk(g, G, likelihood, f_hat, J_theta, y[rows], structure, kind, products=J)
+    G = theta.new_zeros((P, P) if structure is Structure.full else (P,)) if G is None else _finish(G).to(theta.dtype)
+    return g / S, G.div_(S), loglik / S
 
 
 def sampled_gradient_and_ggn(
@@ -140,10 +147,12 @@ def sampled_gradient_and_ggn(
 
 
 def _add_chunk(g: Tensor, G: Tensor, likelihood: Likelihood, f: Tensor, J: Tensor, y: Tensor, structure: Structure,
-               kind: Curvature) -> Tensor:
-    """``g += Σ_b J_bᵀ r_b`` and ``G +=`` the chunk's curvature, in place; returns ``Σ_b log p(y_b | f_b)``."""
+               kind: Curvature, products: Tensor | None = None) -> Tensor:
+    """``g += Σ_b J_bᵀ r_b`` and ``G +=`` the chunk's curvature (its products from ``products``, the same Jacobians
+    in ``G``'s precision; default ``J``), in place; returns ``Σ_b log p(y_b | f_b)``."""
     g += torch.einsum("bc,bcp->p", likelihood.residual(f, y), J)
-    _accumulate(G, _curvature_factor(likelihood, f, J, y, kind).reshape(-1, g.numel()), structure)
+    factor = _curvature_factor(likelihood, f, J if products is None else products, y, kind)
+    _accumulate(G, factor.reshape(-1, g.numel()), structure)
     return likelihood.log_prob(f, y).sum()
 
 
@@ -163,6 +172,6 @@ def _finish(G: Tensor) -> Tensor:
 def _curvature_factor(likelihood: Likelihood, f: Tensor, J: Tensor, y: Tensor, kind: Curvature) -> Tensor:
     """``A`` with ``Σ AᵀA`` the curvature of this chunk: ``R J`` ``[B, r, P]`` or ``rᵀJ`` ``[B, 1, P]``."""
     if kind is Curvature.ggn:
-        return reduced_sqrt(likelihood.hessian_sqrt(f)) @ J
-    r = likelihood.residual(f, y)  # [B, C]
+        return reduced_sqrt(likelihood.hessian_sqrt(f)).to(J.dtype) @ J
+    r = likelihood.residual(f, y).to(J.dtype)  # [B, C]
     return torch.einsum("bc,bcp->bp", r, J).unsqueeze(1)

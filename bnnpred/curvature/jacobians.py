@@ -25,12 +25,13 @@ def jacobians(model: FlatModel | LinearizedModel, theta: Tensor, X: Tensor) -> t
     return model.outputs_and_jacobians(theta, X)
 
 
-def stacked_jacobians(model: FlatModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+def stacked_jacobians(model: FlatModel, theta: Tensor, X: Tensor,
+                      dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
     """All outputs ``[N, C]`` and Jacobians ``[N, C, P]`` of ``X`` at one point ``θ`` ``[P]``, computed in bounded
-    chunks and held at once."""
+    chunks and held at once (the Jacobians converted chunk by chunk to ``dtype`` if given)."""
     if theta.dim() != 1:
         raise BnnpredError(f"stacked_jacobians takes one parameter vector [P], not shape {list(theta.shape)}")
-    fs, Js = zip(*[(f, J) for _, f, J in iter_jacobians(model, theta, X)], strict=True)
+    fs, Js = zip(*[(f, J.to(dtype or J.dtype)) for _, f, J in iter_jacobians(model, theta, X)], strict=True)
     return torch.cat(fs), torch.cat(Js)
 
 
