@@ -100,15 +100,14 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
             a, g = factor.a, factor.g  # [B, I, T], [B, K, out, T]
             syrk_lower_(layer.weight.A, a.mT.reshape(-1, a.shape[1]))  # Σ_{b,t} a_bt a_btᵀ, one triangle
             positions[i] = g.shape[-1]
-            rows_g = g.flatten(0, 1)  # [B·K, out, T]
-            layer.weight.B += (rows_g @ rows_g.mT).sum(0)  # Σ_{b,k} g_bk g_bkᵀ without a permuted copy of g
+            syrk_lower_(layer.weight.B, g.mT.reshape(-1, g.shape[2]))  # Σ_{b,k,t} g_bkt g_bktᵀ, one triangle
             if layer.bias is not None:
                 summed = g.sum(-1).flatten(0, 1)  # [B·K, out]
                 layer.bias.dense += summed.T @ summed
     blocks = []
     for layer, T in zip(layers, positions, strict=True):
         mirror_lower_(layer.weight.A)
-        layer.weight.B /= N * T
+        mirror_lower_(layer.weight.B).div_(N * T)
         blocks += [layer.weight] + ([layer.bias] if layer.bias is not None else [])
     return blocks, loglik
 
