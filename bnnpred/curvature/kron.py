@@ -203,6 +203,14 @@ def jacobian_layers(model: FlatModel) -> list[Layer] | None:
     return layers
 
 
+def _per_example(layer: Layer, factor: LayerJacobian, batch: int) -> bool:
+    """Whether the layer saw one row per example (a linear layer's inputs ``[B, in]``, not a sequence's positions
+    folded into the rows or kept as a dimension), so that its factors separate the examples."""
+    if factor.a.shape[0] != batch:
+        return False
+    return not isinstance(layer.module, nn.Linear) or factor.a.shape[1] == layer.module.in_features
+
+
 def layer_jacobians(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer]) -> tuple[Tensor, Tensor] | None:
     """Outputs ``f`` ``[B, C]`` and per-example Jacobians ``J`` ``[B, C, P]`` formed from the layers' factors of
     :func:`layer_output_gradients` (one forward and ``C`` backward passes over the batch, where ``vmap(jacrev)``
@@ -219,8 +227,8 @@ def layer_jacobians(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Lay
     B, C = f.shape
     J = f.new_empty(B, C, theta.numel())
     for layer, u in zip(layers, factors, strict=True):
-        module, out = layer.module, u.g.shape[2]
-        if isinstance(module, nn.Linear) and u.a.shape[1] != module.in_features:
+        out = u.g.shape[2]
+        if not _per_example(layer, u, B):
             return None
         weight = J[:, :, layer.weight.start : layer.weight.stop].view(B, C, out, u.a.shape[1])
         weight.copy_(u.g @ u.a.mT.unsqueeze(1))  # [B, C, out, T] @ [B, 1, T, I]
@@ -250,10 +258,10 @@ def layer_diag_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: T
                 return None
         loglik += likelihood.log_prob(f, y[rows]).sum()
         for layer, u in zip(layers, factors, strict=True):
+            if not _per_example(layer, u, len(f)):
+                return None
             weight = diag[layer.weight.start : layer.weight.stop].view(u.g.shape[2], u.a.shape[1])
             if isinstance(layer.module, nn.Linear):
-                if u.a.shape[1] != layer.module.in_features:
-                    return None
                 weight += u.g[..., 0].square().sum(1).T @ u.a[..., 0].square()
             else:
                 weight += (u.g @ u.a.mT.unsqueeze(1)).square().sum((0, 1))
