@@ -1,10 +1,13 @@
 r"""Symmetric rank-k updates ``G += AᵀA`` that compute one triangle only (``K·P²`` flops, half a general product).
 
 The GGN ``Σ_i (L_i J_i)ᵀ (L_i J_i)`` is symmetric, so a general product ``AᵀA`` (``2·K·P²`` flops) does twice the
-work needed. On the CPU in float32 / float64 the update is BLAS ``?syrk`` (SciPy's bundled BLAS, limited to
-torch's thread count); elsewhere (other devices or dtypes) a blocked lower-triangular product: block row ``i`` of
-``b`` rows gets ``A[:, i]ᵀ A[:, :i+1]``, ``K·P²·(1 + 1/n)`` flops for ``n`` blocks. Either way the upper triangle
-is left as it was until :func:`mirror_lower_` copies the lower one over it.
+work needed. For large ``G`` on the CPU in float32 / float64 the update is BLAS ``?syrk`` (SciPy's bundled BLAS,
+limited to torch's thread count); elsewhere (other devices or dtypes) a blocked lower-triangular product: block row
+``i`` of ``b`` rows gets ``A[:, i]ᵀ A[:, :i+1]``, ``K·P²·(1 + 1/n)`` flops for ``n`` blocks. Small ``G`` (below
+``BLAS_MIN_SIZE``, e.g. Kronecker factors) get torch's general product: there the flops do not dominate, and
+SciPy's BLAS threads, which keep spinning for a while after each call, would compete with torch's for the cores
+(measured: an MLP's Kronecker fit 10x slower on 2 cores with many small ``?syrk`` calls between backward passes).
+Either way the upper triangle is left stale until :func:`mirror_lower_` copies the lower one over it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from torch import Tensor
 
 BLOCKS = 8  # row blocks of the fallback product: 1/8 extra flops, GEMMs still large
 MIRROR_BLOCK = 256  # rows copied at a time by mirror_lower_ (bounded temporaries)
+BLAS_MIN_SIZE = 2048  # P from which ?syrk is used on the CPU
 
 
 def syrk_lower_(G: Tensor, A: Tensor) -> Tensor:
@@ -28,7 +32,9 @@ def syrk_lower_(G: Tensor, A: Tensor) -> Tensor:
     """
     if A.shape[0] == 0:
         return G
-    if G.device.type == "cpu" and G.dtype in (torch.float32, torch.float64) and A.dtype == G.dtype \
+    if G.shape[0] < BLAS_MIN_SIZE:
+        G.addmm_(A.mT, A)
+    elif G.device.type == "cpu" and G.dtype in (torch.float32, torch.float64) and A.dtype == G.dtype \
             and G.is_contiguous():
         _blas_syrk_lower_(G, A.detach().contiguous())
     else:
