@@ -2,8 +2,8 @@
 
 The same network, data and θ for both: a 2x50 tanh MLP, N = 4,500 inputs of 36 features, C = 6 classes
 (P = 4,706), random data from a fixed seed, δ = 1; then 3c3d (P = 892,010) on Fashion-MNIST images (random ones of
-the same shape without a data root): the Kronecker fit and the Kronecker glm predictive. Stages shorter than 3 s count the best of three runs (both
-libraries):
+the same shape without a data root): the Kronecker fit and the Kronecker glm predictive. Stages shorter than 3 s
+count the best of three runs (both libraries):
 
 - full GGN fit (laplace-torch: each GGN backend, the fastest counts), posterior factorisation (our Cholesky of the
   precision; its posterior covariance), glm predictive (1000 inputs x 1000 samples), probit predictive (1000 inputs),
