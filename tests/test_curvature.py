@@ -94,3 +94,74 @@ def test_thesis_cnn_has_the_thesis_parameter_count():
 
     model = build_model(ThesisCNNConfig(), (1, 28, 28), 1)
     assert n_params(model) == 4587
+
+
+def _layer_and_autodiff_jacobians(module, X):
+    from bnnpred.curvature.functional import FlatModel
+
+    model = FlatModel(module)
+    theta = model.theta()
+    (_, f, J), = iter_jacobians(model, theta, X)
+    f_ref, J_ref = model.outputs_and_jacobians(theta, X)  # vmap(jacrev)
+    return f, J, f_ref, J_ref
+
+
+@pytest.mark.parametrize("which", ["mlp", "cnn"])
+def test_jacobians_formed_from_layer_factors_equal_autodiff(which):
+    """The layer route (one forward and C backward passes) against one reverse pass per example and output."""
+    from bnnpred.models.cnn import ThesisCNNConfig
+
+    torch.manual_seed(0)
+    if which == "mlp":
+        module, X = build_model(MLPConfig(depth=2, width=7), (3,), 4), torch.randn(9, 3)
+    else:
+        module, X = build_model(ThesisCNNConfig(), (1, 28, 28), 3), torch.randn(4, 1, 28, 28)
+    f, J, f_ref, J_ref = _layer_and_autodiff_jacobians(module, X)
+    torch.testing.assert_close(f, f_ref, rtol=0, atol=1e-12)
+    torch.testing.assert_close(J, J_ref, rtol=0, atol=1e-12 * float(J_ref.abs().max()))
+
+
+def test_networks_the_layer_factors_do_not_describe_fall_back_to_autodiff():
+    """A layer-norm's parameters (not Linear / Conv2d) and a linear layer applied along a sequence."""
+    from bnnpred.curvature.functional import FlatModel
+    from bnnpred.curvature.kron import jacobian_layers
+    from bnnpred.likelihoods import Categorical
+
+    torch.manual_seed(0)
+    normed = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 2))
+    assert jacobian_layers(FlatModel(normed)) is None
+    sequence = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Flatten(), torch.nn.Linear(20, 2))
+
+    class FoldedPositions(torch.nn.Module):  # the positions folded into the rows: [B·5, 3] into the first layer
+        def __init__(self):
+            super().__init__()
+            self.inner, self.outer = torch.nn.Linear(3, 4), torch.nn.Linear(20, 2)
+
+        def forward(self, x):
+            return self.outer(torch.tanh(self.inner(x.reshape(-1, 3))).reshape(len(x), -1))
+
+    cases = ((normed, torch.randn(6, 3)), (sequence, torch.randn(6, 5, 3)), (FoldedPositions(), torch.randn(6, 5, 3)))
+    for module, X in cases:
+        f, J, f_ref, J_ref = _layer_and_autodiff_jacobians(module, X)
+        torch.testing.assert_close(J, J_ref, rtol=0, atol=1e-12)
+        model = FlatModel(module)
+        y = torch.tensor([0, 1, 1, 0, 1, 0])
+        full, _ = curvature(model, Categorical(), model.theta(), X, y)
+        diag, _ = curvature(model, Categorical(), model.theta(), X, y, structure=Structure.diag)
+        torch.testing.assert_close(diag, full.diagonal(), rtol=0, atol=1e-12)
+
+
+def test_diagonal_from_layer_factors_equals_the_dense_diagonal_on_a_cnn():
+    """Convolutions, max-pooling and a softmax (the factor path of the diagonal) against the full GGN's diagonal."""
+    from bnnpred.curvature.functional import FlatModel
+    from bnnpred.likelihoods import Categorical
+    from bnnpred.models.cnn import ThesisCNNConfig
+
+    torch.manual_seed(0)
+    model = FlatModel(build_model(ThesisCNNConfig(), (1, 28, 28), 3))
+    X, y = torch.randn(5, 1, 28, 28), torch.tensor([0, 2, 1, 1, 0])
+    args = (model, Categorical(), model.theta(), X, y)
+    full, loglik_full = curvature(*args)
+    diag, loglik = curvature(*args, structure=Structure.diag)
+    torch.testing.assert_close(diag, full.diagonal(), rtol=0, atol=1e-12 * float(full.diagonal().max()))
+    torch.testing.assert_close(loglik, loglik_full)

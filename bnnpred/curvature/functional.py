@@ -89,7 +89,9 @@ class LinearizedModel:
     ``f_lin(θ, i) = f(x_i; θ*) + J(x_i; θ*)(θ − θ*)`` (the GLM of notes-004 eq. 5; notes-000 §3).
 
     Built from ``f*`` ``[N, C]`` and ``J*`` ``[N, C, P]``; it quacks like :class:`FlatModel` with inputs
-    ``idx`` ``[B]`` (int64 row numbers), so every estimator that linearises a network works on it unchanged.
+    ``idx`` ``[B]`` (int64 row numbers), so every estimator that linearises a network works on it unchanged. ``J*``
+    may be held in a lower precision than ``θ*`` (float32 in a float64 run: half the memory; ``J*(θ − θ*)`` is
+    then formed in that precision and returned in ``θ``'s).
     """
 
     def __init__(self, f_star: Tensor, J_star: Tensor, theta_star: Tensor):
@@ -111,7 +113,7 @@ class LinearizedModel:
         """``f_lin(θ, idx)`` ``[B, C]`` and its Jacobians, the stored ``J*[idx]`` ``[B, C, P]`` (no autodiff; a view,
         not a copy, when ``idx`` is a run of consecutive rows, as in full-batch chunks)."""
         J, f_star = self._rows(self.J_star, idx), self._rows(self.f_star, idx)
-        return f_star + J @ (theta - self.theta_star), J
+        return f_star + (J @ (theta - self.theta_star).to(J.dtype)).to(f_star.dtype), J
 
     @staticmethod
     def _rows(stored: Tensor, idx: Tensor) -> Tensor:

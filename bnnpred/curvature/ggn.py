@@ -1,8 +1,14 @@
 r"""Generalized Gauss-Newton and empirical Fisher, full or diagonal (notes-000 eq. 2.25, notes-004 eq. 7).
 
 ``GGN = Σ_i J_iᵀ Λ_i J_i`` with ``Λ_i = -∇²_f log p(y_i|f_i)``; written as ``Σ_i A_iᵀ A_i`` with
-``A_i = L_i J_i`` and ``L_iᵀ L_i = Λ_i``, so a chunk of ``B`` examples costs one ``[P, BC] x [BC, P]`` GEMM.
-The empirical Fisher is ``Σ_i g_i g_iᵀ`` with ``g_i = J_iᵀ r_i`` (eq. 2.23).
+``A_i = R_i J_i`` and ``R_iᵀ R_i = Λ_i``. Full matrices are accumulated one triangle at a time (``?syrk``,
+:mod:`bnnpred.curvature.syrk`: ``B·r·P²`` flops per chunk of ``B`` examples, half a general product) and mirrored
+once at the end. ``R_i`` has only as many rows ``r`` as ``Λ_i`` has rank: the likelihood's square root ``L_i``
+``[C, C]`` is replaced by the top-``r`` eigen-factor of ``L_iᵀ L_i`` when ``Λ_i`` is singular (the softmax's
+``Λ = diag(p) − ppᵀ`` has rank ``C − 1``: ``1/C`` of the flops saved). The GGN's diagonal of a network made of
+``Linear`` / ``Conv2d`` layers comes from the layers' factors without Jacobians
+(:func:`bnnpred.curvature.kron.layer_diag_ggn`). The empirical Fisher is ``Σ_i g_i g_iᵀ`` with ``g_i = J_iᵀ r_i``
+(eq. 2.23).
 """
 
 from __future__ import annotations
@@ -13,8 +19,11 @@ from enum import Enum
 import torch
 from torch import Tensor
 
+from bnnpred.curvature.factor import reduced_sqrt
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS, iter_jacobians
+from bnnpred.curvature.kron import jacobian_layers, layer_diag_ggn
+from bnnpred.curvature.syrk import mirror_lower_, syrk_lower_
 from bnnpred.likelihoods import Likelihood
 
 
@@ -53,13 +62,18 @@ def curvature(
     Returns:
         The curvature and ``Σ_i log p(y_i | f(x_i; θ))`` (a scalar tensor).
     """
+    layers = jacobian_layers(model) if isinstance(model, FlatModel) and theta.dim() == 1 else None
+    if structure is Structure.diag and kind is Curvature.ggn and layers is not None:
+        from_layers = layer_diag_ggn(model, likelihood, theta, X, y, layers, max_elems)
+        if from_layers is not None:
+            return from_layers
     P = theta.numel()
     G = theta.new_zeros((P, P) if structure is Structure.full else (P,))
     loglik = theta.new_zeros(())
     for rows, f, J in iter_jacobians(model, theta, X, max_elems):
         _accumulate(G, _curvature_factor(likelihood, f, J, y[rows], kind).reshape(-1, P), structure)
         loglik += likelihood.log_prob(f, y[rows]).sum()
-    return G, loglik
+    return _finish(G), loglik
 
 
 Outputs = Callable[[Tensor, Tensor], Tensor]
@@ -84,19 +98,26 @@ def gradient_and_ggn(
     e.g. the linearised network at posterior samples (LGVA). ``kind=ef`` gives the empirical Fisher
     ``Σ_i g_i g_iᵀ`` with ``g_i = J_iᵀ r_i`` instead of the GGN (SLANG's EF baselines, notes-002 §2.11).
 
+    Jacobians held in a lower precision than ``θ`` (a :class:`~bnnpred.curvature.functional.LinearizedModel` with
+    float32 ``J*`` in a float64 run) give the curvature's products in their precision, accumulated over the chunks
+    there and returned in ``θ``'s; ``outputs`` and the gradient get the Jacobians in ``θ``'s precision.
+
     Returns:
         ``ĝ`` ``[P]``, ``Ĝ`` (``[P, P]`` or its diagonal ``[P]``) and ``(1/S) Σ_s Σ_i log p(y_i | f̂_si)``.
     """
     P = theta.numel()
     g = theta.new_zeros(P)
-    G = theta.new_zeros((P, P) if structure is Structure.full else (P,))
+    G: Tensor | None = None  # in the Jacobians' dtype
     loglik = theta.new_zeros(())
     S = 1
     for rows, f, J in iter_jacobians(model, theta, X, max_elems):
-        evaluations = f.unsqueeze(0) if outputs is None else outputs(f, J)
+        G = J.new_zeros((P, P) if structure is Structure.full else (P,)) if G is None else G
+        J_theta = J.to(theta.dtype)  # J itself unless held in a lower precision
+        evaluations = f.unsqueeze(0) if outputs is None else outputs(f, J_theta)
         S = len(evaluations)
         for f_hat in evaluations:
-            loglik += _add_chunk(g, G, likelihood, f_hat, J, y[rows], structure, kind)
+            loglik += _add_chunk(g, G, likelihood, f_hat, J_theta, y[rows], structure, kind, products=J)
+    G = theta.new_zeros((P, P) if structure is Structure.full else (P,)) if G is None else _finish(G).to(theta.dtype)
     return g / S, G.div_(S), loglik / S
 
 
@@ -122,28 +143,35 @@ def sampled_gradient_and_ggn(
     for rows, f, J in iter_jacobians(model, thetas, X, max_elems):
         targets = y[rows].repeat(S, *[1] * (y.dim() - 1))  # [S·B, ...], draw-major like f.flatten(0, 1)
         loglik += _add_chunk(g, G, likelihood, f.flatten(0, 1), J.flatten(0, 1), targets, structure, kind)
-    return g / S, G.div_(S), loglik / S
+    return g / S, _finish(G).div_(S), loglik / S
 
 
 def _add_chunk(g: Tensor, G: Tensor, likelihood: Likelihood, f: Tensor, J: Tensor, y: Tensor, structure: Structure,
-               kind: Curvature) -> Tensor:
-    """``g += Σ_b J_bᵀ r_b`` and ``G +=`` the chunk's curvature, in place; returns ``Σ_b log p(y_b | f_b)``."""
+               kind: Curvature, products: Tensor | None = None) -> Tensor:
+    """``g += Σ_b J_bᵀ r_b`` and ``G +=`` the chunk's curvature (its products from ``products``, the same Jacobians
+    in ``G``'s precision; default ``J``), in place; returns ``Σ_b log p(y_b | f_b)``."""
     g += torch.einsum("bc,bcp->p", likelihood.residual(f, y), J)
-    _accumulate(G, _curvature_factor(likelihood, f, J, y, kind).reshape(-1, g.numel()), structure)
+    factor = _curvature_factor(likelihood, f, J if products is None else products, y, kind)
+    _accumulate(G, factor.reshape(-1, g.numel()), structure)
     return likelihood.log_prob(f, y).sum()
 
 
 def _accumulate(G: Tensor, A: Tensor, structure: Structure) -> None:
-    """``G += AᵀA`` (full) or its diagonal, for ``A`` ``[K, P]``."""
+    """``G += AᵀA`` (full: its lower triangle, see :func:`_finish`) or its diagonal, for ``A`` ``[K, P]``."""
     if structure is Structure.full:
-        G.addmm_(A.T, A)
+        syrk_lower_(G, A)
     else:
         G += A.square().sum(0)
 
 
+def _finish(G: Tensor) -> Tensor:
+    """The accumulated curvature made whole: a full matrix's lower triangle mirrored onto its upper one."""
+    return mirror_lower_(G) if G.dim() == 2 else G
+
+
 def _curvature_factor(likelihood: Likelihood, f: Tensor, J: Tensor, y: Tensor, kind: Curvature) -> Tensor:
-    """``A`` with ``Σ AᵀA`` the curvature of this chunk: ``L J`` ``[B, C, P]`` or ``rᵀJ`` ``[B, 1, P]``."""
+    """``A`` with ``Σ AᵀA`` the curvature of this chunk: ``R J`` ``[B, r, P]`` or ``rᵀJ`` ``[B, 1, P]``."""
     if kind is Curvature.ggn:
-        return likelihood.hessian_sqrt(f) @ J
-    r = likelihood.residual(f, y)  # [B, C]
+        return reduced_sqrt(likelihood.hessian_sqrt(f)).to(J.dtype) @ J
+    r = likelihood.residual(f, y).to(J.dtype)  # [B, C]
     return torch.einsum("bc,bcp->bp", r, J).unsqueeze(1)

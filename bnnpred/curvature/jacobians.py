@@ -1,4 +1,6 @@
-"""Per-example Jacobians ``J_i = ∂f(x_i; θ)/∂θ`` ``[C, P]`` with ``vmap(jacrev)`` (notes-000 §2)."""
+"""Per-example Jacobians ``J_i = ∂f(x_i; θ)/∂θ`` ``[C, P]`` (notes-000 §2): formed from the layers' factors when
+every parameter belongs to a ``Linear`` / ``Conv2d`` layer (:func:`bnnpred.curvature.kron.layer_jacobians`: one
+forward and ``C`` backward passes per chunk), otherwise with ``vmap(jacrev)``."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import torch
 from torch import Tensor
 from torch.func import vmap
 
+from bnnpred.curvature.chunks import DEFAULT_CHUNK_ELEMS, chunk_size_for
 from bnnpred.curvature.functional import FlatModel, LinearizedModel
+from bnnpred.curvature.kron import jacobian_layers, layer_jacobians
 from bnnpred.errors import BnnpredError
 
-# Jacobian chunks hold at most this many numbers (B·C·P), about 128 MB in float64.
-DEFAULT_CHUNK_ELEMS = 2**24
+__all__ = ["DEFAULT_CHUNK_ELEMS", "chunk_size_for", "iter_jacobians", "jacobians", "stacked_jacobians"]
 
 
 def jacobians(model: FlatModel | LinearizedModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
@@ -22,18 +25,14 @@ def jacobians(model: FlatModel | LinearizedModel, theta: Tensor, X: Tensor) -> t
     return model.outputs_and_jacobians(theta, X)
 
 
-def stacked_jacobians(model: FlatModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
+def stacked_jacobians(model: FlatModel, theta: Tensor, X: Tensor,
+                      dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
     """All outputs ``[N, C]`` and Jacobians ``[N, C, P]`` of ``X`` at one point ``θ`` ``[P]``, computed in bounded
-    chunks and held at once."""
+    chunks and held at once (the Jacobians converted chunk by chunk to ``dtype`` if given)."""
     if theta.dim() != 1:
         raise BnnpredError(f"stacked_jacobians takes one parameter vector [P], not shape {list(theta.shape)}")
-    fs, Js = zip(*[(f, J) for _, f, J in iter_jacobians(model, theta, X)], strict=True)
+    fs, Js = zip(*[(f, J.to(dtype or J.dtype)) for _, f, J in iter_jacobians(model, theta, X)], strict=True)
     return torch.cat(fs), torch.cat(Js)
-
-
-def chunk_size_for(n_outputs: int, n_params: int, max_elems: int = DEFAULT_CHUNK_ELEMS) -> int:
-    """Number of examples per chunk so that a ``[B, C, P]`` Jacobian holds at most ``max_elems`` numbers."""
-    return max(1, max_elems // (n_outputs * n_params))
 
 
 def iter_jacobians(
@@ -50,7 +49,11 @@ def iter_jacobians(
         n_out = model(theta.reshape(draws, -1)[0], X[:1]).shape[1]
     step = chunk_size_for(draws * n_out, theta.shape[-1], max_elems)
     compute = partial(jacobians, model) if theta.dim() == 1 else vmap(partial(jacobians, model), in_dims=(0, None))
+    layers = jacobian_layers(model) if isinstance(model, FlatModel) and theta.dim() == 1 else None
     for start in range(0, len(X), step):
         rows = slice(start, min(start + step, len(X)))
-        f, J = compute(theta, X[rows])
+        formed = layer_jacobians(model, theta, X[rows], layers) if layers is not None else None
+        if formed is None:
+            layers = None  # the network's layers do not give its Jacobians: vmap(jacrev) for every chunk
+        f, J = formed or compute(theta, X[rows])
         yield rows, f.detach(), J.detach()

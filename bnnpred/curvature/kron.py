@@ -4,8 +4,10 @@ For a linear layer ``s = W a + b`` with ``W`` ``[out, in]`` flattened row-major,
 ⊗ a_n a_nᵀ`` with ``G_n = J_{s,n}ᵀ Λ_n J_{s,n}`` ``[out, out]``; KFLR approximates it by ``B ⊗ A`` with ``A = Σ_n
 a_n aₙᵀ`` and ``B = (1/N) Σ_n G_n`` (one factor carries the 1/N, so the product estimates the sum; exact for one
 example). ``G_n`` is accumulated without Jacobians: back-propagating each row ``k`` of the factor ``L_n`` (``L_nᵀ
-L_n = Λ_n``) from the outputs gives ``g⁽ᵏ⁾ = J_sᵀ L_n[k]ᵀ`` and ``Σ_k g⁽ᵏ⁾ g⁽ᵏ⁾ᵀ = G_n``: C backward passes per
-batch (the one-hot rows of :func:`layer_output_gradients`, combined with ``L_n``). A convolution is the same with
+L_n = Λ_n``) from the outputs gives ``g⁽ᵏ⁾ = J_sᵀ L_n[k]ᵀ`` and ``Σ_k g⁽ᵏ⁾ g⁽ᵏ⁾ᵀ = G_n``: one backward pass per
+row per batch (the rows of ``L_n`` as :func:`layer_output_gradients`' seeds; ``L_n`` with as many rows as ``Λ_n`` has
+rank, ``C − 1`` for the softmax). Both factors are symmetric products accumulated one triangle at a time
+(:mod:`bnnpred.curvature.syrk`). A convolution is the same with
 every output position ``t`` as an example ("expand" KFAC, Grosse & Martens 2016): ``A = Σ_{n,t} a_{nt} a_{nt}ᵀ`` of
 the unfolded input patches, ``B = Σ_{n,t} G_{nt} / (N T)``. Bias blocks are exact and dense: ``Σ_n Σ_k (Σ_t
 g⁽ᵏ⁾_{nt})(Σ_t g⁽ᵏ⁾_{nt})ᵀ``.
@@ -13,15 +15,17 @@ g⁽ᵏ⁾_{nt})(Σ_t g⁽ᵏ⁾_{nt})ᵀ``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bnnpred.curvature.chunks import DEFAULT_CHUNK_ELEMS
+from bnnpred.curvature.factor import reduced_sqrt
 from bnnpred.curvature.functional import FlatModel
-from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS
+from bnnpred.curvature.syrk import mirror_lower_, syrk_lower_
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Likelihood
 
@@ -90,20 +94,22 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
     positions = [0] * len(layers)  # output positions T per layer
     for start in range(0, N, batch_size):
         rows = slice(start, min(start + batch_size, N))
-        f, factors = layer_output_gradients(model, theta, X[rows], layers)
+        # the rows of R J_s (RᵀR = Λ, r = rank Λ rows), back-propagated directly: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s
+        f, factors = layer_output_gradients(model, theta, X[rows], layers,
+                                            seeds=lambda f: reduced_sqrt(likelihood.hessian_sqrt(f)))
         loglik += likelihood.log_prob(f, y[rows]).sum()
-        L = likelihood.hessian_sqrt(f)  # [B, C, C]
         for i, (layer, factor) in enumerate(zip(layers, factors, strict=True)):
-            layer.weight.A += torch.einsum("bit,bjt->ij", factor.a, factor.a)
-            g = torch.einsum("bkc,bcot->bkot", L, factor.g)  # the rows of L J_s: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s
+            a, g = factor.a, factor.g  # [B, I, T], [B, K, out, T]
+            syrk_lower_(layer.weight.A, a.mT.reshape(-1, a.shape[1]))  # Σ_{b,t} a_bt a_btᵀ, one triangle
             positions[i] = g.shape[-1]
-            layer.weight.B += torch.einsum("bkot,bkpt->op", g, g)
+            syrk_lower_(layer.weight.B, g.mT.reshape(-1, g.shape[2]))  # Σ_{b,k,t} g_bkt g_bktᵀ, one triangle
             if layer.bias is not None:
-                summed = g.sum(-1)  # [B, K, out]
-                layer.bias.dense += torch.einsum("bko,bkp->op", summed, summed)
+                summed = g.sum(-1).flatten(0, 1)  # [B·K, out]
+                layer.bias.dense += summed.T @ summed
     blocks = []
     for layer, T in zip(layers, positions, strict=True):
-        layer.weight.B /= N * T
+        mirror_lower_(layer.weight.A)
+        mirror_lower_(layer.weight.B).div_(N * T)
         blocks += [layer.weight] + ([layer.bias] if layer.bias is not None else [])
     return blocks, loglik
 
@@ -161,20 +167,106 @@ def iter_layer_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: lis
         yield (rows, *layer_output_gradients(model, theta, X[rows], layers))
 
 
-def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor,
-                           layers: list[Layer] | None = None) -> tuple[Tensor, list[LayerJacobian]]:
+def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer] | None = None,
+                           seeds: Callable[[Tensor], Tensor] | None = None) -> tuple[Tensor, list[LayerJacobian]]:
     """Outputs ``f`` ``[B, C]`` and the Jacobian factors of every supported layer (one forward and C backward
-    passes over the batch)."""
+    passes over the batch).
+
+    ``seeds(f)`` ``[B, K, C]`` back-propagates ``K`` combinations of the outputs instead of the ``C`` outputs, so
+    that ``g`` holds ``Σ_c seeds[b, k, c] ∂f_c/∂s`` (``[B, K, out, T]``; e.g. the rows of ``Λ``'s square root).
+    """
     layers = supported_layers(model) if layers is None else layers
     f, captured = _forward_capturing(model, layers, theta, X)
     outputs = [s for _, s in captured]
-    per_output = []
-    for c in range(f.shape[1]):
-        seed = torch.zeros_like(f)
-        seed[:, c] = 1
-        per_output.append(torch.autograd.grad(f, outputs, grad_outputs=seed, retain_graph=c < f.shape[1] - 1))
+    rows = torch.eye(f.shape[1], dtype=f.dtype, device=f.device).expand(len(f), -1, -1) if seeds is None \
+        else seeds(f.detach())
+    per_output = [torch.autograd.grad(f, outputs, grad_outputs=rows[:, k], retain_graph=k < rows.shape[1] - 1)
+                  for k in range(rows.shape[1])]
     factors = []
     for i, (layer, (a, _)) in enumerate(zip(layers, captured, strict=True)):
-        g = torch.stack([grads[i] for grads in per_output], dim=1)  # [B, C, out, ...]
+        g = torch.stack([grads[i] for grads in per_output], dim=1)  # [B, K, out, ...]
         factors.append(LayerJacobian(_patches(layer.module, a), g.reshape(*g.shape[:3], -1), layer.bias is not None))
     return f.detach(), factors
+
+
+def jacobian_layers(model: FlatModel) -> list[Layer] | None:
+    """The layers whose factors give the whole Jacobian (:func:`layer_jacobians`): every parameter in an ungrouped
+    ``Linear`` / zero-padded ``Conv2d`` and the module in eval mode (each example's outputs its own); else ``None``."""
+    if model.module.training:
+        return None
+    try:
+        layers = supported_layers(model)
+    except BnnpredError:
+        return None
+    for layer in layers:
+        module = layer.module
+        if isinstance(module, nn.Conv2d) and (module.padding_mode != "zeros" or isinstance(module.padding, str)):
+            return None
+    return layers
+
+
+def _per_example(layer: Layer, factor: LayerJacobian, batch: int) -> bool:
+    """Whether the layer saw one row per example (a linear layer's inputs ``[B, in]``, not a sequence's positions
+    folded into the rows or kept as a dimension), so that its factors separate the examples."""
+    if factor.a.shape[0] != batch:
+        return False
+    return not isinstance(layer.module, nn.Linear) or factor.a.shape[1] == layer.module.in_features
+
+
+def layer_jacobians(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer]) -> tuple[Tensor, Tensor] | None:
+    """Outputs ``f`` ``[B, C]`` and per-example Jacobians ``J`` ``[B, C, P]`` formed from the layers' factors of
+    :func:`layer_output_gradients` (one forward and ``C`` backward passes over the batch, where ``vmap(jacrev)``
+    makes one reverse pass per example and output): ``∂f_c/∂W = Σ_t g_{c,t} a_tᵀ``, ``∂f_c/∂b = Σ_t g_{c,t}``.
+
+    ``None`` when the factors do not describe the network: a layer called more than once, or a linear layer whose
+    inputs are not ``[B, in]`` (e.g. a sequence, whose positions share the weight).
+    """
+    with torch.enable_grad():
+        try:
+            f, factors = layer_output_gradients(model, theta, X, layers)
+        except BnnpredError:
+            return None
+    B, C = f.shape
+    J = f.new_empty(B, C, theta.numel())
+    for layer, u in zip(layers, factors, strict=True):
+        out = u.g.shape[2]
+        if not _per_example(layer, u, B):
+            return None
+        weight = J[:, :, layer.weight.start : layer.weight.stop].view(B, C, out, u.a.shape[1])
+        weight.copy_(u.g @ u.a.mT.unsqueeze(1))  # [B, C, out, T] @ [B, 1, T, I]
+        if layer.bias is not None:
+            J[:, :, layer.bias.start : layer.bias.stop] = u.g.sum(-1)
+    return f, J
+
+
+def layer_diag_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor, y: Tensor,
+                   layers: list[Layer], max_elems: int = DEFAULT_CHUNK_ELEMS) -> tuple[Tensor, Tensor] | None:
+    """The GGN's diagonal ``Σ_n Σ_k (R_n J_n)²_k`` ``[P]`` and ``Σ log p(y | f)`` from the layers' factors, without
+    per-example Jacobians for linear layers: with the rows ``g⁽ᵏ⁾`` of ``R_n J_s`` back-propagated (``RᵀR = Λ``),
+    a weight's diagonal is ``Σ_n (Σ_k g⁽ᵏ⁾²)_o a²_i`` (one ``[out, B] x [B, in]`` product); a convolution's
+    ``Σ_{n,k} (Σ_t g⁽ᵏ⁾_t a_tᵀ)²``. ``None`` where :func:`layer_jacobians` would be (the factors do not describe
+    the network)."""
+    diag, loglik = theta.new_zeros(theta.numel()), theta.new_zeros(())
+    with torch.no_grad():
+        n_out = model(theta, X[:1]).shape[1]
+    step = max(1, max_elems // (n_out * theta.numel()))
+    for start in range(0, len(X), step):
+        rows = slice(start, min(start + step, len(X)))
+        with torch.enable_grad():
+            try:
+                f, factors = layer_output_gradients(model, theta, X[rows], layers,
+                                                    seeds=lambda f: reduced_sqrt(likelihood.hessian_sqrt(f)))
+            except BnnpredError:
+                return None
+        loglik += likelihood.log_prob(f, y[rows]).sum()
+        for layer, u in zip(layers, factors, strict=True):
+            if not _per_example(layer, u, len(f)):
+                return None
+            weight = diag[layer.weight.start : layer.weight.stop].view(u.g.shape[2], u.a.shape[1])
+            if isinstance(layer.module, nn.Linear):
+                weight += u.g[..., 0].square().sum(1).T @ u.a[..., 0].square()
+            else:
+                weight += (u.g @ u.a.mT.unsqueeze(1)).square().sum((0, 1))
+            if layer.bias is not None:
+                diag[layer.bias.start : layer.bias.stop] += u.g.sum(-1).square().sum((0, 1))
+    return diag, loglik
