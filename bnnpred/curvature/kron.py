@@ -28,6 +28,7 @@ from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.syrk import mirror_lower_, syrk_lower_
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Likelihood
+from bnnpred.progress import progress
 
 
 @dataclass
@@ -92,7 +93,7 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
             layer.bias.dense = theta.new_zeros(out_dim, out_dim)
     loglik = theta.new_zeros(())
     positions = [0] * len(layers)  # output positions T per layer
-    for start in range(0, N, batch_size):
+    for start in progress(range(0, N, batch_size), -(-N // batch_size), "Kronecker factors (batches)"):
         rows = slice(start, min(start + batch_size, N))
         # the rows of R J_s (RᵀR = Λ, r = rank Λ rows), back-propagated directly: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s
         f, factors = layer_output_gradients(model, theta, X[rows], layers,
