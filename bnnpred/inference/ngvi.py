@@ -31,6 +31,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 
 import torch
 from torch import Tensor
@@ -38,10 +39,17 @@ from tqdm import tqdm
 
 from bnnpred.curvature.ggn import Structure
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches, decay_factor, posterior_trace_row, steps_per_epoch
+from bnnpred.curvature.jacobians import stacked_jacobians
+from bnnpred.inference.base import (TRACE_DRAWS, Fit, Problem, batches, decay_factor, posterior_trace_row,
+                                    steps_per_epoch)
 from bnnpred.inference.ngvi_precision import PrecisionState, initial_precision
 from bnnpred.inference.plateau import plateau_reached
 from bnnpred.posteriors import Posterior
+
+
+class PlateauOn(str, Enum):
+    elbo = "elbo"  # the ELBO through the network at draws from q (VOGGN)
+    glm_elbo = "glm_elbo"  # the ELBO of the GLM linearised at the mean (OGGN, LGVA: the model they fit)
 
 
 @dataclass
@@ -66,6 +74,7 @@ class NGVIConfig:
     # nats per example on the previous window's average (null: never).
     plateau_window: int | None = None
     plateau_tol: float = 1e-3
+    plateau_on: PlateauOn = PlateauOn.elbo
     # Full structure: keep Π = diag(d) + U Uᵀ (Woodbury) while rank U ≤ P / 4, else a dense P x P Cholesky;
     # both give the same update (to rounding). false: always dense.
     woodbury: bool = True
@@ -143,9 +152,12 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
         state, post = new_state, new_post
         if t % cfg.log_every == 0 or t == 1:
             epoch = t / steps_per_epoch(N, cfg.batch_size)
-            trace.append({**posterior_trace_row(problem, post, t, epoch), "rel_change": rel_change})
+            row = {**posterior_trace_row(problem, post, t, epoch), "rel_change": rel_change}
+            if cfg.plateau_on is PlateauOn.glm_elbo:
+                row["glm_elbo"] = glm_elbo(problem, post, t)
+            trace.append(row)
             if cfg.plateau_window is not None and t > 1 and plateau_reached(
-                    [row["elbo"] for row in trace[1:]], cfg.plateau_window, cfg.plateau_tol):
+                    [row[cfg.plateau_on.value] for row in trace[1:]], cfg.plateau_window, cfg.plateau_tol):
                 converged = plateau = True
                 break
         if rel_change < cfg.tol:
@@ -153,6 +165,19 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
             break
     info = {"iterations": t, "converged": float(converged), "plateau": float(plateau), "rel_change": rel_change}
     return Fit(theta=post.mean, posterior=post, info=info, trace=trace)
+
+
+def glm_elbo(problem: Problem, post: Posterior, step: int) -> float:
+    """The ELBO per example of the GLM linearised at the mean, ``(1/N)(Σ_i E_q log p(y_i | f(x_i;µ) +
+    J(x_i;µ)(θ − µ)) − KL(q ‖ p))``, with ``TRACE_DRAWS`` draws seeded by the run's seed and the step (as the
+    trace's ELBO)."""
+    seed = problem.generator.initial_seed() * 1_000_003 + step
+    generator = torch.Generator(device=post.mean.device).manual_seed(seed % 2**63)
+    f, J = stacked_jacobians(problem.model, post.mean, problem.X)
+    shifts = post.sample(TRACE_DRAWS, generator) - post.mean
+    with torch.no_grad():
+        loglik = sum(problem.likelihood.log_prob(f + J @ shift, problem.y).sum() for shift in shifts) / TRACE_DRAWS
+        return float(loglik - post.kl_to_prior(problem.prior_precision)) / len(problem.X)
 
 
 def step_size(cfg: NGVIConfig, t: int) -> float:
