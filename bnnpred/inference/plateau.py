@@ -7,17 +7,18 @@ from collections.abc import Sequence
 
 
 def plateau_reached(values: Sequence[float], window: int, tol: float) -> bool:
-    """Whether the last ``window`` values average less than ``tol`` above the ``window`` values before them.
+    """Whether the average of the last ``window`` values differs by less than ``tol`` from the average of the
+    ``window`` values before them.
 
     ``values`` is a trace to be maximised (an ELBO estimate per trace row). Averaging over a window shrinks the
-    noise of the comparison by ``√(window / 2)``; a decrease counts as a plateau too (the optimiser has stopped
-    gaining). Needs ``2 · window`` values.
+    noise of the comparison by ``√(window / 2)``. A fall by ``tol`` or more is no plateau (a diverging run must not
+    count as converged). Needs ``2 · window`` values.
     """
     if len(values) < 2 * window:
         return False
     recent = sum(values[-window:]) / window
     previous = sum(values[-2 * window : -window]) / window
-    return recent - previous < tol
+    return abs(recent - previous) < tol
 
 
 def first_plateau(values: Sequence[float], window: int, tol: float) -> int | None:
