@@ -301,3 +301,17 @@ def test_voggn_from_a_random_start_fits_a_sine_with_the_shipped_recipe():
 
     assert rmse(theta0) > 0.7
     assert rmse(fit.theta) < 0.25
+
+
+def test_warm_start_begins_at_the_map_of_the_same_initialisation():
+    """``start: map`` trains the MAP (inference.map.*) from θ0 and iterates from there: with a negligible mean step
+    one OGGN step stays at that MAP, and the MAP's gradient norm is recorded."""
+    from bnnpred.inference.map import MapConfig, train_map
+    from bnnpred.inference.ngvi import Start
+    problem, _ = tiny_problem("bernoulli", depth=1, n=20)
+    map_cfg = MapConfig(steps=200, lr=0.01)
+    theta_map = train_map(problem, map_cfg).theta
+    fit = fit_oggn(problem, OGGNConfig(start=Start.map, map=map_cfg, gamma=1.0, mean_gamma=1e-12, iterations=1,
+                                       tol=0.0))
+    torch.testing.assert_close(fit.theta, theta_map, rtol=0, atol=1e-10)
+    assert (theta_map - problem.theta0).norm() > 0.1 and fit.info["start_map_grad_norm"] >= 0

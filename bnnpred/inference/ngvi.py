@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import torch
@@ -42,6 +42,7 @@ from bnnpred.errors import BnnpredError
 from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.inference.base import (TRACE_DRAWS, Fit, Problem, batches, decay_factor, posterior_trace_row,
                                     steps_per_epoch)
+from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.inference.ngvi_precision import PrecisionState, initial_precision
 from bnnpred.inference.plateau import plateau_reached
 from bnnpred.posteriors import Posterior
@@ -50,6 +51,11 @@ from bnnpred.posteriors import Posterior
 class PlateauOn(str, Enum):
     elbo = "elbo"  # the ELBO through the network at draws from q (VOGGN)
     glm_elbo = "glm_elbo"  # the ELBO of the GLM linearised at the mean (OGGN, LGVA: the model they fit)
+
+
+class Start(str, Enum):
+    init = "init"  # the network's random initialisation, shared by all methods (the thesis)
+    map = "map"  # a warm start: the MAP trained from that initialisation (inference.map.*), a deviation
 
 
 @dataclass
@@ -68,6 +74,8 @@ class NGVIConfig:
     momentum: float = 0.0  # β₁ on the mean's natural gradient (VOGN); 0: none (the thesis)
     n_samples: int = 1  # S Monte Carlo samples per step (VOGGN, LGVA)
     init_var: float = 0.1  # Σ₀ = init_var · I
+    start: Start = Start.init  # the initial mean µ₀
+    map: MapConfig = field(default_factory=MapConfig)  # the warm start's MAP (start: map)
     iterations: int = 300  # at most
     tol: float = 1e-6  # stop when ‖µ_{t+1} - µ_t‖ / ‖µ_t‖ < tol (0: never)
     # Stop when the ELBO of the trace, averaged over `plateau_window` trace rows, gains less than `plateau_tol`
@@ -127,6 +135,7 @@ def check_ngvi_config(cfg: NGVIConfig) -> None:
         raise BnnpredError(f"inference.plateau_tol must be >= 0 nats per example, got {cfg.plateau_tol}; e.g. 1e-3")
     if cfg.batch_size is not None and cfg.batch_size < 1:
         raise BnnpredError(f"inference.batch_size must be >= 1 or null, got {cfg.batch_size}")
+    cfg.map.validate()
 
 
 def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Posterior | None = None) -> Fit:
@@ -135,7 +144,8 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
     check_ngvi_config(cfg)
     N, delta = len(problem.X), problem.prior_precision
     state = initial_precision(cfg.structure, delta, cfg.init_var, cfg.woodbury, start)
-    post = start or state.posterior(problem.theta0.clone())
+    warm = train_map(problem, cfg.map) if cfg.start is Start.map and start is None else None
+    post = start or state.posterior((problem.theta0 if warm is None else warm.theta).clone())
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     trace: list[dict[str, float]] = []
     momentum = torch.zeros_like(post.mean)
@@ -163,7 +173,8 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
         if rel_change < cfg.tol:
             converged = True
             break
-    info = {"iterations": t, "converged": float(converged), "plateau": float(plateau), "rel_change": rel_change}
+    info = {"iterations": t, "converged": float(converged), "plateau": float(plateau), "rel_change": rel_change,
+            **({} if warm is None else {"start_map_grad_norm": warm.info["grad_norm"]})}
     return Fit(theta=post.mean, posterior=post, info=info, trace=trace)
 
 
