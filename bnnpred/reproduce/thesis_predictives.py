@@ -74,6 +74,16 @@ def method_table(runs: Path, experiment: str) -> pd.DataFrame:
     return table.set_index(["method", "predictive"])
 
 
+def per_seed_glm_nll(runs: Path, experiment: str) -> str:
+    """One line: each method's GLM test NLL per seed (a failed check's spread shows which runs make it)."""
+    parts = []
+    for method in METHODS:
+        frame = collect([runs / experiment / slug(method)])
+        rows = frame[(frame["split"] == "test") & (frame["predictive"] == "glm")].sort_values("seed")
+        parts.append(f"{method} " + " / ".join(f"{v:.3f}" for v in rows["nll"]))
+    return "GLM test NLL per seed: " + "; ".join(parts) + "."
+
+
 def grid_figure(runs: Path, experiment: str, path: Path) -> None:
     """Rows NN / GLM, one column per method: the seed-0 run's predictive figures side by side."""
     fig, axes = plt.subplots(2, len(METHODS), figsize=(4 * len(METHODS), 6.4))
@@ -169,6 +179,7 @@ def section(r: Reproduction, experiment: str) -> str:
              f"seed={seeds(r)}` (VOGGN: seed={seeds(r, 'VOGGN')}); test set, mean ± s.e. over the seeds, "
              "1000 predictive samples.", "",
              *results_table(table, score), "", checks_table(checks, "claim (notes-000 checklist)"), "",
+             per_seed_glm_nll(runs, experiment), "",
              *([f"{', '.join(failed)} did not learn here, so the claims about {'it' if len(failed) == 1 else 'them'} "
                 "test a trivial predictor.", ""] if failed else []),
              "Seed 0, rows NN / GLM sampling (mean ± 2 std and three joint function samples for Snelson; "
