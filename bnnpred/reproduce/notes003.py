@@ -153,6 +153,14 @@ def snelson(r: Reproduction) -> str:
         "",
         checks_table(checks, "claim (notes-003 checklist item 12)"),
         "",
+        "Both VI runs are transients (issue 22, conf/inference/voggn.yaml): at γ = 0.001 their covariance is still "
+        "near the narrow Σ₀ (2e-4 I, 1e-4 I) at the step cap, so their latent std is small everywhere and (a), (b) "
+        "test the start, not a converged posterior; the ELBO is still rising. Tried on this network (seed 0, full "
+        "covariance): γ = 0.001, ρ = 1, Σ₀ = 2e-4 I run on diverges at about step 2900 once the precision relaxes; "
+        "γ = 0.01, ρ = 0.1, Σ₀ = 1e-3 I diverges; a MAP warm start with γ = 0.01, ρ = 0.05 reaches its ELBO plateau "
+        "at step 1560 with training RMSE 0.467 (BLR test NLL 0.639), still above 1.5σ. Laplace-GGN's MAP (Adam, "
+        "10,000 steps) also misses (c) on this 1x32 network.",
+        "",
         "![snelson](snelson_fig5_8.png)",
     ])
 
