@@ -18,9 +18,9 @@ from bnnpred.inference.ngvi import NGVIConfig, _step, check_ngvi_config, step_si
 from bnnpred.inference.ngvi_factor import sampled_gradient_and_factor
 from bnnpred.inference.ngvi_precision import DiagPrecision, LowRankPrecision
 from bnnpred.inference.oggn import OGGNConfig, estimate_oggn, fit_oggn
+from bnnpred.inference.plateau import first_plateau, plateau_reached
 from bnnpred.inference.slang import SLANGConfig, fit_slang, per_example_grads
 from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
-from bnnpred.inference.plateau import first_plateau, plateau_reached
 from bnnpred.posteriors import DiagPosterior, FullPosterior, LowRankDiagPosterior
 from tests.helpers import tiny_problem
 from tests.test_marglik import blr
@@ -279,10 +279,10 @@ def test_voggn_from_a_random_start_fits_a_sine_with_the_shipped_recipe():
     RMSE from 0.75 (a constant predicts 0.69) to below 0.25, i.e. it explains ≥ 87 % of the target variance (the
     noise floor is 0.1). A mean stuck at the prior's basin or a collapse to θ ≈ 0 stays near 0.69."""
     from bnnpred.cli import compose
-    from bnnpred.likelihoods import Gaussian
-    from bnnpred.models.mlp import MLPConfig, build_mlp
     from bnnpred.curvature.functional import FlatModel
     from bnnpred.inference import Problem
+    from bnnpred.likelihoods import Gaussian
+    from bnnpred.models.mlp import MLPConfig, build_mlp
     recipe = compose(["inference=voggn"]).inference
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)

@@ -38,10 +38,17 @@ from torch import Tensor
 from tqdm import tqdm
 
 from bnnpred.curvature.ggn import Structure
-from bnnpred.errors import BnnpredError
 from bnnpred.curvature.jacobians import stacked_jacobians
-from bnnpred.inference.base import (TRACE_DRAWS, Fit, Problem, batches, decay_factor, posterior_trace_row,
-                                    steps_per_epoch)
+from bnnpred.errors import BnnpredError
+from bnnpred.inference.base import (
+    TRACE_DRAWS,
+    Fit,
+    Problem,
+    batches,
+    decay_factor,
+    posterior_trace_row,
+    steps_per_epoch,
+)
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.inference.ngvi_precision import PrecisionState, initial_precision
 from bnnpred.inference.plateau import plateau_reached
