@@ -55,3 +55,63 @@ def test_evidence_ascent_reaches_the_mackay_fixed_point():
     gamma = float((lam / (delta + lam)).sum())
     assert delta * frozen.sq_norm == pytest.approx(gamma, rel=1e-3)
     assert sigma2 == pytest.approx(frozen.sse / (frozen.n - gamma), rel=1e-3)
+
+
+def blr_weight_space_evidence(problem, lik, theta):
+    """notes-000 eqs. 3.17 + 3.18 written out: the pseudo-observation BLR's posterior N(µ, Σ) in weight space, its
+    evidence ``Σ log N(y | g⁻¹_lin(µ), V) − ½ log(det Σ₀ / det Σ) − ½ µᵀΣ₀⁻¹µ`` plus the correction."""
+    from bnnpred.curvature.jacobians import stacked_jacobians
+    from bnnpred.marglik import _pseudo_observation_model
+    f, J = stacked_jacobians(problem.model, theta, problem.X)
+    mean, D, V = _pseudo_observation_model(lik, f)
+    Phi, delta, y = D.unsqueeze(1) * J[:, 0], problem.prior_precision, problem.y.double()
+    precision = delta.diag() + Phi.T @ (Phi / V.unsqueeze(1))
+    mu = torch.linalg.solve(precision, Phi.T @ ((y - mean + Phi @ theta) / V))
+    fitted = mean + Phi @ (mu - theta)
+    gauss = lambda m: -0.5 * (torch.log(2 * math.pi * V) + (y - m).square() / V)  # noqa: E731
+    blr = (gauss(fitted).sum() - 0.5 * (torch.logdet(precision) - delta.log().sum())
+           - 0.5 * (delta * mu.square()).sum())
+    return blr + (lik.log_prob(f, problem.y) - gauss(mean)).sum(), f, J
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "bernoulli"])
+def test_function_space_evidence_equals_the_weight_space_blr_evidence_anywhere(kind):
+    """eq. 3.19 (NK x NK kernel) = eq. 3.18 (P x P precision), both with the correction 3.17, at a θ that is not a
+    MAP: the two are the same Gaussian integral (notes-000 §7 A.4 (c)); float64, 1e-9."""
+    from bnnpred.marglik import function_space_log_marglik
+    problem, lik = tiny_problem(kind, depth=1, n=20, width=6, delta=0.7)
+    theta = problem.theta0 + 0.1
+    weight, f, J = blr_weight_space_evidence(problem, lik, theta)
+    function = function_space_log_marglik(lik, f, J, problem.y, theta, problem.prior_precision)
+    assert abs(float(function - weight)) < 1e-9 * abs(float(weight))
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "bernoulli"])
+def test_function_space_evidence_equals_the_expanded_laplace_evidence_at_a_stationary_map(kind):
+    """At a MAP finished by L-BFGS (gradient norm ≤ 1e-6), eqs. 3.17 + 3.19 equal the expanded formula the
+    Laplace fit reports (§5.2) to 1e-6·N; at the start point (gradient norm ~1) they differ by more."""
+    from bnnpred.curvature.jacobians import stacked_jacobians
+    from bnnpred.inference.map import MapConfig, train_map
+    from bnnpred.marglik import function_space_log_marglik
+    problem, lik = tiny_problem(kind, depth=1, n=20, width=6, delta=0.7)
+    fit = train_map(problem, MapConfig(steps=200, lr=0.01, lbfgs_tol=1e-6))
+    assert fit.info["grad_norm"] <= 1e-6
+    N = len(problem.X)
+    gaps = []
+    for theta in (fit.theta, problem.theta0):
+        laplace = laplace_at(problem, Fit(theta=theta, posterior=None), Structure.full, Curvature.ggn)
+        f, J = stacked_jacobians(problem.model, theta, problem.X)
+        function = function_space_log_marglik(lik, f, J, problem.y, theta, problem.prior_precision)
+        gaps.append(abs(float(function) - laplace.info["log_marglik"]))
+    assert gaps[0] < 1e-6 * N
+    assert gaps[1] > 1e-3 * N
+
+
+def test_laplace_fit_reports_the_selected_evidence_form():
+    from bnnpred.inference.laplace_ggn import EvidenceForm, LaplaceGGNConfig, fit_laplace_ggn
+    from bnnpred.inference.map import MapConfig
+    problem, _ = tiny_problem("bernoulli", depth=1, n=20, width=6, delta=0.7)
+    cfg = LaplaceGGNConfig(evidence=EvidenceForm.function, map=MapConfig(steps=200, lr=0.01, lbfgs_tol=1e-6))
+    fit = fit_laplace_ggn(problem, cfg)
+    assert abs(fit.info["log_marglik"] - fit.info["log_marglik_weight"]) < 1e-6 * len(problem.X)
+    assert fit.info["log_marglik"] != fit.info["log_marglik_weight"]  # computed, not copied

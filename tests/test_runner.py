@@ -91,8 +91,8 @@ def test_divergence_stops_with_an_error_and_keeps_the_last_good_state(tmp_path, 
 
     real_step = ngvi._step
 
-    def failing_step(post, momentum, g, G, delta, cfg, t, gamma):
-        return real_step(post, momentum, g * float("nan") if t == 3 else g, G, delta, cfg, t, gamma)
+    def failing_step(state, post, momentum, g, curv, scale, delta, cfg, t, gamma):
+        return real_step(state, post, momentum, g * float("nan") if t == 3 else g, curv, scale, delta, cfg, t, gamma)
 
     monkeypatch.setattr(ngvi, "_step", failing_step)
     with pytest.raises(BnnpredError, match="diverged at iteration 3"):

@@ -7,17 +7,24 @@ the Ritter et al. baseline); the empirical Fisher can replace the GGN (full and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from math import nan
 
 from torch import Tensor
 
 from bnnpred.curvature.ggn import Curvature, Structure, curvature
+from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.curvature.kron import kron_ggn
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.map import MapConfig, train_map
-from bnnpred.marglik import log_marglik
+from bnnpred.marglik import function_space_log_marglik, log_marglik
 from bnnpred.posteriors import KronPosterior, Posterior, posterior_from_precision
+
+
+class EvidenceForm(str, Enum):
+    weight = "weight"  # notes-000 §5.2's expanded formula: log det of the P x P posterior precision
+    function = "function"  # eqs. 3.17 + 3.19: an N x N kernel (cheaper when N·K < P; single-output likelihoods)
 
 
 @dataclass
@@ -27,6 +34,7 @@ class LaplaceGGNConfig:
     curvature: Curvature = Curvature.ggn
     dampen: bool = False  # kron only: (B + √δ I) ⊗ (A + √δ I) instead of B ⊗ A + δ I
     kron_batch_size: int = 128  # examples per batch of the Kronecker factors' C backward passes
+    evidence: EvidenceForm = EvidenceForm.weight  # the two agree at a stationary MAP (map.lbfgs_tol)
     map: MapConfig = field(default_factory=MapConfig)
 
     def validate(self) -> None:
@@ -35,6 +43,8 @@ class LaplaceGGNConfig:
             raise BnnpredError("inference.dampen applies to inference.structure=kron")
         if self.structure is Structure.kron and self.curvature is not Curvature.ggn:
             raise BnnpredError("inference.structure=kron uses the GGN; set inference.curvature=ggn")
+        if self.evidence is EvidenceForm.function and self.curvature is not Curvature.ggn:
+            raise BnnpredError("inference.evidence=function is the GGN's evidence; set inference.curvature=ggn")
         if self.kron_batch_size < 1:
             raise BnnpredError(f"inference.kron_batch_size must be >= 1, got {self.kron_batch_size}")
 
@@ -47,7 +57,12 @@ def fit_laplace_ggn(problem: Problem, cfg: LaplaceGGNConfig) -> Fit:
                                   cfg.kron_batch_size)
         return with_evidence(fit, KronPosterior(fit.theta, blocks, problem.prior_precision, cfg.dampen), loglik,
                              problem.prior_precision)
-    return laplace_at(problem, fit, cfg.structure, cfg.curvature)
+    laplace = laplace_at(problem, fit, cfg.structure, cfg.curvature)
+    if cfg.evidence is EvidenceForm.function:
+        f, J = stacked_jacobians(problem.model, fit.theta, problem.X)
+        value = function_space_log_marglik(problem.likelihood, f, J, problem.y, fit.theta, problem.prior_precision)
+        laplace.info.update(log_marglik=float(value), log_marglik_weight=laplace.info["log_marglik"])
+    return laplace
 
 
 def laplace_at(problem: Problem, fit: Fit, structure: Structure, kind: Curvature) -> Fit:

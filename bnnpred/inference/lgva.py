@@ -15,6 +15,7 @@ from torch import Tensor
 from bnnpred.curvature.ggn import Structure, gradient_and_ggn
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.ngvi import NGVIConfig, run_ngvi
+from bnnpred.inference.ngvi_factor import linearised_gradient_and_factor
 from bnnpred.posteriors import Posterior
 
 
@@ -25,7 +26,10 @@ class LGVAConfig(NGVIConfig):
 
 def estimate_lgva(problem: Problem, post: Posterior, X: Tensor, y: Tensor, n_samples: int,
                   generator: torch.Generator, structure: Structure) -> tuple[Tensor, Tensor, Tensor]:
+    """LGVA's estimates: a factor ``[N·C, P]`` of ``Ĝ`` (full) or its diagonal."""
     shifts = post.sample(n_samples, generator) - post.mean  # [S, P]
+    if structure is Structure.full:
+        return linearised_gradient_and_factor(problem.model, problem.likelihood, post.mean, shifts, X, y)
 
     def linearised(f: Tensor, J: Tensor) -> Tensor:
         return f + torch.einsum("bcp,sp->sbc", J, shifts)

@@ -14,6 +14,7 @@ from torch import Tensor
 from bnnpred.curvature.ggn import Structure, gradient_and_ggn
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.ngvi import NGVIConfig, run_ngvi
+from bnnpred.inference.ngvi_factor import sampled_gradient_and_factor
 from bnnpred.posteriors import Posterior
 
 
@@ -24,7 +25,10 @@ class OGGNConfig(NGVIConfig):
 
 def estimate_oggn(problem: Problem, post: Posterior, X: Tensor, y: Tensor, n_samples: int,
                   generator: torch.Generator, structure: Structure) -> tuple[Tensor, Tensor, Tensor]:
-    """Gradient and GGN at the mean (``n_samples`` and ``generator`` unused: OGGN does not sample)."""
+    """Gradient and GGN at the mean: a factor ``[N·C, P]`` (full) or the diagonal (``n_samples`` and
+    ``generator`` unused: OGGN does not sample)."""
+    if structure is Structure.full:
+        return sampled_gradient_and_factor(problem.model, problem.likelihood, post.mean.unsqueeze(0), X, y)
     return gradient_and_ggn(problem.model, problem.likelihood, post.mean, X, y, structure=structure)
 
 

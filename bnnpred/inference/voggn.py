@@ -16,6 +16,7 @@ from torch import Tensor
 from bnnpred.curvature.ggn import Curvature, Structure, sampled_gradient_and_ggn
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.ngvi import Estimator, NGVIConfig, run_ngvi
+from bnnpred.inference.ngvi_factor import sampled_gradient_and_factor
 from bnnpred.posteriors import Posterior
 
 
@@ -26,12 +27,15 @@ class VOGGNConfig(NGVIConfig):
 
 
 def voggn_estimator(kind: Curvature = Curvature.ggn) -> Estimator:
-    """VOGGN's estimates with the GGN (or the empirical Fisher) at each sample."""
+    """VOGGN's estimates with the GGN (or the empirical Fisher) at each sample: a factor (full) or the diagonal."""
 
     def estimate(problem: Problem, post: Posterior, X: Tensor, y: Tensor, n_samples: int,
                  generator: torch.Generator, structure: Structure) -> tuple[Tensor, Tensor, Tensor]:
-        return sampled_gradient_and_ggn(problem.model, problem.likelihood, post.sample(n_samples, generator), X, y,
-                                        structure=structure, kind=kind)
+        draws = post.sample(n_samples, generator)
+        if structure is Structure.full:
+            return sampled_gradient_and_factor(problem.model, problem.likelihood, draws, X, y, kind)
+        return sampled_gradient_and_ggn(problem.model, problem.likelihood, draws, X, y, structure=structure,
+                                        kind=kind)
 
     return estimate
 
