@@ -147,13 +147,15 @@ def snelson(r: Reproduction) -> str:
         "",
         "`bnnpred train experiment=notes003_fig5_8` (Laplace-GGN, δ = 0.1) and the same with `inference=vogn "
         "prior.delta=1` (diagonal) and `inference=voggn prior.delta=1` (full covariance), each at its shipped "
-        "recipe (conf/inference/vogn.yaml, voggn.yaml); 1x32 sigmoid (P = 97, DNN2GP's network: the notes' CPU plan; "
+        "recipe (bnnpred/conf/inference/vogn.yaml, voggn.yaml); 1x32 sigmoid (P = 97, DNN2GP's network: the notes' "
+        "CPU plan; "
         "the thesis's text says 2x64), the real 200 Snelson points without 1.5 < x < 3 in training, σ = 0.286. "
         f"Runs: {runs}. Latent std = √(J Σ Jᵀ) on a grid; 'near the data' = within 0.05 of a training input.",
         "",
         checks_table(checks, "claim (notes-003 checklist item 12)"),
         "",
-        "Both VI runs are transients (issue 22, conf/inference/voggn.yaml): at γ = 0.001 their covariance is still "
+        "Both VI runs are transients (issue 22, bnnpred/conf/inference/voggn.yaml): at γ = 0.001 their covariance "
+        "is still "
         "near the narrow Σ₀ (2e-4 I, 1e-4 I) at the step cap, so their latent std is small everywhere and (a), (b) "
         "test the start, not a converged posterior; the ELBO is still rising. Tried on this network (seed 0, full "
         "covariance): γ = 0.001, ρ = 1, Σ₀ = 2e-4 I run on diverges at about step 2900 once the precision relaxes; "

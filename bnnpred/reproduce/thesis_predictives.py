@@ -17,8 +17,8 @@ from bnnpred.io import read_json  # noqa: E402
 from bnnpred.report.tables import collect, summarize  # noqa: E402
 from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
 
-# Each NGVI method runs at its shipped defaults (conf/inference/{oggn,lgva,voggn}.yaml: the recipe, its deviations
-# from the thesis and the evidence for them); the page's intro and "what was tried" rows repeat them.
+# Each NGVI method runs at its shipped defaults (bnnpred/conf/inference/{oggn,lgva,voggn}.yaml: the recipe, its
+# deviations from the thesis and the evidence for them); the page's intro and "what was tried" rows repeat them.
 METHODS: dict[str, list[str]] = {
     "L-GGN": ["inference=laplace_ggn"],
     "OGGN": ["inference=oggn"],
@@ -217,7 +217,7 @@ def recipe_table() -> str:
 def make(r: Reproduction) -> str:
     intro = ("Thesis settings (notes-000 §6.3): full covariance, one shared random initial mean (seeded), δ from "
              "our Figs 5.2 / 5.3 (0.398, σ² = 0.1; 0.631), 1000 predictive samples. Each NGVI method runs at its "
-             "shipped recipe (conf/inference/{oggn,lgva,voggn}.yaml, where each deviation and its evidence is "
+             "shipped recipe (bnnpred/conf/inference/{oggn,lgva,voggn}.yaml, where each deviation and its evidence is "
              "written down); VOGGN starts from the L-GGN MAP with ρ = 0.05 for 300 steps (a warm start: its shipped "
              "random-start recipe underfits Snelson, NLL 0.96, see the last section):")
     sections = [section(r, experiment) for experiment in EXPERIMENTS]
@@ -258,7 +258,7 @@ TRIED = "\n".join([
     "| VOGN (diag) | γ = 0.001, ρ = 1, Σ₀ = 0.01 I or 0.1 I | chance on two moons (draws are random networks) |",
     "| VOGN (diag) | γ = ρ = 0.001, Σ₀ = 1e-3 I, 3000 steps | two moons 69.9 % (the mean moves too slowly) |",
     "| VOGN (diag) | γ = 0.001, ρ = 1, Σ₀ = 1e-3 I | two moons 90.5 % at 1000 steps; Snelson diverged at step 202 |",
-    "| VOGN (diag) | γ = 0.001, ρ = 1, Σ₀ = 1e-4 I, 1500 steps (conf/inference/vogn.yaml) | two moons 85.6 %, "
+    "| VOGN (diag) | γ = 0.001, ρ = 1, Σ₀ = 1e-4 I, 1500 steps (bnnpred/conf/inference/vogn.yaml) | two moons 85.6 %, "
     "Snelson RMSE 0.51 |",
     "",
     "Why VOGGN is a transient here: its fixed point has Π = Δ + E_q[GGN], which leaves the prior's variance "
