@@ -12,9 +12,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from bnnpred.io import read_json, write_text  # noqa: E402
+from bnnpred.io import write_text  # noqa: E402
 from bnnpred.predictive import Context  # noqa: E402
-from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
+from bnnpred.reproduce.base import Reproduction, Study, check, checks_table, document  # noqa: E402
 from bnnpred.runner import Setup, predictors, restore  # noqa: E402
 
 VI_KINDS = "predictive.kinds=[closed,glm,nn]"
@@ -110,7 +110,7 @@ def snelson(r: Reproduction) -> str:
     data_std = {k: float(std[near_data].mean()) for k, (_, std) in bands.items()}
     blr_gp = float(np.abs(bands["Laplace-GGN, BLR"][1] - bands["Laplace-GGN, GP"][1]).max())
     sigma = 0.286
-    metrics = {name: read_json(dirs[name] / "metrics.json") for name in SNELSON}
+    metrics = {name: document(dirs[name]) for name in SNELSON}
     rmse = {name: m["metrics"]["train"]["closed"]["rmse"] for name, m in metrics.items()}
     info = {name: metrics[name]["info"] for name in VI}
     shown = ["Laplace-GGN, BLR", *[f"{label}, BLR" for label in VI.values()]]

@@ -14,8 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from bnnpred.curvature.jacobians import stacked_jacobians  # noqa: E402
-from bnnpred.io import read_json  # noqa: E402
-from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
+from bnnpred.reproduce.base import Reproduction, Study, check, checks_table, document  # noqa: E402
 from bnnpred.runner import restore  # noqa: E402
 
 QUICK = ("dataset.n_train=300", "inference.map.steps=100", "predictive.n_samples=10")
@@ -39,7 +38,7 @@ def make(r: Reproduction) -> str:
     run_dir = r.train_once(r.runs / "thesis_fig5_6", "experiment=thesis_fig5_6", quick=QUICK)
     s, ctx = restore(run_dir)
     theta, delta = ctx.theta, float(ctx.prior_precision[0])
-    info = read_json(run_dir / "metrics.json")["info"]
+    info = document(run_dir)["info"]
     grad_norm, lbfgs_steps = info["grad_norm"], info.get("lbfgs_iterations")
     X, y = s.data.X_train, s.data.y_train.to(s.dtype)
     f, J = logit_and_jacobians(s.model, theta, X)

@@ -13,9 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bnnpred.io import read_json  # noqa: E402
 from bnnpred.report.tables import collect, summarize  # noqa: E402
-from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
+from bnnpred.reproduce.base import Reproduction, Study, check, checks_table, document  # noqa: E402
 
 # Each NGVI method runs at its shipped defaults (bnnpred/conf/inference/{oggn,lgva,voggn}.yaml: the recipe, its
 # deviations from the thesis and the evidence for them); the page's intro and "what was tried" rows repeat them.
@@ -50,7 +49,7 @@ def run_extras(run_dir: str) -> dict[str, float]:
     """NGVI iterations, whether the plateau rule stopped the run, its wall time and, for regression, the mean test
     predictive std of NN and GLM sampling."""
     predictions = np.load(Path(run_dir) / "predictions.npz")
-    metrics = read_json(Path(run_dir) / "metrics.json")
+    metrics = document(Path(run_dir))
     info = metrics["info"]
     return {"iterations": info.get("iterations", np.nan), "plateau": info.get("plateau", np.nan),
             "run_seconds": metrics["run"].get("seconds", np.nan),
