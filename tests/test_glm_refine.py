@@ -67,20 +67,22 @@ def test_the_linearised_model_returns_its_stored_jacobians_as_autodiff_would():
 
 
 def _dense_lgva(problem, post, X, y, n_samples, generator, structure):
-    """The refinement's estimator as it was before issue 21: the GGN as one general product ``AᵀA`` with
-    ``A = L J`` (``C`` rows per input) — the reference the one-triangle, rank-reduced assembly must reproduce."""
+    """The refinement's estimator written plainly: per draw ``A_s = L_s J`` (``C`` rows per input), the full
+    curvature as the factor ``[A_1; ...; A_S] / √S`` (so that ``Ĝ = AᵀA``) or the diagonal ``Σ_s A_s² / S`` — the
+    reference the production estimator (one factor ``Λ̄^{1/2} J``, reduced rows) must reproduce."""
     from bnnpred.curvature.ggn import Structure
 
     shifts = post.sample(n_samples, generator) - post.mean
     f, J = jacobians(problem.model, post.mean, X)
-    P, lik = J.shape[-1], problem.likelihood
-    g, G, loglik = torch.zeros(P), torch.zeros((P, P) if structure is Structure.full else P), torch.zeros(())
+    P, lik, S = J.shape[-1], problem.likelihood, len(shifts)
+    g, factors, loglik = torch.zeros(P), [], torch.zeros(())
     for f_hat in f + torch.einsum("bcp,sp->sbc", J, shifts):
         g += torch.einsum("bc,bcp->p", lik.residual(f_hat, y), J)
-        A = (lik.hessian_sqrt(f_hat) @ J).reshape(-1, P)
-        G += A.T @ A if structure is Structure.full else A.square().sum(0)
+        factors.append((lik.hessian_sqrt(f_hat) @ J).reshape(-1, P))
         loglik += lik.log_prob(f_hat, y).sum()
-    return g / len(shifts), G / len(shifts), loglik / len(shifts)
+    curvature = (torch.cat(factors) / S**0.5 if structure is Structure.full
+                 else sum(A.square().sum(0) for A in factors) / S)
+    return g / S, curvature, loglik / S
 
 
 @pytest.mark.parametrize("structure", ["full", "diag"])

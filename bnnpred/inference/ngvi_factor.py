@@ -41,16 +41,17 @@ def linearised_gradient_and_factor(model: FlatModel, likelihood: Likelihood, the
     """LGVA at the mean ``θ`` ``[P]`` with draws ``θ + shifts`` ``[S, P]`` inside the linearised network
     ``f̂_s = f + J shifts_s``: ``ĝ``, ``A = Λ̄^{1/2} J`` ``[N·C, P]`` and the average log-likelihood."""
     S, P = shifts.shape
+    dtype = theta.dtype  # J may be stored in float32 (glm_refine's jacobian_dtype): products in J's dtype, sums in θ's
     g, rows_out, loglik = theta.new_zeros(P), [], theta.new_zeros(())
     for rows, f, J in iter_jacobians(model, theta, X):
-        f_hat = f + torch.einsum("bcp,sp->sbc", J, shifts)  # [S, B, C]
+        f_hat = f.to(dtype) + torch.einsum("bcp,sp->sbc", J, shifts.to(J.dtype)).to(dtype)  # [S, B, C]
         targets = y[rows]
         r = torch.stack([likelihood.residual(fs, targets) for fs in f_hat]).mean(0)
-        g += torch.einsum("bc,bcp->p", r, J)
+        g += torch.einsum("bc,bcp->p", r.to(J.dtype), J).to(dtype)
         roots = torch.stack([likelihood.hessian_sqrt(fs) for fs in f_hat])  # [S, B, C, C]
         mean_hessian = (roots.mT @ roots).mean(0)  # Λ̄ [B, C, C]
         lam, Q = torch.linalg.eigh(mean_hessian)
         root = lam.clamp_min(0).sqrt().unsqueeze(-1) * Q.mT  # Λ̄^{1/2} with rootᵀ root = Λ̄
-        rows_out.append((root @ J).reshape(-1, P))
+        rows_out.append((root.to(J.dtype) @ J).reshape(-1, P).to(dtype))
         loglik += sum(likelihood.log_prob(fs, targets).sum() for fs in f_hat) / S
     return g, torch.cat(rows_out), loglik
