@@ -17,12 +17,13 @@ LOG_EVERY = 30.0  # seconds between log lines off a terminal
 T = TypeVar("T")
 
 
-def progress(items: Iterable[T], total: int, what: str, enabled: bool = True) -> Iterator[T]:
+def progress(items: Iterable[T], total: int, what: str, enabled: bool = True, bar: bool = True) -> Iterator[T]:
     """``items`` (``total`` of them), reported as ``what``: a tqdm bar on a terminal, ETA lines in the log
-    otherwise, nothing when not ``enabled``."""
+    otherwise (or always, with ``bar=False``: for inner loops, which log only when one of them runs long),
+    nothing when not ``enabled``."""
     if not enabled:
         yield from items
-    elif sys.stderr.isatty():
+    elif bar and sys.stderr.isatty():
         yield from tqdm(items, total=total, desc=what, leave=False)
     else:
         yield from _logged(items, total, what)

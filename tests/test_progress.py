@@ -20,8 +20,10 @@ def test_a_run_without_a_terminal_logs_its_progress(tmp_path, caplog, monkeypatc
     monkeypatch.setattr("sys.stderr.isatty", lambda: False)
     with caplog.at_level("INFO", logger="bnnpred"):
         train(compose([*TINY, "progress=true", "plot.enabled=false"]), tmp_path / "run")
-    lines = [r.getMessage() for r in caplog.records if r.name == "bnnpred.progress"]
+    lines = [r.getMessage() for r in caplog.records
+             if r.name == "bnnpred.progress" and r.getMessage().startswith("MAP")]
     assert len(lines) == 100 and lines[0].startswith("MAP: 1/100 (1 %), ") and lines[-1].endswith("about 0 s left")
+    assert any(r.getMessage().startswith("Jacobians of 30 inputs (chunks): 1/1") for r in caplog.records)  # GGN
     assert "predictive 1/1 (glm) on test: 40 inputs" in caplog.text
 
 
@@ -45,3 +47,12 @@ def test_the_task_index_lists_every_run_of_a_sweep_and_report_prints_its_table(t
     table = report.stdout.splitlines()
     assert table[0].startswith("| dataset | predictive | delta | n | accuracy |") and len(table) == 2 + 2 + 2
     assert table[-1].startswith("written: ")
+
+
+def test_inner_loops_log_instead_of_drawing_bars(caplog, monkeypatch):
+    monkeypatch.setattr(progress, "LOG_EVERY", 0.0)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    with caplog.at_level("INFO", logger="bnnpred.progress"):
+        assert list(progress.progress(range(3), 3, "chunks", bar=False)) == [0, 1, 2]
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == ["chunks: 1/3 (33 %)", "chunks: 2/3 (67 %)",
+                                                                      "chunks: 3/3 (100 %)"]

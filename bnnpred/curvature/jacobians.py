@@ -15,6 +15,7 @@ from bnnpred.curvature.chunks import DEFAULT_CHUNK_ELEMS, chunk_size_for
 from bnnpred.curvature.functional import FlatModel, LinearizedModel
 from bnnpred.curvature.kron import jacobian_layers, layer_jacobians
 from bnnpred.errors import BnnpredError
+from bnnpred.progress import progress
 
 __all__ = ["DEFAULT_CHUNK_ELEMS", "chunk_size_for", "iter_jacobians", "jacobians", "stacked_jacobians"]
 
@@ -50,7 +51,8 @@ def iter_jacobians(
     step = chunk_size_for(draws * n_out, theta.shape[-1], max_elems)
     compute = partial(jacobians, model) if theta.dim() == 1 else vmap(partial(jacobians, model), in_dims=(0, None))
     layers = jacobian_layers(model) if isinstance(model, FlatModel) and theta.dim() == 1 else None
-    for start in range(0, len(X), step):
+    chunks = range(0, len(X), step)
+    for start in progress(chunks, len(chunks), f"Jacobians of {len(X)} inputs (chunks)", bar=False):
         rows = slice(start, min(start + step, len(X)))
         formed = layer_jacobians(model, theta, X[rows], layers) if layers is not None else None
         if formed is None:
