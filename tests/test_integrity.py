@@ -306,13 +306,19 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_no_result(tmp_path):
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "bnnpred.cli", "train", *TINY, "inference.map.steps=10000000",
                f"hydra.run.dir={run_dir}"]
-    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while not (run_dir / "run.log").exists() and time.time() < deadline:
-        time.sleep(0.1)
-    time.sleep(3)  # training
-    process.send_signal(signal.SIGINT)
-    err = process.communicate(timeout=60)[1]
+    # a shell that starts jobs in the background ignores SIGINT for them; a user's terminal does not
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 120
+        while not (run_dir / "run.log").exists() and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(3)  # training
+        process.send_signal(signal.SIGINT)
+        err = process.communicate(timeout=60)[1]
+    finally:
+        process.kill()
+        process.wait()
     assert process.returncode == 130
     assert err.strip() == "error: interrupted; finished runs are kept, the run in progress left nothing"
     assert sorted(p.name for p in run_dir.iterdir()) == [".hydra", "run.log"]
