@@ -30,20 +30,34 @@ class Objective:
     grad_norm: float
 
 
-def objective_at(problem: Problem, theta: Tensor) -> Objective:
-    """``L(θ)`` and its gradient norm over all of ``problem.X``, in chunks of ``CHUNK`` examples."""
+@dataclass(frozen=True)
+class DataTerm:
+    """``Σ_i −log p(y_i | f(x_i; θ))`` and its gradient ``[P]``: the part of ``N·L(θ)`` that the prior does not
+    change, so a grid over δ computes it once at its shared start."""
+
+    nll: float
+    grad: Tensor
+
+
+def data_term(problem: Problem, theta: Tensor) -> DataTerm:
+    """The negative log-likelihood over all of ``problem.X`` and its gradient, in chunks of ``CHUNK`` examples."""
     theta = theta.detach().requires_grad_(True)
-    N = len(problem.X)
     total, grad = 0.0, torch.zeros_like(theta)
-    for start in range(0, N, CHUNK):
+    for start in range(0, len(problem.X), CHUNK):
         f = problem.model(theta, problem.X[start : start + CHUNK])
         nll = -problem.likelihood.log_prob(f, problem.y[start : start + CHUNK]).sum()
         (g,) = torch.autograd.grad(nll, theta)
         total, grad = total + float(nll.detach()), grad + g
-    with torch.no_grad():
-        prior = 0.5 * float((problem.prior_precision * theta.detach().square()).sum())
-        grad += problem.prior_precision * theta
-    return Objective(value=(total + prior) / N, grad_norm=float(grad.norm()))
+    return DataTerm(nll=total, grad=grad)
+
+
+def objective_at(problem: Problem, theta: Tensor, data: DataTerm | None = None) -> Objective:
+    """``L(θ)`` and the gradient norm of ``N·L(θ)``, from ``data`` (computed when not given) and the prior."""
+    data = data_term(problem, theta) if data is None else data
+    theta = theta.detach()
+    prior = 0.5 * float((problem.prior_precision * theta.square()).sum())
+    grad = data.grad + problem.prior_precision * theta
+    return Objective(value=(data.nll + prior) / len(problem.X), grad_norm=float(grad.norm()))
 
 
 def fit_problems(start: Objective, end: Objective, fit: Fit) -> list[str]:

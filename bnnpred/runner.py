@@ -33,7 +33,7 @@ from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task, load_dataset
 from bnnpred.errors import BnnpredError
-from bnnpred.health import fit_problems, jitter_flags, non_finite_metrics, objective_at
+from bnnpred.health import DataTerm, data_term, fit_problems, jitter_flags, non_finite_metrics, objective_at
 from bnnpred.inference import Fit, Problem
 from bnnpred.inference.ngvi import DivergenceError
 from bnnpred.io import CorruptFile, load_torch, non_finite_to_null, save_npz, save_torch, write_json, write_text
@@ -342,6 +342,7 @@ class Trainer:
         self.s = s
         self.theta0 = s.model.theta()
         self.checkpoints = checkpoints  # folder of the trainers' resumable states, or None
+        self.start_data: dict[float | None, DataTerm] = {}  # the likelihood term at θ0, per σ², shared over δ
 
     def fit_at(self, delta: float, sigma2: float | None, warm: torch.Tensor | None) -> Candidate:
         s = self.s
@@ -354,7 +355,9 @@ class Trainer:
             monitor=partial(test_metrics_at, s, likelihood), augment=s.data.augment,
             checkpoints=self.checkpoints, checkpoint_seconds=s.cfg.checkpoint_seconds,
         )
-        start = objective_at(problem, problem.theta0)
+        if warm is None and sigma2 not in self.start_data:
+            self.start_data[sigma2] = data_term(problem, problem.theta0)
+        start = objective_at(problem, problem.theta0, None if warm is not None else self.start_data[sigma2])
         fit = replace(inference.fit(problem, s.cfg.inference), buffers=s.model.buffer_state())
         end = objective_at(problem, fit.theta)
         problems = fit_problems(start, end, fit)

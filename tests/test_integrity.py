@@ -348,3 +348,16 @@ def test_an_unexpected_exception_in_one_job_fails_that_run_and_the_sweep_goes_on
     assert len(finished) == 1 and len(failed) == 1
     assert "RuntimeError: a torch kernel failed" in (failed[0] / "error.log").read_text()
     assert not [p for p in failed[0].iterdir() if run_files.is_result_file(p.name)]
+
+
+def test_the_health_objective_is_the_maps_objective_over_chunks():
+    """L(θ) is the MAP's per-example negative log joint and its gradient norm the MAP's ``grad_norm``, also when the
+    data span several chunks (1,100 examples: 512 + 512 + 76)."""
+    from bnnpred.health import objective_at
+    from bnnpred.inference.map import log_joint_grad_norm, neg_log_joint
+    from tests.helpers import tiny_problem
+
+    problem, _ = tiny_problem("categorical", depth=1, n=1100)
+    objective = objective_at(problem, problem.theta0)
+    assert objective.value == pytest.approx(float(neg_log_joint(problem, problem.theta0, slice(None))), rel=1e-12)
+    assert objective.grad_norm == pytest.approx(log_joint_grad_norm(problem, problem.theta0), rel=1e-12)
