@@ -196,6 +196,16 @@ def nearest_keys(overrides: list[str], full_key: str) -> str:
     return f"{guess} (keys of {parent or 'the root'}: {', '.join(keys)})"
 
 
+def base_overrides(overrides: list[str]) -> list[str]:
+    """The overrides that are not sweeps (Hydra composes a sweep's base config from them); one line on bad syntax."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_sweep_override()]
+    except Exception as e:
+        raise BnnpredError(one_line(e)) from e
+
+
 def expand_sweep(overrides: list[str]) -> list[list[str]]:
     """Every job's override list for a ``-m`` call with Hydra's basic sweeper: the cartesian product of the sweep
     values in the config's ``hydra.sweeper.params`` (experiment presets) and on the command line (a key given twice:
@@ -203,10 +213,8 @@ def expand_sweep(overrides: list[str]) -> list[list[str]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
-        parser = OverridesParser.create()
-        base = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
-        params = compose(base, with_hydra=True).hydra.sweeper.get("params") or {}
-        parsed = parser.parse_overrides([*(f"{k}={v}" for k, v in params.items()), *overrides])
+        params = compose(base_overrides(overrides), with_hydra=True).hydra.sweeper.get("params") or {}
+        parsed = OverridesParser.create().parse_overrides([*(f"{k}={v}" for k, v in params.items()), *overrides])
     except BnnpredError:
         raise
     except Exception as e:
@@ -270,10 +278,7 @@ def check_launcher(overrides: list[str]) -> None:
 
 def check_sweep_base(overrides: list[str]) -> None:
     """Hydra composes a sweep's base config from its non-swept overrides first; that must compose too."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    base = [o.input_line for o in parsed if not o.is_sweep_override()]
+    base = base_overrides(overrides)
     try:
         compose(base)
     except BnnpredError as e:
@@ -288,11 +293,7 @@ def check_output_folder(overrides: list[str], multirun: bool) -> None:
     if given:
         folder = given[-1]
     else:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        base = [o.input_line for o in OverridesParser.create().parse_overrides(overrides)
-                if not o.is_sweep_override()]
-        node = compose(base, with_hydra=True).hydra
+        node = compose(base_overrides(overrides), with_hydra=True).hydra
         folder = OmegaConf.to_container(node.sweep if multirun else node.run, resolve=False)["dir"]
     path = Path(folder.split("${", 1)[0] or ".")
     while not path.exists() and path != path.parent:
@@ -357,10 +358,7 @@ def train_command(args: list[str]) -> None:
     elif sweeper_of(overrides) == "basic":
         jobs = expand_sweep(overrides)
     else:  # a sampling sweeper draws its jobs as it goes: check the base config, count its trials
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        jobs = [[o.input_line for o in OverridesParser.create().parse_overrides(overrides)
-                 if not o.is_sweep_override()]]
+        jobs = [base_overrides(overrides)]
     for job in jobs:
         check_job(job)
     check_output_folder(overrides, multirun)
