@@ -129,4 +129,5 @@ def make(r: Reproduction) -> str:
 
 
 STUDY = Study(name="thesis_fig5_6", title="thesis Fig. 5.6: MNIST 4 vs 9 explained by the Laplace-GGN kernel",
-              make=make, cpu_cost="about 10 min")
+              make=make, cpu_cost="over 1 h (float64 Adam and the L-BFGS finish; the first run did not finish in "
+              "57 min on the shared 2 cores)")
