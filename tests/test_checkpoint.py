@@ -148,3 +148,53 @@ def test_a_mean_field_training_resumes_bit_for_bit(tmp_path, monkeypatch):
     assert torch.equal(resumed.theta, whole.theta)
     assert torch.equal(resumed.posterior.precision, whole.posterior.precision)
     assert resumed.trace == whole.trace
+
+
+def interrupt_ngvi_at(monkeypatch, step: int, fit) -> None:
+    """Run ``fit()`` until the natural-gradient step ``step`` is being taken, then stop as a kill would."""
+    from bnnpred.inference import ngvi
+
+    real, calls = ngvi._step, []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == step:
+            raise Interrupted
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ngvi, "_step", counting)
+        with pytest.raises(Interrupted):
+            fit()
+
+
+@pytest.mark.parametrize("structure", ["full", "diag"])
+def test_a_natural_gradient_run_resumes_bit_for_bit(tmp_path, monkeypatch, structure):
+    """VOGGN on minibatches with Monte Carlo draws and a MAP warm start: the precision state (low-rank or
+    diagonal), mean, momentum, trace and generator come back from the checkpoint; the warm start is not redone."""
+    from bnnpred.curvature.ggn import Structure
+    from bnnpred.inference.ngvi import Start
+    from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
+
+    cfg = VOGGNConfig(structure=Structure(structure), gamma=0.3, iterations=24, batch_size=4, n_samples=2, momentum=0.5,
+                      log_every=5, tol=0.0, start=Start.map, map=MapConfig(steps=30, lr=1e-2))
+    whole = fit_voggn(problem_in(tmp_path / "whole"), cfg)
+    interrupt_ngvi_at(monkeypatch, 14, lambda: fit_voggn(problem_in(tmp_path / "killed"), cfg))
+    assert len(list((tmp_path / "killed" / "ckpt").glob("voggn-*.pt"))) == 2
+    resumed = fit_voggn(problem_in(tmp_path / "killed"), cfg)
+    assert torch.equal(resumed.theta, whole.theta)
+    assert torch.equal(resumed.posterior.dense_precision(), whole.posterior.dense_precision())
+    assert resumed.trace == whole.trace and resumed.info == whole.info
+
+
+def test_a_glm_refinement_resumes_bit_for_bit(tmp_path, monkeypatch):
+    """The refinement's checkpoint is keyed by the linearised problem, the same in a new process (no object
+    addresses in its digest)."""
+    from bnnpred.inference.glm_refine import GLMRefineConfig, fit_glm_refine
+
+    cfg = GLMRefineConfig(iterations=12, gamma=0.5, n_samples=2, map=MapConfig(steps=30, lr=1e-2))
+    whole = fit_glm_refine(problem_in(tmp_path / "whole"), cfg)
+    interrupt_ngvi_at(monkeypatch, 7, lambda: fit_glm_refine(problem_in(tmp_path / "killed"), cfg))
+    resumed = fit_glm_refine(problem_in(tmp_path / "killed"), cfg)
+    assert torch.equal(resumed.posterior.dense_precision(), whole.posterior.dense_precision())
+    assert torch.equal(resumed.posterior.mean, whole.posterior.mean) and resumed.trace == whole.trace

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
@@ -100,6 +101,12 @@ class LinearizedModel:
     @property
     def n_params(self) -> int:
         return self.theta_star.numel()
+
+    def __repr__(self) -> str:
+        """Stable across processes (digests key checkpoints by it): the shapes and a checksum of ``f*``."""
+        fingerprint = hashlib.sha256(self.f_star.detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
+        return (f"LinearizedModel(N={len(self.f_star)}, C={self.f_star.shape[-1]}, P={self.n_params}, "
+                f"J={self.J_star.dtype}, f*={fingerprint})")
 
     def training(self) -> AbstractContextManager[None]:
         """A linear model has no train mode."""

@@ -47,8 +47,9 @@ from bnnpred.inference.base import (
     posterior_trace_row,
     steps_per_epoch,
 )
+from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.map import MapConfig, train_map
-from bnnpred.inference.ngvi_precision import PrecisionState, initial_precision
+from bnnpred.inference.ngvi_precision import PrecisionState, initial_precision, precision_from_state
 from bnnpred.inference.plateau import plateau_reached
 from bnnpred.posteriors import Posterior
 from bnnpred.progress import progress
@@ -146,17 +147,25 @@ def check_ngvi_config(cfg: NGVIConfig) -> None:
 
 def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Posterior | None = None) -> Fit:
     """Iterate the common update from ``start`` (default ``N(θ0, init_var·I)``) until the smoothed ELBO reaches a
-    plateau, the mean stops moving (``tol``), or ``iterations``."""
+    plateau, the mean stops moving (``tol``), or ``iterations``; resumable from its checkpoints (saved at epoch
+    boundaries, with the precision state, mean, momentum, trace and generator state)."""
     check_ngvi_config(cfg)
     N, delta = len(problem.X), problem.prior_precision
-    state = initial_precision(cfg.structure, delta, cfg.init_var, cfg.woodbury, start)
-    warm = train_map(problem, cfg.map) if cfg.start is Start.map and start is None else None
-    post = start or state.posterior((problem.theta0 if warm is None else warm.theta).clone())
+    checkpoints = Checkpoints(problem, cfg.name, cfg)  # keyed before the warm start moves the generator
+    if (saved := checkpoints.load()) is not None:
+        problem.generator.set_state(saved["generator"])
+        state, start_info = precision_from_state(saved["precision"]), saved["start_info"]
+        post, momentum, trace, done = state.posterior(saved["mean"]), saved["momentum"], saved["trace"], saved["step"]
+    else:
+        state = initial_precision(cfg.structure, delta, cfg.init_var, cfg.woodbury, start)
+        warm = train_map(problem, cfg.map) if cfg.start is Start.map and start is None else None
+        start_info = {} if warm is None else {"start_map_grad_norm": warm.info["grad_norm"]}
+        post = start or state.posterior((problem.theta0 if warm is None else warm.theta).clone())
+        momentum, trace, done = torch.zeros_like(post.mean), [], 0
     rows_stream = batches(N, cfg.batch_size, problem.generator)
-    trace: list[dict[str, float]] = []
-    momentum = torch.zeros_like(post.mean)
-    converged, plateau, rel_change, t = False, False, math.inf, 0
-    for t in progress(range(1, cfg.iterations + 1), cfg.iterations, cfg.name, problem.progress):
+    per_epoch = steps_per_epoch(N, cfg.batch_size)
+    converged, plateau, rel_change, t = False, False, math.inf, done
+    for t in progress(range(done + 1, cfg.iterations + 1), cfg.iterations - done, cfg.name, problem.progress):
         rows = next(rows_stream)
         X, y = problem.X[rows], problem.y[rows]
         scale = N / len(X)
@@ -166,8 +175,7 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
         rel_change = float((new_post.mean - post.mean).norm() / post.mean.norm().clamp_min(1e-12))
         state, post = new_state, new_post
         if t % cfg.log_every == 0 or t == 1:
-            epoch = t / steps_per_epoch(N, cfg.batch_size)
-            row = {**posterior_trace_row(problem, post, t, epoch), "rel_change": rel_change}
+            row = {**posterior_trace_row(problem, post, t, t / per_epoch), "rel_change": rel_change}
             if cfg.plateau_on is PlateauOn.glm_elbo:
                 row["glm_elbo"] = glm_elbo(problem, post, t)
             trace.append(row)
@@ -178,8 +186,11 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
         if rel_change < cfg.tol:
             converged = True
             break
+        if checkpoints.due(at_boundary=t % per_epoch == 0, last_step=t == cfg.iterations):
+            checkpoints.save({"step": t, "precision": state.state(), "mean": post.mean, "momentum": momentum,
+                              "trace": trace, "generator": problem.generator.get_state(), "start_info": start_info})
     info = {"iterations": t, "converged": float(converged), "plateau": float(plateau), "rel_change": rel_change,
-            **({} if warm is None else {"start_map_grad_norm": warm.info["grad_norm"]})}
+            **start_info}
     return Fit(theta=post.mean, posterior=post, info=info, trace=trace)
 
 

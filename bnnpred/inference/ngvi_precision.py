@@ -34,6 +34,10 @@ class PrecisionState(ABC):
     def posterior(self, mean: Tensor) -> Posterior:
         """``N(mean, Π⁻¹)``."""
 
+    def state(self) -> dict:
+        """The tensors and numbers that rebuild this state with :func:`precision_from_state` (a checkpoint)."""
+        return {"kind": type(self).__name__, **vars(self)}
+
 
 @dataclass
 class DiagPrecision(PrecisionState):
@@ -92,6 +96,13 @@ class LowRankPrecision(PrecisionState):
 
     def posterior(self, mean: Tensor) -> Posterior:
         return LowRankDiagPosterior(mean, self.U(), self.d)
+
+
+def precision_from_state(state: dict) -> PrecisionState:
+    """The precision state saved by :meth:`PrecisionState.state`."""
+    kinds = {cls.__name__: cls for cls in (DiagPrecision, DensePrecision, LowRankPrecision)}
+    fields = dict(state)
+    return kinds[fields.pop("kind")](**fields)
 
 
 def initial_precision(structure: Structure, delta: Tensor, init_var: float, woodbury: bool,
