@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +30,16 @@ from bnnpred.curvature.syrk import mirror_lower_, syrk_lower_
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Likelihood
 from bnnpred.progress import progress
+
+
+class Resumable(Protocol):
+    """Where a long accumulation saves and finds its partial state (:class:`bnnpred.inference.checkpoint.Checkpoints`)."""
+
+    def load(self) -> dict[str, Any] | None: ...
+
+    def due(self, at_boundary: bool, last_step: bool) -> bool: ...
+
+    def save(self, state: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -79,21 +90,28 @@ def supported_layers(model: FlatModel) -> list[Layer]:
 
 
 def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor, y: Tensor,
-             batch_size: int = 128) -> tuple[list[KronBlock], Tensor]:
+             batch_size: int = 128, resume: Resumable | None = None) -> tuple[list[KronBlock], Tensor]:
     """KFLR blocks of the GGN of the negative log-likelihood at ``θ`` over ``X`` (in θ order) and
-    ``Σ log p(y | f(x; θ))``."""
+    ``Σ log p(y | f(x; θ))``; with ``resume``, the partial sums are saved between batches and a killed
+    accumulation goes on from the last save (the same sums in the same order: bit for bit)."""
     layers = supported_layers(model)
     N = len(X)
-    for layer in layers:
+    saved = None if resume is None else resume.load()
+    for i, layer in enumerate(layers):
         out_dim = layer.module.out_features if isinstance(layer.module, nn.Linear) else layer.module.out_channels
         in_dim = (layer.module.in_features if isinstance(layer.module, nn.Linear)
                   else layer.module.in_channels * layer.module.kernel_size[0] * layer.module.kernel_size[1])
         layer.weight.B, layer.weight.A = theta.new_zeros(out_dim, out_dim), theta.new_zeros(in_dim, in_dim)
         if layer.bias is not None:
             layer.bias.dense = theta.new_zeros(out_dim, out_dim)
-    loglik = theta.new_zeros(())
-    positions = [0] * len(layers)  # output positions T per layer
-    for start in progress(range(0, N, batch_size), -(-N // batch_size), "Kronecker factors (batches)"):
+        if saved is not None:
+            for name, sums in _partial_sums(layer).items():
+                sums.copy_(saved["layers"][i][name])
+    loglik = theta.new_zeros(()) if saved is None else saved["loglik"].to(theta)
+    positions = [0] * len(layers) if saved is None else saved["positions"]  # output positions T per layer
+    done = 0 if saved is None else saved["step"]
+    starts = range(done * batch_size, N, batch_size)
+    for start in progress(starts, len(starts), "Kronecker factors (batches)"):
         rows = slice(start, min(start + batch_size, N))
         # the rows of R J_s (RᵀR = Λ, r = rank Λ rows), back-propagated directly: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s
         f, factors = layer_output_gradients(model, theta, X[rows], layers,
@@ -107,12 +125,22 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
             if layer.bias is not None:
                 summed = g.sum(-1).flatten(0, 1)  # [B·K, out]
                 layer.bias.dense += summed.T @ summed
+        done += 1
+        if resume is not None and resume.due(at_boundary=True, last_step=False):
+            resume.save({"step": done, "loglik": loglik, "positions": positions,
+                         "layers": [_partial_sums(layer) for layer in layers]})
     blocks = []
     for layer, T in zip(layers, positions, strict=True):
         mirror_lower_(layer.weight.A)
         mirror_lower_(layer.weight.B).div_(N * T)
         blocks += [layer.weight] + ([layer.bias] if layer.bias is not None else [])
     return blocks, loglik
+
+
+def _partial_sums(layer: Layer) -> dict[str, Tensor]:
+    """A layer's accumulators (the tensors themselves), by ``block.field``."""
+    sums = {"weight.A": layer.weight.A, "weight.B": layer.weight.B}
+    return sums if layer.bias is None else {**sums, "bias.dense": layer.bias.dense}
 
 
 def _forward_capturing(model: FlatModel, layers: list[Layer], theta: Tensor,

@@ -17,6 +17,7 @@ from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.curvature.kron import kron_ggn
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
+from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.marglik import function_space_log_marglik, log_marglik
 from bnnpred.posteriors import KronPosterior, Posterior, posterior_from_precision
@@ -54,7 +55,7 @@ def fit_laplace_ggn(problem: Problem, cfg: LaplaceGGNConfig) -> Fit:
     fit = train_map(problem, cfg.map)
     if cfg.structure is Structure.kron:
         blocks, loglik = kron_ggn(problem.model, problem.likelihood, fit.theta, problem.X, problem.y,
-                                  cfg.kron_batch_size)
+                                  cfg.kron_batch_size, resume=Checkpoints(problem, "kron", cfg))
         return with_evidence(fit, KronPosterior(fit.theta, blocks, problem.prior_precision, cfg.dampen), loglik,
                              problem.prior_precision)
     laplace = laplace_at(problem, fit, cfg.structure, cfg.curvature)
