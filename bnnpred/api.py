@@ -92,9 +92,6 @@ class Fitted:
                                f"{', '.join(usable)}")
         if n_samples < 1:
             raise BnnpredError(f"n_samples must be >= 1, got {n_samples}")
-        if gp_subset_size is not None and not 1 <= gp_subset_size <= len(self._X_train):
-            raise BnnpredError(f"gp_subset_size must be in 1..{len(self._X_train)} (the training points), got "
-                               f"{gp_subset_size}")
         ctx = Context(self._model, self.likelihood, self.theta, self.posterior, self.prior_precision, self._X_train)
         how = {h.value: h for h in GPSubset}
         if gp_subset not in how:

@@ -28,6 +28,7 @@ from bnnpred.curvature.jacobians import iter_jacobians
 from bnnpred.curvature.kron import iter_layer_gradients
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Gaussian, Likelihood
+from bnnpred.memory import available_bytes, gigabytes
 from bnnpred.posteriors import KronPosterior, Posterior
 from bnnpred.posteriors.linalg import robust_cholesky
 from bnnpred.prediction import Prediction
@@ -271,20 +272,53 @@ def gp_latent(ctx: Context, X: Tensor, cond: GPConditioning) -> tuple[Tensor, Te
     return torch.cat(means), torch.cat(covs)
 
 
+def gp_subset_count(size: int | None, N: int) -> int:
+    """M, the GP's training points, for ``predictive.gp_subset_size`` ``size`` (None: all N); outside 1..N an
+    error, not a silent switch to all N."""
+    if size is not None and not 1 <= size <= N:
+        raise BnnpredError(f"predictive.gp_subset_size={size} must be between 1 and the {N} training points; "
+                           f"use at most {N}, or null for all of them")
+    return N if size is None else size
+
+
 def gp_subset(
     ctx: Context, size: int | None, how: GPSubset, generator: torch.Generator
 ) -> Tensor:
-    """Training rows for the GP: all N (``size`` None or >= N), a seeded random M, or the top-M by tr Λ."""
+    """Training rows for the GP: all N (``size`` None), a seeded random M, or the top-M by tr Λ; a size above N is
+    an error, not a silent switch to all N."""
     N = len(ctx.X_train)
-    if size is None or size >= N:
+    if gp_subset_count(size, N) == N:
         return torch.arange(N)
-    if size < 1:
-        raise BnnpredError(f"predictive.gp_subset_size must be >= 1, got {size}")
     if how is GPSubset.random:
         return torch.randperm(N, generator=generator)[:size].sort().values
     f = network_outputs(ctx.model, ctx.theta, ctx.X_train)
     trace = ctx.likelihood.hessian(f).diagonal(dim1=1, dim2=2).sum(-1)
     return trace.topk(size).indices.sort().values.cpu()
+
+
+def gp_bytes(model: FlatModel, theta: Tensor, x: Tensor, M: int, n_valid: int) -> int:
+    """Memory the GP predictive holds at once on M training points like ``x`` ``[1, ...]``: their kernel features,
+    four ``MC x MC`` matrices (K, L K, L K Lᵀ and its Cholesky factor) and, when a prior factor is tuned, the
+    ``n_valid`` validation points' cross-kernels ``[n_valid, C, MC]``."""
+    _, f, feats = next(kernel.iter_features(model, theta, x, torch.ones_like(theta)))
+    per_point = sum(t.numel() for u in feats for t in vars(u).values() if isinstance(t, Tensor) and t.dim() > 1)
+    C, item = f.shape[1], f.element_size()
+    return item * (M * per_point + 4 * (M * C) ** 2 + n_valid * C * M * C)
+
+
+def check_gp_memory(model: FlatModel, theta: Tensor, x: Tensor, M: int, n_valid: int) -> None:
+    """A one-line error, before anything is computed, when the GP on M points would not fit in free memory; it
+    names the largest M that would."""
+    free = available_bytes(theta.device)
+    need = gp_bytes(model, theta, x, M, n_valid)
+    if free is None or need <= free:
+        return
+    low, high = 0, M  # bisection for the largest M that fits: the need grows with M
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if gp_bytes(model, theta, x, mid, n_valid) <= free else (low, mid)
+    raise BnnpredError(f"predictive.gp_subset_size={M} needs about {gigabytes(need)} for the GP, but "
+                       f"{gigabytes(free)} are free on {theta.device.type}; use at most {low}")
 
 
 def sample_gaussian_latent(mean: Tensor, cov: Tensor, n_samples: int, generator: torch.Generator) -> Tensor:
@@ -355,6 +389,8 @@ def predictor(
     if kind is PredictiveKind.closed:
         return lambda X: closed_predictive(ctx, X)
     subset = gp_subset(ctx, gp_subset_size, gp_subset_how, torch.Generator().manual_seed(seed))
+    check_gp_memory(ctx.model, ctx.theta, ctx.X_train[:1], len(subset),
+                    0 if gp_prior_factors is None or valid is None else len(valid[0]))
     cond = (gp_condition(ctx, subset, per_class=gp_per_class) if gp_prior_factors is None
             else tuned_gp_condition(ctx, subset, gp_prior_factors, valid, n_samples, seed, gp_per_class))
     return lambda X: gp_predictive(ctx, X, n_samples, gen(), cond)

@@ -42,7 +42,14 @@ from bnnpred.marglik import evidence_at_mode
 from bnnpred.models import activation_of, build_model, n_params
 from bnnpred.posteriors import load_posterior
 from bnnpred.prediction import ClassPrediction, Prediction
-from bnnpred.predictive import Context, PredictiveKind, network_outputs, predictor
+from bnnpred.predictive import (
+    Context,
+    PredictiveKind,
+    check_gp_memory,
+    gp_subset_count,
+    network_outputs,
+    predictor,
+)
 from bnnpred.provenance import code_commit, code_digest
 from bnnpred.run_record import EVAL_FILES, EVALS, FinishedRun, NotFinished, has_result_files, read_finished
 from bnnpred.selection import Candidate, SelectionMethod, select
@@ -79,10 +86,18 @@ def resolve_device(device: Device) -> torch.device:
 
 
 def check_network(cfg: Config, data: Dataset) -> None:
-    """Checks that need the network's parameter count (a method's ``check_parameter_count``: SLANG's rank)."""
+    """Checks that need the network: a method's ``check_parameter_count`` (SLANG's rank), and the GP predictive's
+    subset, which must lie within the training set and fit in free memory."""
+    module = build_model(cfg.model, data.input_shape, data.output_dim)
     check = getattr(cfg.inference, "check_parameter_count", None)
     if check is not None:
-        check(n_params(build_model(cfg.model, data.input_shape, data.output_dim)))
+        check(n_params(module))
+    p = cfg.predictive
+    if PredictiveKind.gp in p.kinds:
+        model = FlatModel(module.to(torch.float64 if cfg.dtype is DType.float64 else torch.float32))
+        M = gp_subset_count(p.gp_subset_size, len(data.X_train))
+        n_valid = 0 if p.gp_prior_factors is None else len(data.X_valid)
+        check_gp_memory(model, model.theta(), data.X_train[:1].to(model.theta().dtype), M, n_valid)
 
 
 # Sane ranges of the prior precision and the noise variance: outside them float64 sums lose the data term (a

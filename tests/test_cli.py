@@ -124,6 +124,8 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
     (["inference=map", "predictive=glm"], "point estimate"),
     (["inference=oggn", "predictive=gp"], "predictive gp is the GP view of the Laplace-GGN posterior"),
     (["inference=oggn", "inference.gamma=1.5"], "inference.gamma must be in (0, 1]"),
+    (["predictive=gp", "predictive.gp_subset_size=100000"], "predictive.gp_subset_size=100000 must be between 1 "
+                                                            "and the "),
     (["inference=voggn", "selection=marglik_grid"], "needs the Laplace-GGN evidence"),
     (["inference.map.lr=0"], "inference.map.lr must be positive"),
     (["selection.delta_grid=[0,1]"], "selection.delta_grid must be a non-empty list of positive values"),

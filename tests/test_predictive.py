@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from bnnpred import metrics, predictive
+from bnnpred.errors import BnnpredError
 from bnnpred.curvature.ggn import Curvature, Structure
 from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import laplace_at
@@ -108,3 +109,27 @@ def test_nn_samples_in_small_batches_equal_one_network_call_per_sample(monkeypat
     monkeypatch.setattr(predictive, "MAX_ACTIVATIONS", 50)  # two inputs per batch, one sample at a time
     expected = torch.stack([ctx.model(theta, X) for theta in thetas])
     torch.testing.assert_close(nn_samples(ctx, X, thetas), expected)
+
+
+def test_a_gp_subset_outside_the_training_set_is_an_error_not_all_points():
+    ctx, _ = laplace_context("bernoulli", n=20)
+    for size in (0, 21):
+        with pytest.raises(BnnpredError, match=f"gp_subset_size={size} must be between 1 and the 20 training"):
+            predictive.gp_subset(ctx, size, predictive.GPSubset.random, torch.Generator())
+    assert len(predictive.gp_subset(ctx, 20, predictive.GPSubset.random, torch.Generator())) == 20
+
+
+def test_a_gp_that_would_not_fit_in_free_memory_is_refused_with_the_largest_size_that_would(monkeypatch):
+    """The need counts the features of the M points, four MC x MC matrices and the validation cross-kernels; with
+    exactly the need of M = 7 free, M = 20 is refused and 7 is named."""
+    ctx, _ = laplace_context("categorical", n=20)
+    x = ctx.X_train[:1]
+    need = [predictive.gp_bytes(ctx.model, ctx.theta, x, M, n_valid=5) for M in (6, 7, 8)]
+    C = 3
+    # float64; the 2-5-5-3 MLP's factored features per point: inputs a and output gradients g [C, out] per layer
+    per_point = (2 + C * 5) + (5 + C * 5) + (5 + C * 3)
+    assert need[1] - need[0] == 8 * (per_point + 4 * C * C * (7**2 - 6**2) + 5 * C * C)
+    monkeypatch.setattr(predictive, "available_bytes", lambda device: need[1])
+    predictive.check_gp_memory(ctx.model, ctx.theta, x, 7, n_valid=5)
+    with pytest.raises(BnnpredError, match=r"gp_subset_size=20 needs about .* GB for the GP, .* use at most 7$"):
+        predictive.check_gp_memory(ctx.model, ctx.theta, x, 20, n_valid=5)

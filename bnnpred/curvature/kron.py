@@ -33,7 +33,7 @@ from bnnpred.progress import progress
 
 
 class Resumable(Protocol):
-    """Where a long accumulation saves and finds its partial state (:class:`bnnpred.inference.checkpoint.Checkpoints`)."""
+    """Where a long accumulation saves and finds its partial state (``inference.checkpoint.Checkpoints``)."""
 
     def load(self) -> dict[str, Any] | None: ...
 
