@@ -23,13 +23,13 @@ from torch.func import jvp, vmap
 
 from bnnpred import metrics
 from bnnpred.curvature import kernel
-from bnnpred.curvature.functional import FlatModel
+from bnnpred.curvature.functional import FlatModel, SubsetModel
 from bnnpred.curvature.jacobians import iter_jacobians
 from bnnpred.curvature.kron import iter_layer_gradients
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Gaussian, Likelihood
 from bnnpred.memory import available_bytes, gigabytes
-from bnnpred.posteriors import KronPosterior, Posterior
+from bnnpred.posteriors import KronPosterior, Posterior, SubsetPosterior
 from bnnpred.posteriors.linalg import robust_cholesky
 from bnnpred.prediction import Prediction
 
@@ -70,6 +70,17 @@ class Context:
     posterior: Posterior | None
     prior_precision: Tensor
     X_train: Tensor
+
+    def within_subset(self) -> Context:
+        """For a posterior over a block of the parameters (:class:`SubsetPosterior`, the last-layer Laplace): the
+        same predictive problem in the block's parameters, the others fixed at θ* (Jacobians, kernels and the GLM
+        reach the block alone); otherwise this context."""
+        post = self.posterior
+        if not isinstance(post, SubsetPosterior):
+            return self
+        block = slice(post.start, post.stop)
+        return Context(SubsetModel(self.model, self.theta, post.names), self.likelihood, self.theta[block],
+                       post.inner, self.prior_precision[block], self.X_train)
 
     def require_posterior(self, kind: str) -> Posterior:
         if self.posterior is None:
@@ -149,8 +160,11 @@ def glm_predictive(ctx: Context, X: Tensor, n_samples: int, generator: torch.Gen
 
 
 def glm_latent(ctx: Context, X: Tensor) -> tuple[Tensor, Tensor]:
-    """Latent GLM marginal ``N(f(x;θ*) + J(µ - θ*), J Σ Jᵀ)``: mean ``[B, C]``, covariance ``[B, C, C]``."""
-    post = ctx.require_posterior("closed")
+    """Latent GLM marginal ``N(f(x;θ*) + J(µ - θ*), J Σ Jᵀ)``: mean ``[B, C]``, covariance ``[B, C, C]`` (over a
+    last-layer posterior's block alone: :meth:`Context.within_subset`)."""
+    ctx.require_posterior("closed")
+    ctx = ctx.within_subset()
+    post = ctx.posterior
     shift = post.mean - ctx.theta
     if isinstance(post, KronPosterior):
         return kron_glm_latent(ctx, post, X, shift)
@@ -388,6 +402,7 @@ def predictor(
         return lambda X: glm_predictive(ctx, X, n_samples, gen())
     if kind is PredictiveKind.closed:
         return lambda X: closed_predictive(ctx, X)
+    ctx = ctx.within_subset()  # a last-layer posterior's GP view has the last layer's kernel
     subset = gp_subset(ctx, gp_subset_size, gp_subset_how, torch.Generator().manual_seed(seed))
     check_gp_memory(ctx.model, ctx.theta, ctx.X_train[:1], len(subset),
                     0 if gp_prior_factors is None or valid is None else len(valid[0]))

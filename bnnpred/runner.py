@@ -35,6 +35,7 @@ from bnnpred.data import Dataset, Task, load_dataset
 from bnnpred.errors import BnnpredError
 from bnnpred.health import DataTerm, data_term, fit_problems, jitter_flags, non_finite_metrics, objective_at
 from bnnpred.inference import Fit, Problem
+from bnnpred.inference.laplace_ggn import SubsetOfWeights, last_layer_names
 from bnnpred.inference.ngvi import DivergenceError
 from bnnpred.io import CorruptFile, load_torch, non_finite_to_null, save_npz, save_torch, write_json, write_text
 from bnnpred.likelihoods import Gaussian, likelihood_for
@@ -169,10 +170,11 @@ def check_config(cfg: Config) -> None:
             check_range(key, value, bounds, f"{key}=[0.1,1,10]")
     if cfg.selection.method is SelectionMethod.marglik_gradient and (
             cfg.prior.scale is not PriorScale.isotropic or cfg.prior.bias_delta is not None
-            or getattr(cfg.inference, "structure", Structure.full) not in (Structure.full, Structure.diag)):
+            or getattr(cfg.inference, "structure", Structure.full) not in (Structure.full, Structure.diag)
+            or getattr(cfg.inference, "subset_of_weights", SubsetOfWeights.all) is not SubsetOfWeights.all):
         raise BnnpredError("selection=marglik_gradient ascends the evidence of an isotropic prior δ·I on a full or "
-                           "diagonal posterior; use prior.scale=isotropic, prior.bias_delta=null, or "
-                           "selection=marglik_grid")
+                           "diagonal posterior over all weights; use prior.scale=isotropic, prior.bias_delta=null, "
+                           "or selection=marglik_grid")
     if cfg.predictive.gp_prior_factors is not None and (
             not cfg.predictive.gp_prior_factors or min(cfg.predictive.gp_prior_factors) <= 0):
         raise BnnpredError(f"predictive.gp_prior_factors must be a non-empty list of positive values or null, got "
@@ -187,13 +189,18 @@ def check_config(cfg: Config) -> None:
 FULL_COVARIANCE_LIMIT_GB = 8.0
 
 
-def check_full_covariance_fits(cfg: Config, n_params: int, dtype: torch.dtype) -> None:
+def check_full_covariance_fits(cfg: Config, model: FlatModel, dtype: torch.dtype) -> None:
+    """A full covariance over the posterior's parameters (all, or the last layer's) must fit in memory."""
     if getattr(cfg.inference, "structure", None) is not Structure.full:
         return
+    last_layer = getattr(cfg.inference, "subset_of_weights", SubsetOfWeights.all) is SubsetOfWeights.last_layer
+    n_params = (sum(model.sizes[model.names.index(n)] for n in last_layer_names(model)) if last_layer
+                else model.n_params)
     gigabytes = 3 * n_params**2 * torch.finfo(dtype).bits / 8 / 1e9
     if gigabytes > FULL_COVARIANCE_LIMIT_GB:
-        raise BnnpredError(f"a full covariance for P = {n_params} needs about {gigabytes:.0f} GB; "
-                           "use inference.structure=diag or a smaller model")
+        raise BnnpredError(f"a full covariance for P = {n_params} needs about {gigabytes:.0f} GB; use "
+                           "inference.structure=diag or kron, inference.subset_of_weights=last_layer, or a smaller "
+                           "model")
 
 
 def setup(cfg: Config) -> Setup:
@@ -207,7 +214,7 @@ def setup(cfg: Config) -> Setup:
     module = build_model(cfg.model, data.input_shape, data.output_dim).to(device=device, dtype=dtype)
     model = FlatModel(module)
     log.info("model %s: P = %d parameters", cfg.model.name, model.n_params)
-    check_full_covariance_fits(cfg, model.n_params, dtype)
+    check_full_covariance_fits(cfg, model, dtype)
     X_ood = ood_inputs(cfg, data, device, dtype)
     return Setup(cfg=cfg, data=data, model=model, device=device, dtype=dtype, X_ood=X_ood)
 
@@ -517,11 +524,21 @@ def keep_last_good(run_dir: Path, last_good: Fit) -> None:
     log.error("diverged; the last finite state is in %s", run_dir / "last_good.pt")
 
 
+def posterior_structure(cfg: Config) -> str | None:
+    """The posterior's structure as tables show it: ``full``, ``diag``, ``kron``, with ``-last_layer`` for a
+    last-layer posterior; None for a method without one."""
+    structure = getattr(cfg.inference, "structure", None)
+    if structure is None:
+        return None
+    subset = getattr(cfg.inference, "subset_of_weights", SubsetOfWeights.all)
+    return structure.value if subset is SubsetOfWeights.all else f"{structure.value}-{subset.value}"
+
+
 def run_summary(s: Setup, chosen: Candidate, key: str, flags: list[str], seconds: float) -> dict[str, Any]:
     cfg = s.cfg
     return {
         "dataset": s.data.name, "task": s.data.task.value, "model": cfg.model.name,
-        "inference": cfg.inference.name, "structure": getattr(getattr(cfg.inference, "structure", None), "value", None),
+        "inference": cfg.inference.name, "structure": posterior_structure(cfg),
         "selection": cfg.selection.method.value, "seed": cfg.seed, "delta": chosen.delta, "sigma2": chosen.sigma2,
         "data_split": getattr(cfg.dataset, "split", None),  # the published split of UCI sets
         "n_params": s.model.n_params, "n_train": len(s.data.X_train), "seconds": seconds, "tags": list(cfg.tags),

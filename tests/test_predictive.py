@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from bnnpred import metrics, predictive
-from bnnpred.errors import BnnpredError
 from bnnpred.curvature.ggn import Curvature, Structure
+from bnnpred.errors import BnnpredError
 from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import laplace_at
 from bnnpred.predictive import (

@@ -107,10 +107,15 @@ def test_divergence_stops_with_an_error_and_keeps_the_last_good_state(tmp_path, 
 def test_a_full_covariance_that_cannot_fit_in_memory_is_refused_before_training():
     from bnnpred.runner import check_full_covariance_fits, typed
 
+    def net(width: int) -> FlatModel:
+        return FlatModel(nn.Sequential(nn.Linear(width, width - 1), nn.Tanh(), nn.Linear(width - 1, 1)))
+
     cfg = typed(compose(["dataset.n_train=10"]))
-    check_full_covariance_fits(cfg, 10_000, torch.float64)  # 2.4 GB: allowed
-    with pytest.raises(BnnpredError, match="inference.structure=diag"):
-        check_full_covariance_fits(cfg, 40_000, torch.float64)  # 38 GB
+    check_full_covariance_fits(cfg, net(100), torch.float64)  # P = 10,099: 2.4 GB, allowed
+    with pytest.raises(BnnpredError, match="P = 40199 needs about 39 GB; use inference.structure=diag"):
+        check_full_covariance_fits(cfg, net(200), torch.float64)
+    last_layer = typed(compose(["dataset.n_train=10", "inference.subset_of_weights=last_layer"]))
+    check_full_covariance_fits(last_layer, net(200), torch.float64)  # the last layer's 200 parameters
 
 
 def test_prior_precision_scales_weights_by_fan_in_and_can_set_biases_apart():

@@ -85,6 +85,31 @@ class FlatModel:
         return f, J
 
 
+class SubsetModel(FlatModel):
+    """The network as a function of some of its parameters ``θ_S`` ``[P_S]`` (those called ``names``, contiguous in
+    ``θ`` order), the others held at their values in ``θ*`` (the last-layer Laplace's model: notes-003 GLM-GGN-Full
+    on the last layer). Every estimator that takes a :class:`FlatModel` works on it; Jacobians and layer factors
+    reach only the chosen parameters."""
+
+    def __init__(self, model: FlatModel, theta_star: Tensor, names: list[str]):
+        self.module, self.buffers = model.module, model.buffers
+        positions = [model.names.index(n) for n in names]
+        if positions != list(range(positions[0], positions[0] + len(positions))):
+            raise ValueError(f"the parameters {names} are not contiguous in θ order")
+        self.names = list(names)
+        self.shapes = [model.shapes[i] for i in positions]
+        self.sizes = [model.sizes[i] for i in positions]
+        self.start = sum(model.sizes[: positions[0]])
+        self.stop = self.start + sum(self.sizes)
+        self.fixed = {n: v for n, v in model.unflatten(theta_star).items() if n not in self.names}
+
+    def __call__(self, theta: Tensor, X: Tensor) -> Tensor:
+        return functional_call(self.module, {**self.fixed, **self.unflatten(theta), **self.buffers}, (X,))
+
+    def theta(self) -> Tensor:
+        raise TypeError("a SubsetModel's parameters are θ*[start:stop]; it does not read the module's")
+
+
 class LinearizedModel:
     """A network's linearisation at ``θ*`` on its ``N`` training inputs, addressed by row index:
     ``f_lin(θ, i) = f(x_i; θ*) + J(x_i; θ*)(θ − θ*)`` (the GLM of notes-004 eq. 5; notes-000 §3).

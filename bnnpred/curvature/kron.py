@@ -66,7 +66,9 @@ def is_uniform(values: Tensor) -> bool:
 
 
 def supported_layers(model: FlatModel) -> list[Layer]:
-    """One entry per ``nn.Linear`` / ``nn.Conv2d`` with its blocks' θ slices; other parameters are an error."""
+    """One entry per ``nn.Linear`` / ``nn.Conv2d`` whose weight is among ``θ``'s parameters (all of them, or a
+    :class:`~bnnpred.curvature.functional.SubsetModel`'s) with its blocks' θ slices; other parameters are an
+    error."""
     offsets, start = {}, 0
     for name, size in zip(model.names, model.sizes, strict=True):
         offsets[name] = (start, start + size)
@@ -79,9 +81,10 @@ def supported_layers(model: FlatModel) -> list[Layer]:
             raise BnnpredError(f"structure=kron supports ungrouped convolutions; {prefix} has groups={module.groups}")
         name = f"{prefix}.weight" if prefix else "weight"
         bias = f"{prefix}.bias" if prefix else "bias"
+        if name not in offsets:
+            continue  # held fixed
         covered |= {name, bias}
-        layers.append(Layer(module, KronBlock(*offsets[name]),
-                             KronBlock(*offsets[bias]) if module.bias is not None else None))
+        layers.append(Layer(module, KronBlock(*offsets[name]), KronBlock(*offsets[bias]) if bias in offsets else None))
     others = [n for n in model.names if n not in covered]
     if others:
         raise BnnpredError(f"structure=kron covers Linear and Conv2d layers only, not {', '.join(others[:3])}; "

@@ -36,8 +36,9 @@ def problem_digest(problem: Problem) -> hashlib._Hash:
                             f"{type(problem.likelihood).__name__}{sorted(vars(problem.likelihood).items())}|"
                             f"{problem.augment!r}".encode())
     buffers = getattr(problem.model, "buffer_state", dict)()
+    fixed = getattr(problem.model, "fixed", {})  # a SubsetModel's other parameters, held at θ*
     for tensor in (problem.X, problem.y, problem.prior_precision, problem.theta0, problem.generator.get_state(),
-                   *buffers.values()):
+                   *buffers.values(), *fixed.values()):
         digest.update(f"{tensor.dtype}{tuple(tensor.shape)}{tensor.device.type}".encode())
         digest.update(tensor.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
     return digest

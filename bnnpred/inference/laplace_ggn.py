@@ -1,17 +1,20 @@
 r"""Laplace-GGN: MAP, then ``Π = S₀⁻¹ + Σ_i J_iᵀ Λ_i J_i`` at ``θ*`` (notes-000 eqs. 3.11-3.12; notes-004 eq. 12).
 
 The posterior is ``N(θ*, Π⁻¹)`` in full, diagonal or per-layer Kronecker form (notes-004 eq. 8; ``dampen`` gives
-the Ritter et al. baseline); the empirical Fisher can replace the GGN (full and diagonal).
+the Ritter et al. baseline), over every parameter or over the last layer's alone (``subset_of_weights``, notes-003
+"GLM-GGN-Full" on image networks); the empirical Fisher can replace the GGN (full and diagonal).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
 from math import nan
 
 from torch import Tensor
 
+from bnnpred.curvature.functional import FlatModel, SubsetModel
 from bnnpred.curvature.ggn import Curvature, Structure, curvature
 from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.curvature.kron import kron_ggn
@@ -20,7 +23,12 @@ from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.marglik import function_space_log_marglik, log_marglik
-from bnnpred.posteriors import KronPosterior, Posterior, posterior_from_precision
+from bnnpred.posteriors import KronPosterior, Posterior, SubsetPosterior, posterior_from_precision
+
+
+class SubsetOfWeights(str, Enum):
+    all = "all"  # every parameter (notes-000 §3)
+    last_layer = "last_layer"  # the last layer's, the rest fixed at θ* (notes-003 "GLM-GGN-Full"; laplace-torch's name)
 
 
 class EvidenceForm(str, Enum):
@@ -32,6 +40,7 @@ class EvidenceForm(str, Enum):
 class LaplaceGGNConfig:
     name: str = "laplace_ggn"
     structure: Structure = Structure.full
+    subset_of_weights: SubsetOfWeights = SubsetOfWeights.all
     curvature: Curvature = Curvature.ggn
     dampen: bool = False  # kron only: (B + √δ I) ⊗ (A + √δ I) instead of B ⊗ A + δ I
     kron_batch_size: int = 128  # examples per batch of the Kronecker factors' C backward passes
@@ -51,8 +60,23 @@ class LaplaceGGNConfig:
 
 
 def fit_laplace_ggn(problem: Problem, cfg: LaplaceGGNConfig) -> Fit:
-    """Train the MAP, then build the Laplace-GGN posterior and its log evidence there."""
+    """Train the MAP, then build the Laplace-GGN posterior and its log evidence there: over every parameter, or
+    over the last layer's with the others fixed at θ* (the evidence is then the last layer's: its prior, its
+    precision, the same data term)."""
     fit = train_map(problem, cfg.map)
+    if cfg.subset_of_weights is SubsetOfWeights.all:
+        return laplace_of_structure(problem, fit, cfg)
+    model = SubsetModel(problem.model, fit.theta, last_layer_names(problem.model))
+    block = slice(model.start, model.stop)
+    sub = dataclasses.replace(problem, model=model, prior_precision=problem.prior_precision[block],
+                              theta0=fit.theta[block])
+    laplace = laplace_of_structure(sub, Fit(theta=fit.theta[block], posterior=None, info=fit.info), cfg)
+    posterior = SubsetPosterior(fit.theta, laplace.posterior, model.start, model.stop, model.names)
+    return Fit(theta=fit.theta, posterior=posterior, info=laplace.info, trace=fit.trace, buffers=fit.buffers)
+
+
+def laplace_of_structure(problem: Problem, fit: Fit, cfg: LaplaceGGNConfig) -> Fit:
+    """The posterior of ``cfg.structure`` at ``fit.theta`` over ``problem``'s parameters, with its evidence."""
     if cfg.structure is Structure.kron:
         blocks, loglik = kron_ggn(problem.model, problem.likelihood, fit.theta, problem.X, problem.y,
                                   cfg.kron_batch_size, resume=Checkpoints(problem, "kron", cfg))
@@ -64,6 +88,18 @@ def fit_laplace_ggn(problem: Problem, cfg: LaplaceGGNConfig) -> Fit:
         value = function_space_log_marglik(problem.likelihood, f, J, problem.y, fit.theta, problem.prior_precision)
         laplace.info.update(log_marglik=float(value), log_marglik_weight=laplace.info["log_marglik"])
     return laplace
+
+
+def last_layer_names(model: FlatModel) -> list[str]:
+    """The parameters of the network's last module that has any (its output layer), which must be the last in
+    θ order."""
+    owners = [name for name, module in model.module.named_modules() if list(module.parameters(recurse=False))]
+    prefix = f"{owners[-1]}." if owners and owners[-1] else ""
+    names = [n for n in model.names if n.startswith(prefix) and "." not in n[len(prefix):]]
+    if not names or names != model.names[-len(names):]:
+        raise BnnpredError("inference.subset_of_weights=last_layer needs a network whose last module with "
+                           "parameters is its output layer; use subset_of_weights=all")
+    return names
 
 
 def laplace_at(problem: Problem, fit: Fit, structure: Structure, kind: Curvature) -> Fit:

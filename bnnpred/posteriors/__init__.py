@@ -11,9 +11,10 @@ from bnnpred.posteriors.diag import DiagPosterior
 from bnnpred.posteriors.full import FullPosterior
 from bnnpred.posteriors.kron import KronPosterior
 from bnnpred.posteriors.lowrank import LowRankDiagPosterior
+from bnnpred.posteriors.subset import SubsetPosterior
 
 STRUCTURES: dict[str, type[Posterior]] = {"full": FullPosterior, "diag": DiagPosterior, "kron": KronPosterior,
-                                       "lowrank": LowRankDiagPosterior}
+                                       "lowrank": LowRankDiagPosterior, "subset": SubsetPosterior}
 
 
 def posterior_from_precision(structure: str, mean: Tensor, precision: Tensor) -> Posterior:
@@ -29,5 +30,6 @@ def load_posterior(state: dict[str, Any]) -> Posterior:
     return STRUCTURES[state["structure"]].from_state(state)
 
 
-__all__ = ["Posterior", "FullPosterior", "DiagPosterior", "KronPosterior", "LowRankDiagPosterior", "STRUCTURES",
+__all__ = ["Posterior", "FullPosterior", "DiagPosterior", "KronPosterior", "LowRankDiagPosterior", "SubsetPosterior",
+           "STRUCTURES",
            "posterior_from_precision", "load_posterior"]
