@@ -12,6 +12,7 @@ r"""Posterior predictives, each usable on any Gaussian posterior (notes-000 §5.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -406,6 +407,10 @@ def predictor(
     subset = gp_subset(ctx, gp_subset_size, gp_subset_how, torch.Generator().manual_seed(seed))
     check_gp_memory(ctx.model, ctx.theta, ctx.X_train[:1], len(subset),
                     0 if gp_prior_factors is None or valid is None else len(valid[0]))
-    cond = (gp_condition(ctx, subset, per_class=gp_per_class) if gp_prior_factors is None
-            else tuned_gp_condition(ctx, subset, gp_prior_factors, valid, n_samples, seed, gp_per_class))
-    return lambda X: gp_predictive(ctx, X, n_samples, gen(), cond)
+
+    @functools.cache
+    def conditioned() -> GPConditioning:  # at the first prediction: a run whose predictions are kept skips it
+        return (gp_condition(ctx, subset, per_class=gp_per_class) if gp_prior_factors is None
+                else tuned_gp_condition(ctx, subset, gp_prior_factors, valid, n_samples, seed, gp_per_class))
+
+    return lambda X: gp_predictive(ctx, X, n_samples, gen(), conditioned())

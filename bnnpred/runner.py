@@ -54,6 +54,7 @@ from bnnpred.predictive import (
 from bnnpred.provenance import code_commit, code_digest
 from bnnpred.run_record import EVAL_FILES, EVALS, FinishedRun, NotFinished, has_result_files, read_finished
 from bnnpred.selection import Candidate, SelectionMethod, select
+from bnnpred.stored_predictions import StoredPredictions
 
 log = logging.getLogger(__name__)
 
@@ -289,30 +290,42 @@ def predictors(s: Setup, ctx: Context) -> dict[str, Callable[[torch.Tensor], Pre
 
 
 def evaluate_all(
-    s: Setup, predict_by_kind: dict[str, Callable[[torch.Tensor], Prediction]]
+    s: Setup, predict_by_kind: dict[str, Callable[[torch.Tensor], Prediction]],
+    stored: StoredPredictions | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, Prediction], dict[str, Prediction]]:
     """Metrics ``{split: {kind: {metric: value}}}`` (with the test split's ``ood_auc`` when an OOD set is given), and
-    the test-set and OOD-set predictions per kind."""
+    the test-set and OOD-set predictions per kind; each (kind, split) prediction kept in ``stored`` as it finishes
+    (a restarted run reuses them)."""
+    stored = stored or StoredPredictions(None, "")
     results: dict[str, dict[str, dict[str, float]]] = {split: {} for split in SPLITS}
     test_predictions: dict[str, Prediction] = {}
     ood_predictions: dict[str, Prediction] = {}
     splits = [name.value for name in s.cfg.predictive.splits]
-    for i, (kind, predict) in enumerate(predict_by_kind.items(), 1):
+
+    def predicted(kind: str, split: str, X: torch.Tensor) -> tuple[Prediction, float]:
+        if (kept := stored.get(kind, split)) is not None:
+            return kept
+        start = time.perf_counter()
+        pred = predict_by_kind[kind](X)
+        seconds = time.perf_counter() - start
+        stored.put(kind, split, pred, seconds)
+        return pred, seconds
+
+    for i, kind in enumerate(predict_by_kind, 1):
         for split in splits:
             X, y = s.data.split(split)
             if not len(X):
                 continue
             log.info("predictive %d/%d (%s) on %s: %d inputs", i, len(predict_by_kind), kind, split, len(X))
-            start = time.perf_counter()
-            pred = predict(X)
+            pred, seconds = predicted(kind, split, X)
             values = metrics.evaluate(pred, y)
             if s.data.target_scale is not None:
                 values = in_original_units(values, s.data.target_scale)
-            results[split][kind] = {**values, "seconds": time.perf_counter() - start}
+            results[split][kind] = {**values, "seconds": seconds}
             if split == "test":
                 test_predictions[kind] = pred
         if s.X_ood is not None and kind in test_predictions:
-            ood_predictions[kind] = predict(s.X_ood)
+            ood_predictions[kind] = predicted(kind, "ood", s.X_ood)[0]
             results["test"][kind]["ood_auc"] = metrics.ood_auc(test_predictions[kind].probs,
                                                                ood_predictions[kind].probs)
     return results, test_predictions, ood_predictions
@@ -474,8 +487,8 @@ def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, ch
     s.model.load_buffers(fit.buffers)  # a later candidate of the selection grid may have changed them
     likelihood, prior = trainer.likelihood_and_prior(chosen.delta, chosen.sigma2)
     ctx = make_context(s, fit, likelihood, prior)
-    predict = predictors(s, ctx)  # built once: the GP predictive conditions on its training subset here
-    results, test_predictions, ood_predictions = evaluate_all(s, predict)
+    predict = predictors(s, ctx)  # built once: the GP predictive conditions on its training subset at its first use
+    results, test_predictions, ood_predictions = evaluate_all(s, predict, StoredPredictions(checkpoints, key))
     flags = [*chosen.flags, *jitter_flags(fit), *metric_flags(results, cfg.keep_unhealthy)]
     summary = run_summary(s, chosen, key, flags, time.perf_counter() - start)
     document = {"run": summary, "info": non_finite_to_null(fit.info), "metrics": non_finite_to_null(results)}

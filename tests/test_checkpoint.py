@@ -229,3 +229,48 @@ def test_the_kronecker_factors_resume_bit_for_bit(tmp_path, monkeypatch):
     assert len(resumed_calls) == 3  # 6 batches of 2; 3 were saved
     assert torch.equal(resumed.posterior.dense_precision(), whole.posterior.dense_precision())
     assert resumed.info == whole.info
+
+
+def test_a_run_interrupted_during_its_predictives_keeps_the_finished_ones(tmp_path, monkeypatch):
+    """An interruption in the third (predictive, split) pair: the restart computes only what was not finished and
+    ends with the metrics of an uninterrupted run; the kept predictions go with the finished run."""
+    from bnnpred import metrics as metrics_module
+    from bnnpred import runner
+    from bnnpred.cli import compose
+    from bnnpred.runner import train
+
+    overrides = ["dataset.n_train=40", "dataset.n_test=30", "selection=none", "predictive.kinds=[map,glm]",
+                 "predictive.n_samples=10", "inference.map.steps=200", "plot.enabled=false", "progress=false",
+                 "fit_cache=null", "checkpoint_seconds=0"]
+    whole = train(compose(overrides), tmp_path / "whole").document["metrics"]
+    real, calls = metrics_module.evaluate, []
+
+    def evaluate(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise Interrupted
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(metrics_module, "evaluate", evaluate)
+        with pytest.raises(Interrupted):
+            train(compose(overrides), tmp_path / "killed")
+    kept = sorted(p.name.split("-", 2)[2] for p in (tmp_path / "killed" / ".checkpoints").glob("predictive-*"))
+    assert kept == ["map-test.pt", "map-train.pt", "map-valid.pt"]  # predicted before the metrics failed
+    computed = []
+    real_predictors = runner.predictors
+
+    def counting_predictors(*args, **kwargs):
+        return {kind: (lambda X, kind=kind, f=f: computed.append(kind) or f(X))
+                for kind, f in real_predictors(*args, **kwargs).items()}
+
+    with monkeypatch.context() as patch:
+        patch.setattr(runner, "predictors", counting_predictors)
+        resumed = train(compose(overrides), tmp_path / "killed").document["metrics"]
+    assert computed == ["glm"] * 3  # train, valid, test: map's three were kept
+    for doc in (whole, resumed):
+        for by_kind in doc.values():
+            for values in by_kind.values():
+                values.pop("seconds")
+    assert resumed == whole
+    assert not (tmp_path / "killed" / ".checkpoints").exists()

@@ -1,0 +1,112 @@
+"""The image path at full data size (issue 17): training throughput against a plain PyTorch loop, and the memory of
+the Kronecker fit and the glm / nn predictives at two training-set sizes (it must not grow with N).
+
+1. Throughput: the 3c3d CNN (P = 892,010) on Fashion-MNIST-sized images, Adam, batch 128: ``--steps`` steps of a
+   plain loop (``net(x)``, cross-entropy, backward, step) against as many steps of bnnpred's MAP trainer
+   (``train_map``: the flat-parameter ``functional_call``, the prior term, the schedule, checkpoint bookkeeping).
+   The trainer's one-off closing pass (the gradient norm over the whole training set, once per training) is left
+   out; both warmed up; the best of ``--repeats`` alternating runs each.
+2. Memory: in a fresh process per size, the Kronecker fit over N training images, then the glm predictive (100
+   samples) and the nn predictive (20 samples) over ``--n-test`` test images; the peak resident memory counted
+   from after the data sets are loaded (the 60k images stay resident either way), so a stage whose memory grew
+   with N would show it.
+
+    python bench/image_path.py [--steps 30] [--sizes 2000 8000] [--n-test 500]
+
+Results are recorded in bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from kron_3c3d import images, measure, network
+
+from bnnpred.curvature.functional import FlatModel
+from bnnpred.curvature.kron import kron_ggn
+from bnnpred.inference import map as map_module
+from bnnpred.inference.base import Problem
+from bnnpred.inference.map import MapConfig, train_map
+from bnnpred.likelihoods import Categorical
+from bnnpred.posteriors import KronPosterior
+from bnnpred.predictive import Context, glm_predictive, nn_predictive
+
+BATCH, DELTA = 128, 10.0
+
+
+def plain_loop(X: torch.Tensor, y: torch.Tensor, steps: int) -> float:
+    net = network()
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    start = time.perf_counter()
+    for i in range(steps):
+        rows = slice(i * BATCH, (i + 1) * BATCH)
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(net(X[rows]), y[rows]).backward()
+        optimizer.step()
+    return time.perf_counter() - start
+
+
+def bnnpred_trainer(X: torch.Tensor, y: torch.Tensor, steps: int) -> float:
+    model = FlatModel(network())
+    theta = model.theta()
+    problem = Problem(model=model, likelihood=Categorical(), X=X[: steps * BATCH], y=y[: steps * BATCH],
+                      prior_precision=torch.full_like(theta, DELTA / (steps * BATCH)), theta0=theta,
+                      generator=torch.Generator().manual_seed(0))
+    map_module.log_joint_grad_norm = lambda problem, theta: 0.0  # the one-off closing pass, not a step
+    start = time.perf_counter()
+    train_map(problem, MapConfig(steps=steps, batch_size=BATCH, lr=1e-3))
+    return time.perf_counter() - start
+
+
+def throughput(steps: int, repeats: int) -> None:
+    torch.set_num_threads(2)
+    X, y, _ = images()
+    plain_loop(X, y, 3), bnnpred_trainer(X, y, 3)  # warm-up
+    plain, ours = [], []
+    for _ in range(repeats):
+        plain.append(plain_loop(X, y, steps))
+        ours.append(bnnpred_trainer(X, y, steps))
+    a, b = min(plain) / steps * 1000, min(ours) / steps * 1000
+    print(f"training step (batch {BATCH}, 2 threads): plain loop {a:.1f} ms, bnnpred {b:.1f} ms, ratio {b / a:.2f} "
+          f"(all runs: plain {[round(t / steps * 1000, 1) for t in plain]}, "
+          f"bnnpred {[round(t / steps * 1000, 1) for t in ours]})")
+
+
+def fit_and_predict(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor, n_fit: int,
+                    n_test: int) -> dict[str, float]:
+    model = FlatModel(network())
+    theta = model.theta()
+    start = time.perf_counter()
+    blocks, _ = kron_ggn(model, Categorical(), theta, X[:n_fit], y[:n_fit])
+    posterior = KronPosterior(theta, blocks, torch.full_like(theta, DELTA))
+    fit = time.perf_counter() - start
+    ctx = Context(model, Categorical(), theta, posterior, posterior.prior_precision, X[:n_fit])
+    start = time.perf_counter()
+    glm_predictive(ctx, X_test[:n_test], 100, torch.Generator().manual_seed(0))
+    glm = time.perf_counter() - start
+    start = time.perf_counter()
+    nn_predictive(ctx, X_test[:n_test], 20, torch.Generator().manual_seed(0))
+    return {"fit": fit, "glm": glm, "nn": time.perf_counter() - start}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 8000])
+    parser.add_argument("--n-test", type=int, default=500)
+    args = parser.parse_args()
+    throughput(args.steps, args.repeats)
+    print("| N fitted | Kronecker fit | per image | glm, 100 samples | nn, 20 samples | peak memory |")
+    print("|---|---|---|---|---|---|")
+    for n in args.sizes:
+        r = measure(fit_and_predict, n, args.n_test)
+        if r is not None:
+            print(f"| {n} | {r['fit']:.1f} s | {r['fit'] / n * 1000:.1f} ms | {r['glm']:.1f} s ({args.n_test}) "
+                  f"| {r['nn']:.1f} s ({args.n_test}) | {r['peak_mb']:.0f} MB |")
+
+
+if __name__ == "__main__":
+    main()
