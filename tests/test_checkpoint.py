@@ -274,3 +274,29 @@ def test_a_run_interrupted_during_its_predictives_keeps_the_finished_ones(tmp_pa
                 values.pop("seconds")
     assert resumed == whole
     assert not (tmp_path / "killed" / ".checkpoints").exists()
+
+
+def test_a_slang_run_resumes_bit_for_bit(tmp_path, monkeypatch):
+    """SLANG's low-rank-plus-diagonal state, momentum, trace and generator (its Monte Carlo draws and the
+    randomised eigendecomposition's) come back from the checkpoint at an epoch boundary."""
+    from bnnpred.inference import slang
+    from bnnpred.inference.slang import SLANGConfig, fit_slang
+
+    cfg = SLANGConfig(rank=2, n_samples=2, batch_size=4, iterations=18, log_every=3, lr=0.05)
+    whole = fit_slang(problem_in(tmp_path / "whole"), cfg)
+    real, calls = slang.slang_step, []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 11:
+            raise Interrupted
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(slang, "slang_step", counting)
+        with pytest.raises(Interrupted):
+            fit_slang(problem_in(tmp_path / "killed"), cfg)
+    resumed = fit_slang(problem_in(tmp_path / "killed"), cfg)
+    assert torch.equal(resumed.theta, whole.theta)
+    assert torch.equal(resumed.posterior.U, whole.posterior.U) and torch.equal(resumed.posterior.d, whole.posterior.d)
+    assert resumed.trace == whole.trace

@@ -35,6 +35,7 @@ from bnnpred.inference.base import (
     steps_per_epoch,
     training_length,
 )
+from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.posteriors import LowRankDiagPosterior
 from bnnpred.progress import progress
 
@@ -207,9 +208,14 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
     state = SLANGState(mean=mean, U=mean.new_zeros(P, cfg.rank), d=torch.full_like(mean, cfg.init_precision),
                        momentum=torch.zeros_like(mean))
     iterations, log_every = training_length(N, cfg.batch_size, cfg.iterations, cfg.epochs, cfg.log_every)
-    rows_stream = batches(N, cfg.batch_size, problem.generator)
+    per_epoch = steps_per_epoch(N, cfg.batch_size)
     trace: list[dict[str, float]] = []
-    for t in progress(range(1, iterations + 1), iterations, "SLANG", problem.progress):
+    checkpoints, done = Checkpoints(problem, "slang", cfg), 0
+    if (saved := checkpoints.load()) is not None:  # resume where a killed run left off (at an epoch boundary)
+        problem.generator.set_state(saved["generator"])
+        state, trace, done = SLANGState(**saved["state"]), saved["trace"], saved["step"]
+    rows_stream = batches(N, cfg.batch_size, problem.generator)
+    for t in progress(range(done + 1, iterations + 1), iterations - done, "SLANG", problem.progress):
         thetas = state.q().sample(cfg.n_samples, problem.generator)
         rows = next(rows_stream)
         X, y = problem.X[rows], problem.y[rows]
@@ -221,6 +227,10 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
         if not bool(torch.isfinite(state.mean).all()):
             raise BnnpredError(f"SLANG diverged at iteration {t}; lower inference.lr")
         if t % log_every == 0 or t == iterations:
-            trace.append(posterior_trace_row(problem, state.q(), t, t / steps_per_epoch(N, cfg.batch_size)))
+            trace.append(posterior_trace_row(problem, state.q(), t, t / per_epoch))
+        if checkpoints.due(at_boundary=t % per_epoch == 0, last_step=t == iterations):
+            checkpoints.save({"step": t, "state": {k: getattr(state, k) for k in ("mean", "U", "d", "momentum", "t")},
+                              "trace": trace,
+                              "generator": problem.generator.get_state()})
     posterior = state.q()
     return Fit(theta=state.mean, posterior=posterior, info={"iterations": iterations}, trace=trace)
