@@ -183,11 +183,13 @@ def retyped(saved: Any) -> Any:
     """A saved (plain, resolved) run config merged back onto its schemas, looked up by each node's ``name``."""
     from bnnpred.errors import unknown_choice
 
-    registries = {"dataset": dataset_schemas(),
+    registries = {"dataset": dataset_schemas(), "ood": dataset_schemas(),
                   "model": {name: schema for name, (schema, _) in MODELS.items()},
                   "inference": {name: schema for name, (schema, _) in METHODS.items()}}
     cfg = OmegaConf.merge(OmegaConf.structured(Config), {k: v for k, v in saved.items() if k not in registries})
     for group, schemas in registries.items():
+        if saved.get(group) is None:  # no OOD set
+            continue
         name = saved[group]["name"]
         if name not in schemas:
             raise unknown_choice(group, name, schemas)

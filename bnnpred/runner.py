@@ -626,7 +626,7 @@ def restored(run: FinishedRun, saved: dict[str, Any], overrides: DictConfig | No
 
 def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = False) -> dict[str, Any]:
     """``bnnpred eval``: evaluate a saved run with other predictive settings, into ``<run>/evals/<key>/`` (its
-    merged config, metrics and figures); the run's own results are never changed. The key is the run key of the
+    merged config, metrics, test and OOD predictions and figures); the run's own results are never changed. The key is the run key of the
     merged config, so the same re-evaluation is found again and skipped (``force=True`` redoes it)."""
     from bnnpred.report.run_figures import ood_figure, run_figures
 
@@ -657,6 +657,7 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = 
         document = {"run": summary, "info": run.document.get("info", {}), "metrics": non_finite_to_null(results)}
         with run_files.staged(folder) as stage:
             write_text(stage / "config.yaml", OmegaConf.to_yaml(merged, resolve=True))
+            save_npz(stage / "predictions.npz", prediction_arrays(test_predictions, s.data.y_test, ood_predictions))
             if s.cfg.plot.enabled:
                 run_figures(stage, s, ctx, predict, [], [])
                 ood_figure(stage / f"ood_entropy.{s.cfg.plot.format.value}", results, test_predictions, ood_predictions)

@@ -123,3 +123,19 @@ def test_prior_precision_scales_weights_by_fan_in_and_can_set_biases_apart():
     fan_in = prior_precision(model, PriorConfig(delta=0.5, scale=PriorScale.fan_in, bias_delta=1e-5), 0.5)
     assert fan_in.tolist() == pytest.approx([1.5] * 6 + [1e-5] * 2 + [1.0] * 2 + [1e-5])
     assert prior_precision(model, PriorConfig(), 0.5).tolist() == [0.5] * 11
+
+
+def test_a_saved_config_with_an_ood_set_is_retyped_with_its_schema():
+    """``bnnpred eval`` rebuilds a run's config from its config.yaml: the OOD set's node must come back as a dataset
+    config (it came back as a plain dict, and every re-evaluation of an OOD run failed)."""
+    from omegaconf import OmegaConf
+
+    from bnnpred.config import retyped
+    from bnnpred.data.images import MNISTConfig
+    from bnnpred.runner import typed
+
+    saved = OmegaConf.to_container(compose(["dataset=fashion_mnist", "model=mlp", "ood=mnist", "ood.n_test=7"]),
+                                   resolve=True)
+    cfg = typed(retyped(OmegaConf.create(saved)))
+    assert isinstance(cfg.ood, MNISTConfig) and cfg.ood.name == "mnist" and cfg.ood.n_test == 7
+    assert typed(retyped(OmegaConf.create({**saved, "ood": None}))).ood is None
