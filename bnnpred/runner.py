@@ -626,8 +626,9 @@ def restored(run: FinishedRun, saved: dict[str, Any], overrides: DictConfig | No
 
 def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = False) -> dict[str, Any]:
     """``bnnpred eval``: evaluate a saved run with other predictive settings, into ``<run>/evals/<key>/`` (its
-    merged config, metrics, test and OOD predictions and figures); the run's own results are never changed. The key is the run key of the
-    merged config, so the same re-evaluation is found again and skipped (``force=True`` redoes it)."""
+    merged config, metrics, test and OOD predictions, figures); the run's own results are never changed. The key
+    is the run key of the merged config, so the same re-evaluation is found again and skipped (``force=True`` redoes
+    it)."""
     from bnnpred.report.run_figures import ood_figure, run_figures
 
     run_dir = Path(run_dir)
