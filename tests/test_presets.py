@@ -24,7 +24,8 @@ EPOCH_KEYS = ("map.epochs", "epochs")  # set to 1 where a preset counts epochs
 def one_step(cfg) -> list[str]:
     return ([f"inference.{key}=2" for key in STEP_KEYS if OmegaConf.select(cfg.inference, key) is not None]
             + [f"inference.{key}=1" for key in EPOCH_KEYS if OmegaConf.select(cfg.inference, key) is not None]
-            + (["ood.n_test=10"] if cfg.ood is not None else []))
+            + (["ood.n_test=10"] if cfg.ood is not None else [])
+            + (["predictive.gp_subset_size=10"] if cfg.predictive.gp_subset_size is not None else []))
 
 
 @pytest.mark.parametrize("preset", PRESETS)
