@@ -34,8 +34,8 @@ import torch
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature
 from bnnpred.curvature.kron import kron_ggn
+from bnnpred.laplace_evidence import FullCurvature, LaplaceEvidence
 from bnnpred.likelihoods import Categorical
-from bnnpred.marglik import evidence_at_mode
 from bnnpred.models.mlp import MLPConfig, build_mlp
 from bnnpred.posteriors import DiagPosterior, FullPosterior, KronPosterior
 from bnnpred.predictive import Context, closed_predictive, glm_predictive
@@ -86,9 +86,8 @@ def ours(net: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, X_test: torch.T
     _, t["probit predictive"] = timed(lambda: closed_predictive(ctx, X_test))
 
     def evidences() -> list[float]:
-        evidence = evidence_at_mode(theta, precision, delta, torch.empty(0), y, float(loglik), None)
-        zero = torch.zeros((), dtype=torch.float64)
-        return [float(evidence(torch.tensor(d, dtype=torch.float64).log(), zero)) for d in DELTAS]
+        evidence = LaplaceEvidence(theta, FullCurvature(None, 1, H=G), float(loglik), len(X))
+        return [float(evidence(torch.full_like(theta, d, dtype=torch.float64))) for d in DELTAS]
 
     _, t["evidence at 20 prior precisions"] = timed(evidences)
     _, t["diagonal GGN fit"] = timed(lambda: DiagPosterior(theta, curvature(model, lik, theta, X, y,

@@ -19,6 +19,7 @@ closed form) and ``gp`` (the Laplace-GGN's GP view, on all or a subset of the tr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,16 +31,16 @@ from omegaconf.errors import OmegaConfBaseException
 from torch import Tensor, nn
 
 from bnnpred import inference, metrics
-from bnnpred.config import PriorConfig, PriorScale
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.data.base import Task
 from bnnpred.errors import BnnpredError, unknown_choice
 from bnnpred.inference import Fit, Problem
-from bnnpred.likelihoods import Likelihood, likelihood_for
+from bnnpred.laplace_evidence import LaplaceEvidence, maximise_evidence
+from bnnpred.likelihoods import Gaussian, Likelihood, likelihood_for
 from bnnpred.posteriors import Posterior
 from bnnpred.prediction import Prediction
 from bnnpred.predictive import Context, GPSubset, PredictiveKind, predictor
-from bnnpred.runner import prior_precision
+from bnnpred.prior import Prior, PriorConfig, PriorGroups, PriorScale
 
 TASKS = {task.value: task for task in Task}
 
@@ -55,7 +56,7 @@ class Fitted:
         info: the method's scalar diagnostics (gradient norm, steps, log evidence, ...).
         trace: per-step records of the training (loss, or ELBO and KL).
         likelihood: the likelihood the network's outputs parameterise.
-        prior_precision: the prior's precision ``[P]`` (``θ ~ N(0, diag(prior_precision)⁻¹)``).
+        prior: the prior ``θ ~ N(0, diag(prior.precision())⁻¹)`` (its groups' δ in ``prior.deltas()``).
     """
 
     method: str
@@ -64,19 +65,71 @@ class Fitted:
     info: dict[str, float]
     trace: list[dict[str, float]]
     likelihood: Likelihood
-    prior_precision: Tensor
+    prior: Prior
     _model: FlatModel = field(repr=False)
     _X_train: Tensor = field(repr=False)
+    _evidence: LaplaceEvidence | None = field(default=None, repr=False)
+
+    @property
+    def prior_precision(self) -> Tensor:
+        """The prior's precision ``[P]``."""
+        return self.prior.precision(self.theta)
 
     @property
     def log_evidence(self) -> float:
-        """The Laplace-GGN log marginal likelihood at θ* (notes-000 §5.2); only Laplace fits have it."""
-        value = self.info.get("log_marglik")
-        if value is None:
-            raise BnnpredError(f"a {self.method} fit has no evidence; fit with method='laplace_ggn'")
+        """The Laplace-GGN log marginal likelihood at θ* and this fit's prior (notes-000 §5.2); only Laplace fits
+        have it."""
+        value = self._laplace().value
         if not math.isfinite(value):
             raise BnnpredError("the evidence is undefined: the posterior precision needed jitter (info['jitter'])")
         return value
+
+    def log_evidence_at(self, prior_precision: float | Tensor, sigma2: float | None = None) -> float:
+        """The log evidence at another prior (δ for every group of this fit's prior, or a tensor ``[P]``) and, for
+        regression, another noise ``σ²``, with θ* and the curvature held fixed: no refitting.
+
+        >>> fitted.log_evidence_at(10.0)                                     # a float
+        """
+        precision = (prior_precision.to(self.theta) if isinstance(prior_precision, Tensor)
+                     else self.prior.at(prior_precision).precision(self.theta))
+        return float(self._laplace()(precision.double(), self._noise(sigma2)))
+
+    def optimize_prior(self, *, steps: int = 500, lr: float = 0.1) -> Fitted:
+        """The fit at the prior (every group's δ: one, or one per layer with ``prior_groups="layer"``) and, for
+        regression, the noise that maximise the log evidence at θ* (Adam on ``log δ``, ``log σ²``; laplace-torch's
+        ``optimize_prior_precision(method="marglik")``); θ* and the curvature are kept, the posterior follows.
+
+        >>> better = fitted.optimize_prior()
+        >>> better.prior.deltas(), better.log_evidence >= fitted.log_evidence   # {'all': ...}, True
+        """
+        if steps < 0 or not lr > 0:
+            raise BnnpredError(f"optimize_prior: steps must be >= 0 and lr > 0, got steps={steps}, lr={lr}")
+        if self.prior.n_free == 0:
+            raise BnnpredError("optimize_prior: a prior given as a tensor has no δ to optimise; pass "
+                               "prior_precision as a float")
+        sigma2 = self.likelihood.sigma2 if isinstance(self.likelihood, Gaussian) else None
+        prior, sigma2 = maximise_evidence(self._laplace(), self.prior, sigma2, steps=steps, lr=lr)
+        likelihood = self.likelihood if sigma2 is None else Gaussian(sigma2)
+        precision = prior.precision(self.theta)
+        posterior = self._laplace().posterior(precision, sigma2)
+        value = math.nan if posterior.jitter else float(self._laplace()(precision.double(), _as_noise(sigma2)))
+        return dataclasses.replace(self, posterior=posterior, likelihood=likelihood, prior=prior,
+                                   _evidence=dataclasses.replace(self._laplace(), value=value))
+
+    def _laplace(self) -> LaplaceEvidence:
+        if self._evidence is None:
+            raise BnnpredError(f"a {self.method} fit has no evidence; fit with method='laplace_ggn'")
+        return self._evidence
+
+    def _noise(self, sigma2: float | None) -> Tensor | None:
+        """``σ²`` as the evidence takes it: the given value, else this fit's (None for classification)."""
+        if not isinstance(self.likelihood, Gaussian):
+            if sigma2 is not None:
+                raise BnnpredError("sigma2 applies to regression only; drop it")
+            return None
+        if sigma2 is not None and not sigma2 > 0:
+            raise BnnpredError(f"sigma2 must be positive, got {sigma2}")
+        return _as_noise(self.likelihood.sigma2 if sigma2 is None else sigma2)
 
     def predict(self, X: Tensor, kind: str = "glm", *, n_samples: int = 1000, seed: int = 0,
                 gp_subset_size: int | None = None, gp_subset: str = "random") -> Prediction:
@@ -109,10 +162,14 @@ class Fitted:
         return kinds + ["gp"] if self.method == "laplace_ggn" else kinds
 
 
+def _as_noise(sigma2: float | None) -> Tensor | None:
+    return None if sigma2 is None else torch.tensor(sigma2, dtype=torch.float64)
+
+
 def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task: str,
         method: str = "laplace_ggn", prior_precision: float | Tensor = 1.0, prior_scale: str = "isotropic",
-        bias_precision: float | None = None, sigma2: float = 0.1, options: dict[str, Any] | None = None,
-        seed: int = 0) -> Fitted:
+        prior_groups: str = "shared", bias_precision: float | None = None, sigma2: float = 0.1,
+        options: dict[str, Any] | None = None, seed: int = 0) -> Fitted:
     """Fit ``method`` to ``model`` on the data ``X`` ``[N, ...]`` and ``y`` ``[N]`` (or a ``DataLoader`` of
     ``(X, y)`` batches, gathered into memory: the methods use full-data curvature).
 
@@ -122,8 +179,10 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
         task: ``regression`` (Gaussian, noise ``sigma2``), ``binary`` (one logit) or ``multiclass`` (softmax).
         method: one of ``bnnpred.METHODS`` (``map``, ``laplace_ggn``, ``oggn``, ``lgva``, ``voggn``, ``bbb``,
             ``vl``, ``slang``, ``glm_refine``, ...).
-        prior_precision: δ, a float (with ``prior_scale``: ``isotropic``, or ``fan_in`` for δ·fan-in on weights,
-            and ``bias_precision`` for the biases), or a tensor ``[P]`` of per-parameter precisions.
+        prior_precision: δ, a float (with ``prior_scale``: ``isotropic``, or ``fan_in`` for δ·fan-in on weights;
+            ``prior_groups``: ``shared``, or one δ per ``layer`` or ``tensor``, which :meth:`Fitted.optimize_prior`
+            moves apart; ``bias_precision``: a fixed precision for the biases), or a tensor ``[P]`` of
+            per-parameter precisions.
         options: the method's settings, as ``inference.*`` keys on the command line (``{"structure": "kron",
             "map": {"steps": 2000}}``); ``bnnpred train inference=NAME --cfg job`` lists them.
         seed: seeds the method's random draws.
@@ -137,10 +196,11 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
     theta0 = flat.theta()
     X = X.to(device=theta0.device, dtype=theta0.dtype)
     y = y.to(device=theta0.device, dtype=theta0.dtype if task == "regression" else torch.int64)
-    delta = _prior(flat, prior_precision, prior_scale, bias_precision).to(device=theta0.device, dtype=theta0.dtype)
+    prior = _prior(flat, prior_precision, prior_scale, prior_groups, bias_precision)
     likelihood = likelihood_for(TASKS[task], sigma2)
     cfg = _method_config(method, options or {})
-    problem = Problem(model=flat, likelihood=likelihood, X=X, y=y, prior_precision=delta, theta0=theta0,
+    problem = Problem(model=flat, likelihood=likelihood, X=X, y=y, prior_precision=prior.precision(theta0),
+                      theta0=theta0,
                       generator=torch.Generator(device=theta0.device).manual_seed(seed))
     try:
         result: Fit = inference.fit(problem, cfg)
@@ -149,7 +209,8 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
             for name, value in flat.unflatten(theta0).items():
                 model.get_parameter(name).copy_(value)
     return Fitted(method=method, theta=result.theta, posterior=result.posterior, info=dict(result.info),
-                  trace=list(result.trace), likelihood=likelihood, prior_precision=delta, _model=flat, _X_train=X)
+                  trace=list(result.trace), likelihood=likelihood, prior=prior, _model=flat, _X_train=X,
+                  _evidence=result.evidence)
 
 
 def evaluate(prediction: Prediction, y: Tensor) -> dict[str, float]:
@@ -173,18 +234,19 @@ def _tensors(X: Tensor | Iterable, y: Tensor | None) -> tuple[Tensor, Tensor]:
     return torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
 
 
-def _prior(model: FlatModel, delta: float | Tensor, scale: str, bias: float | None) -> Tensor:
+def _prior(model: FlatModel, delta: float | Tensor, scale: str, groups: str, bias: float | None) -> Prior:
     if isinstance(delta, Tensor):
         if delta.shape != (model.n_params,) or not bool((delta > 0).all()):
             raise BnnpredError(f"prior_precision as a tensor must be positive with shape [{model.n_params}] (one per "
                                f"parameter), got {list(delta.shape)}")
-        return delta
-    scales = {s.value: s for s in PriorScale}
+        return Prior.from_precision(delta)
+    scales, kinds = {s.value: s for s in PriorScale}, {g.value: g for g in PriorGroups}
     if scale not in scales:
         raise unknown_choice("prior_scale", scale, scales)
-    if not delta > 0 or (bias is not None and not bias > 0):
-        raise BnnpredError(f"prior precisions must be positive, got {delta} and bias_precision={bias}")
-    return prior_precision(model, PriorConfig(delta=delta, scale=scales[scale], bias_delta=bias), delta)
+    if groups not in kinds:
+        raise unknown_choice("prior_groups", groups, kinds)
+    return Prior.from_config(model, PriorConfig(delta=delta, scale=scales[scale], groups=kinds[groups],
+                                                bias_delta=bias))
 
 
 def _method_config(method: str, options: dict[str, Any]) -> Any:

@@ -22,6 +22,7 @@ from bnnpred.data import dataset_schemas
 from bnnpred.inference import METHODS
 from bnnpred.models import MODELS
 from bnnpred.predictive import GPSubset, PredictiveKind
+from bnnpred.prior import PriorConfig
 from bnnpred.provenance import code_digest
 from bnnpred.selection import SelectionConfig
 
@@ -48,18 +49,6 @@ class SweepObjective(str, Enum):
 
     log_marglik = "log_marglik"  # the Laplace-GGN log evidence of the chosen fit (maximize)
     valid_nll = "valid_nll"  # the validation NLL of the first predictive (minimize)
-
-
-class PriorScale(str, Enum):
-    isotropic = "isotropic"  # Δ = δ I
-    fan_in = "fan_in"  # weights δ·fan_in, biases δ: s² = 1/fan_in at δ = 1 (notes-001 §6 item 1)
-
-
-@dataclass
-class PriorConfig:
-    delta: float = 1.0  # prior precision δ: θ ~ N(0, δ⁻¹ I)
-    scale: PriorScale = PriorScale.isotropic
-    bias_delta: float | None = None  # a separate precision for biases (SLANG: 1e-5 / 1e-6); None: as the weights
 
 
 @dataclass

@@ -28,18 +28,17 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred import __version__, inference, metrics, run_files
-from bnnpred.config import Config, Device, DType, LikelihoodConfig, PriorConfig, PriorScale, Split, run_key
+from bnnpred.config import Config, Device, DType, LikelihoodConfig, Split, run_key
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task, load_dataset
 from bnnpred.errors import BnnpredError
 from bnnpred.health import DataTerm, data_term, fit_problems, jitter_flags, non_finite_metrics, objective_at
 from bnnpred.inference import Fit, Problem
-from bnnpred.inference.laplace_ggn import SubsetOfWeights, last_layer_names
+from bnnpred.inference.laplace_ggn import EvidenceForm, SubsetOfWeights, last_layer_names
 from bnnpred.inference.ngvi import DivergenceError
 from bnnpred.io import CorruptFile, load_torch, non_finite_to_null, save_npz, save_torch, write_json, write_text
-from bnnpred.likelihoods import Gaussian, likelihood_for
-from bnnpred.marglik import evidence_at_mode
+from bnnpred.likelihoods import likelihood_for
 from bnnpred.models import activation_of, build_model, n_params
 from bnnpred.posteriors import load_posterior
 from bnnpred.prediction import ClassPrediction, Prediction
@@ -51,6 +50,7 @@ from bnnpred.predictive import (
     network_outputs,
     predictor,
 )
+from bnnpred.prior import Prior, PriorGroups
 from bnnpred.provenance import code_commit, code_digest
 from bnnpred.run_record import EVAL_FILES, EVALS, FinishedRun, NotFinished, has_result_files, read_finished
 from bnnpred.selection import Candidate, SelectionMethod, select
@@ -70,6 +70,7 @@ class Setup:
     model: FlatModel
     device: torch.device
     dtype: torch.dtype
+    prior: Prior  # the configured prior, every free group at prior.delta (selection moves it)
     X_ood: torch.Tensor | None = None  # inputs of the out-of-distribution set (``ood=NAME``), or None
 
 
@@ -170,12 +171,12 @@ def check_config(cfg: Config) -> None:
         for value in grid:
             check_range(key, value, bounds, f"{key}=[0.1,1,10]")
     if cfg.selection.method is SelectionMethod.marglik_gradient and (
-            cfg.prior.scale is not PriorScale.isotropic or cfg.prior.bias_delta is not None
-            or getattr(cfg.inference, "structure", Structure.full) not in (Structure.full, Structure.diag)
-            or getattr(cfg.inference, "subset_of_weights", SubsetOfWeights.all) is not SubsetOfWeights.all):
-        raise BnnpredError("selection=marglik_gradient ascends the evidence of an isotropic prior δ·I on a full or "
-                           "diagonal posterior over all weights; use prior.scale=isotropic, prior.bias_delta=null, "
-                           "or selection=marglik_grid")
+            getattr(cfg.inference, "evidence", EvidenceForm.weight) is EvidenceForm.function):
+        raise BnnpredError("selection=marglik_gradient ascends the weight-space evidence; use "
+                           "inference.evidence=weight, or selection=marglik_grid for the function-space form")
+    if cfg.prior.groups is not PriorGroups.shared and cfg.selection.method is not SelectionMethod.marglik_gradient:
+        raise BnnpredError(f"prior.groups={cfg.prior.groups.value} gives each group its own δ, which only "
+                           "selection=marglik_gradient moves apart; use it, or prior.groups=shared")
     if cfg.predictive.gp_prior_factors is not None and (
             not cfg.predictive.gp_prior_factors or min(cfg.predictive.gp_prior_factors) <= 0):
         raise BnnpredError(f"predictive.gp_prior_factors must be a non-empty list of positive values or null, got "
@@ -217,7 +218,8 @@ def setup(cfg: Config) -> Setup:
     log.info("model %s: P = %d parameters", cfg.model.name, model.n_params)
     check_full_covariance_fits(cfg, model, dtype)
     X_ood = ood_inputs(cfg, data, device, dtype)
-    return Setup(cfg=cfg, data=data, model=model, device=device, dtype=dtype, X_ood=X_ood)
+    return Setup(cfg=cfg, data=data, model=model, device=device, dtype=dtype,
+                 prior=Prior.from_config(model, cfg.prior), X_ood=X_ood)
 
 
 def ood_inputs(cfg: Config, data: Dataset, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
@@ -351,23 +353,9 @@ def in_original_units(values: dict[str, float], scale: float) -> dict[str, float
     return {**values, **extra, "nll_original": values["nll"] + math.log(scale)}
 
 
-def likelihood_and_prior(s: Setup, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
-    """The likelihood and prior precision ``[P]`` for hyperparameters ``δ`` and ``σ²``."""
-    likelihood = likelihood_for(s.data.task, sigma2 if sigma2 is not None else 1.0)
-    return likelihood, prior_precision(s.model, s.cfg.prior, delta).to(dtype=s.dtype, device=s.device)
-
-
-def prior_precision(model: FlatModel, prior: PriorConfig, delta: float) -> torch.Tensor:
-    """``[P]``: ``δ`` for every weight (times its fan-in with ``prior.scale=fan_in``); one-dimensional parameters
-    (biases, normalisation scales) get ``δ``, or ``prior.bias_delta`` when it is set."""
-    parts = []
-    for shape, size in zip(model.shapes, model.sizes, strict=True):
-        if len(shape) == 1:
-            value = delta if prior.bias_delta is None else prior.bias_delta
-        else:
-            value = delta * (math.prod(shape[1:]) if prior.scale is PriorScale.fan_in else 1)
-        parts.append(torch.full((size,), float(value)))
-    return torch.cat(parts)
+def likelihood_at(s: Setup, sigma2: float | None) -> Any:
+    """The likelihood of the data's task at noise ``σ²`` (ignored for classification)."""
+    return likelihood_for(s.data.task, sigma2 if sigma2 is not None else 1.0)
 
 
 class Trainer:
@@ -379,11 +367,12 @@ class Trainer:
         self.checkpoints = checkpoints  # folder of the trainers' resumable states, or None
         self.start_data: dict[float | None, DataTerm] = {}  # the likelihood term at θ0, per σ², shared over δ
 
-    def fit_at(self, delta: float, sigma2: float | None, warm: torch.Tensor | None) -> Candidate:
+    def fit_at(self, prior: Prior, sigma2: float | None, warm: torch.Tensor | None) -> Candidate:
         s = self.s
-        likelihood, prior = self.likelihood_and_prior(delta, sigma2)
+        likelihood = likelihood_at(s, sigma2)
+        precision = prior.precision(s.model.theta())
         problem = Problem(
-            model=s.model, likelihood=likelihood, X=s.data.X_train, y=s.data.y_train, prior_precision=prior,
+            model=s.model, likelihood=likelihood, X=s.data.X_train, y=s.data.y_train, prior_precision=precision,
             theta0=self.theta0 if warm is None else warm,
             generator=torch.Generator(device=s.device).manual_seed(s.cfg.seed),
             progress=s.cfg.progress, fit_cache=Path(s.cfg.fit_cache) if s.cfg.fit_cache else None,
@@ -396,19 +385,19 @@ class Trainer:
         fit = replace(inference.fit(problem, s.cfg.inference), buffers=s.model.buffer_state())
         end = objective_at(problem, fit.theta)
         problems = fit_problems(start, end, fit)
-        row = {"delta": delta, "sigma2": sigma2 if sigma2 is not None else float("nan"), **fit.info,
-               **plugin_metrics(s, fit.theta, likelihood), "objective_start": start.value,
+        log_evidence = None if fit.evidence is None else fit.evidence.value
+        valid_nll = (self.valid_nll(fit, likelihood, precision) if s.cfg.selection.method is SelectionMethod.valid_nll
+                     else None)
+        row = {"delta": prior.delta, **prior_columns(prior), "sigma2": sigma2 if sigma2 is not None else float("nan"),
+               **fit.info, **plugin_metrics(s, fit.theta, likelihood), "objective_start": start.value,
                "objective_end": end.value, "grad_norm_start": start.grad_norm, "problems": "; ".join(problems)}
-        if "log_marglik" in fit.info:
-            row["log_marglik_per_n"] = fit.info["log_marglik"] / len(s.data.X_train)
-        if s.cfg.selection.method is SelectionMethod.valid_nll:
-            row["valid_nll"] = self.valid_nll(fit, likelihood, prior)
-        if problems and s.cfg.keep_unhealthy:  # kept, and flagged with the run
-            return Candidate(delta=delta, sigma2=sigma2, fit=fit, row=row, flags=problems)
-        return Candidate(delta=delta, sigma2=sigma2, fit=fit, row=row, problems=problems)
-
-    def likelihood_and_prior(self, delta: float, sigma2: float | None) -> tuple[Any, torch.Tensor]:
-        return likelihood_and_prior(self.s, delta, sigma2)
+        if log_evidence is not None:
+            row["log_marglik_per_n"] = log_evidence / len(s.data.X_train)
+        if valid_nll is not None:
+            row["valid_nll"] = valid_nll
+        kept = bool(problems and s.cfg.keep_unhealthy)  # kept, and flagged with the run
+        return Candidate(prior=prior, sigma2=sigma2, fit=fit, row=row, log_evidence=log_evidence,
+                         valid_nll=valid_nll, problems=[] if kept else problems, flags=problems if kept else [])
 
     def valid_nll(self, fit: Fit, likelihood: Any, prior: torch.Tensor) -> float:
         X, y = self.s.data.split("valid")
@@ -419,16 +408,10 @@ class Trainer:
                              make_context(self.s, fit, likelihood, prior))[first.value]
         return metrics.nll(predict(X), y)
 
-    def frozen_evidence(self, cand: Candidate) -> Any:
-        fit = cand.fit
-        likelihood, prior = self.likelihood_and_prior(cand.delta, cand.sigma2)
-        if fit.posterior is None:
-            raise BnnpredError("selection=marglik_gradient needs a Laplace posterior; use inference=laplace_ggn")
-        with torch.no_grad():
-            f = self.s.model(fit.theta, self.s.data.X_train)
-        sigma2 = cand.sigma2 if isinstance(likelihood, Gaussian) else None
-        return evidence_at_mode(fit.theta, fit.posterior.precision, prior, f, self.s.data.y_train,
-                                fit.info.get("train_loglik_map", 0.0), sigma2)
+
+def prior_columns(prior: Prior) -> dict[str, float]:
+    """``delta[<group>]`` columns of a prior with several groups (none for one group: ``delta`` says it)."""
+    return {} if len(prior.names) == 1 else {f"delta[{name}]": value for name, value in prior.deltas().items()}
 
 
 def _only_kind(cfg: Config, kind: PredictiveKind) -> Config:
@@ -475,7 +458,7 @@ def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, ch
     trainer = Trainer(s, checkpoints)
     sigma2 = noise_variance(cfg.likelihood, s.data) if s.data.task is Task.regression else None
     try:
-        chosen, rows = select(cfg.selection, trainer.fit_at, cfg.prior.delta, sigma2, trainer.frozen_evidence)
+        chosen, rows = select(cfg.selection, trainer.fit_at, s.prior, sigma2)
     except DivergenceError as e:
         keep_last_good(run_dir, e.last_good)
         raise
@@ -485,8 +468,8 @@ def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, ch
                            "flagged")
     fit = chosen.fit
     s.model.load_buffers(fit.buffers)  # a later candidate of the selection grid may have changed them
-    likelihood, prior = trainer.likelihood_and_prior(chosen.delta, chosen.sigma2)
-    ctx = make_context(s, fit, likelihood, prior)
+    likelihood = likelihood_at(s, chosen.sigma2)
+    ctx = make_context(s, fit, likelihood, chosen.prior.precision(fit.theta))
     predict = predictors(s, ctx)  # built once: the GP predictive conditions on its training subset at its first use
     results, test_predictions, ood_predictions = evaluate_all(s, predict, StoredPredictions(checkpoints, key))
     flags = [*chosen.flags, *jitter_flags(fit), *metric_flags(results, cfg.keep_unhealthy)]
@@ -553,6 +536,7 @@ def run_summary(s: Setup, chosen: Candidate, key: str, flags: list[str], seconds
         "dataset": s.data.name, "task": s.data.task.value, "model": cfg.model.name,
         "inference": cfg.inference.name, "structure": posterior_structure(cfg),
         "selection": cfg.selection.method.value, "seed": cfg.seed, "delta": chosen.delta, "sigma2": chosen.sigma2,
+        "prior": chosen.prior.deltas(),
         "data_split": getattr(cfg.dataset, "split", None),  # the published split of UCI sets
         "n_params": s.model.n_params, "n_train": len(s.data.X_train), "seconds": seconds, "tags": list(cfg.tags),
         "version": __version__, "commit": code_commit(), "code": code_digest(), "key": key, "flags": flags,
@@ -565,6 +549,7 @@ def saved_fit(s: Setup, fit: Fit, chosen: Candidate) -> dict[str, Any]:
         "posterior": None if fit.posterior is None else {k: (v.cpu() if torch.is_tensor(v) else v)
                                                           for k, v in fit.posterior.state().items()},
         "delta": chosen.delta,
+        "prior": chosen.prior.state(),
         "sigma2": chosen.sigma2,
         "n_params": s.model.n_params,
         "buffers": {name: value.cpu() for name, value in fit.buffers.items()},
@@ -620,8 +605,9 @@ def restored(run: FinishedRun, saved: dict[str, Any], overrides: DictConfig | No
         state = {k: (v.to(device=s.device, dtype=s.dtype) if torch.is_tensor(v) else v)
                  for k, v in saved["posterior"].items()}
         posterior = load_posterior(state)
-    likelihood, prior = likelihood_and_prior(s, saved["delta"], saved["sigma2"])
-    return s, Context(s.model, likelihood, theta, posterior, prior, s.data.X_train)
+    prior = Prior.from_state(saved["prior"]) if "prior" in saved else s.prior.at(saved["delta"])
+    return s, Context(s.model, likelihood_at(s, saved["sigma2"]), theta, posterior, prior.precision(theta),
+                      s.data.X_train)
 
 
 def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = False) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from bnnpred.errors import BnnpredError
+from bnnpred.prior import Prior
 
 log = logging.getLogger(__name__)
 
@@ -47,75 +48,92 @@ class SelectionConfig:
 
 @dataclass
 class Candidate:
-    """One trained point: its hyperparameters, the run's fit object, a row of diagnostics, why its numbers are
+    """One trained point: its prior and noise, the run's fit object, its selection scores (the fit's log evidence,
+    its validation NLL: None where not computed), a row of diagnostics for ``selection.csv``, why its numbers are
     broken (``problems``: the point is not usable; see :mod:`bnnpred.health`) and the broken numbers a user chose to
     keep (``flags``, with ``keep_unhealthy=true``)."""
 
-    delta: float
+    prior: Prior
     sigma2: float | None
     fit: Any
     row: dict[str, float]
+    log_evidence: float | None = None
+    valid_nll: float | None = None
     problems: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
 
+    @property
+    def delta(self) -> float:
+        return self.prior.delta
 
-FitAt = Callable[[float, float | None, Any], Candidate]
+    def score(self, method: SelectionMethod) -> float:
+        """The value selection maximises: the log evidence, or minus the validation NLL (NaN when missing)."""
+        value = self.log_evidence if method is not SelectionMethod.valid_nll else self.valid_nll
+        if value is None:
+            return math.nan
+        return value if method is not SelectionMethod.valid_nll else -value
 
 
-def select(cfg: SelectionConfig, fit_at: FitAt, delta: float, sigma2: float | None,
-           frozen_evidence: Callable[[Candidate], Any] | None = None) -> tuple[Candidate, list[dict]]:
-    """Run the configured selection and return the chosen candidate and one row per trained point."""
+FitAt = Callable[[Prior, float | None, Any], Candidate]
+
+
+def select(cfg: SelectionConfig, fit_at: FitAt, prior: Prior, sigma2: float | None) -> tuple[Candidate, list[dict]]:
+    """Run the configured selection from ``prior`` and ``sigma2``; return the chosen candidate and one row per
+    trained point."""
     if cfg.method is SelectionMethod.none:
-        chosen = fit_at(delta, sigma2, None)
+        chosen = fit_at(prior, sigma2, None)
         return chosen, [chosen.row]
     if cfg.method is SelectionMethod.marglik_gradient:
-        return _gradient(cfg, fit_at, delta, sigma2, frozen_evidence)
-    return _grid(cfg, fit_at, sigma2)
+        return _gradient(cfg, fit_at, prior, sigma2)
+    return _grid(cfg, fit_at, prior, sigma2)
 
 
-def _grid(cfg: SelectionConfig, fit_at: FitAt, sigma2: float | None) -> tuple[Candidate, list[dict]]:
+def _grid(cfg: SelectionConfig, fit_at: FitAt, prior: Prior, sigma2: float | None) -> tuple[Candidate, list[dict]]:
+    """Every free group of the prior at each δ of the grid (a shared value), times each σ² of its grid."""
     _check_grid("selection.delta_grid", cfg.delta_grid)
     sigma2s = [sigma2] if sigma2 is None or cfg.sigma2_grid is None else cfg.sigma2_grid
     if cfg.sigma2_grid is not None:
         _check_grid("selection.sigma2_grid", cfg.sigma2_grid)
-    key, sign = ("log_marglik", 1.0) if cfg.method is SelectionMethod.marglik_grid else ("valid_nll", -1.0)
     points = list(itertools.product(sigma2s, cfg.delta_grid))
     candidates = []
     for i, (s2, d) in enumerate(points, 1):
         log.info("grid point %d/%d: δ=%g σ²=%s", i, len(points), d, s2)
-        cand = fit_at(d, s2, None)
+        cand = fit_at(prior.at(d), s2, None)
         candidates.append(cand)
-        log.info("δ=%g σ²=%s %s=%.4f%s", d, s2, key, cand.row[key], "; " + "; ".join(cand.problems)
+        log.info("δ=%g σ²=%s score=%.4f%s", d, s2, cand.score(cfg.method), "; " + "; ".join(cand.problems)
                  if cand.problems else "")
-    return best_usable(candidates, key, sign), [c.row for c in candidates]
+    return best_usable(candidates, cfg.method), [c.row for c in candidates]
 
 
-def best_usable(candidates: list[Candidate], key: str, sign: float) -> Candidate:
-    """The candidate with the best ``sign · row[key]`` among those that are healthy and whose ``key`` is finite
-    (an evidence at a jittered precision is NaN); an error naming each point's reason when there is none."""
-    usable = [c for c in candidates if not c.problems and math.isfinite(c.row[key])]
+def best_usable(candidates: list[Candidate], method: SelectionMethod) -> Candidate:
+    """The candidate with the best score among those that are healthy and whose score is finite (an evidence at a
+    jittered precision is NaN); an error naming each point's reason when there is none."""
+    usable = [c for c in candidates if not c.problems and math.isfinite(c.score(method))]
     if not usable:
-        reasons = "; ".join(f"δ={c.delta:g}: {', '.join(c.problems) or f'{key} = {c.row[key]}'}" for c in candidates)
+        name = "valid_nll" if method is SelectionMethod.valid_nll else "log_marglik"
+        reasons = "; ".join(f"δ={c.delta:g}: {', '.join(c.problems) or f'{name} = {abs(c.score(method))}'}"
+                            for c in candidates)
         raise BnnpredError(f"no grid point gave a usable fit ({reasons}); change the grid or the training settings, "
                            "or set keep_unhealthy=true to keep flagged fits")
-    return max(usable, key=lambda c: sign * c.row[key])
+    return max(usable, key=lambda c: c.score(method))
 
 
-def _gradient(cfg: SelectionConfig, fit_at: FitAt, delta: float, sigma2: float | None,
-              frozen_evidence: Callable[[Candidate], Any] | None) -> tuple[Candidate, list[dict]]:
-    """MacKay-style alternation: train the MAP, then ascend the evidence at that mode; repeat."""
-    from bnnpred.marglik import maximise_evidence
+def _gradient(cfg: SelectionConfig, fit_at: FitAt, prior: Prior, sigma2: float | None
+              ) -> tuple[Candidate, list[dict]]:
+    """MacKay-style alternation: train the MAP, then ascend the evidence at that mode in every free group's δ (and
+    σ²); repeat."""
+    from bnnpred.laplace_evidence import maximise_evidence
 
-    if frozen_evidence is None:
-        raise BnnpredError("selection=marglik_gradient needs a Laplace posterior; use inference=laplace_ggn")
-    rows, cand, warm = [], None, None
+    rows, warm = [], None
     for _ in range(cfg.rounds):
-        cand = fit_at(delta, sigma2, warm)
+        cand = fit_at(prior, sigma2, warm)
         rows.append(cand.row)
-        delta, sigma2 = maximise_evidence(frozen_evidence(cand), delta, sigma2, steps=cfg.steps, lr=cfg.lr)
-        log.info("evidence ascent: δ=%.4g σ²=%s log evidence=%.4f", delta, sigma2, cand.row["log_marglik"])
+        if cand.fit.evidence is None:
+            raise BnnpredError("selection=marglik_gradient needs a Laplace posterior; use inference=laplace_ggn")
+        prior, sigma2 = maximise_evidence(cand.fit.evidence, prior, sigma2, steps=cfg.steps, lr=cfg.lr)
+        log.info("evidence ascent: δ=%.4g σ²=%s log evidence=%.4f", prior.delta, sigma2, cand.fit.evidence.value)
         warm = cand.fit.theta
-    cand = fit_at(delta, sigma2, warm)
+    cand = fit_at(prior, sigma2, warm)
     rows.append(cand.row)
     return cand, rows
 

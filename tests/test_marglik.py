@@ -1,6 +1,7 @@
 """Laplace-GGN on a linear-Gaussian model is Bayesian linear regression (notes-000 §7 A.4-A.5)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -8,7 +9,8 @@ import torch
 from bnnpred.curvature.ggn import Curvature, Structure
 from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import laplace_at
-from bnnpred.marglik import evidence_at_mode, maximise_evidence
+from bnnpred.laplace_evidence import maximise_evidence
+from bnnpred.prior import Prior, PriorConfig
 from tests.helpers import tiny_problem
 
 
@@ -32,29 +34,44 @@ def test_laplace_ggn_on_linear_gaussian_model_is_blr_with_its_evidence():
 
 @pytest.mark.parametrize("structure", [Structure.full, Structure.diag])
 @pytest.mark.parametrize("kind", ["gaussian", "bernoulli"])
-def test_frozen_evidence_reproduces_the_laplace_evidence(structure, kind):
+def test_the_evidence_function_at_the_fits_own_prior_is_the_reported_evidence(structure, kind):
+    """The differentiable path (eigenvalues of H for the full structure) = the fit's value from its posterior's
+    Cholesky factor, float64, 1e-8."""
     problem, lik = tiny_problem(kind, depth=1, delta=0.7)
     fit = laplace_at(problem, Fit(theta=problem.theta0, posterior=None), structure, Curvature.ggn)
-    f = problem.model(fit.theta, problem.X).detach()
     sigma2 = getattr(lik, "sigma2", None)
-    frozen = evidence_at_mode(fit.theta, fit.posterior.precision, problem.prior_precision, f, problem.y,
-                              fit.info["train_loglik_map"], sigma2)
-    value = frozen(torch.tensor(math.log(0.7)), torch.tensor(math.log(sigma2 or 1.0)))
+    value = fit.evidence(problem.prior_precision, None if sigma2 is None else torch.tensor(sigma2))
     assert abs(float(value) - fit.info["log_marglik"]) < 1e-8
+
+
+@pytest.mark.parametrize("structure", [Structure.full, Structure.diag])
+def test_the_evidence_at_another_prior_and_noise_is_a_refit_there(structure):
+    """posterior(Δ, σ²) and the evidence at (Δ, σ²) from the curvature kept at (0.7, σ²₀) = a Laplace fit made at
+    (Δ, σ²) from scratch, with a per-tensor Δ (no isotropic shortcut), float64, 1e-9."""
+    from bnnpred.likelihoods import Gaussian
+    problem, lik = tiny_problem("gaussian", depth=1, delta=0.7)
+    fit = laplace_at(problem, Fit(theta=problem.theta0, posterior=None), structure, Curvature.ggn)
+    precision = torch.linspace(0.2, 3.0, len(problem.theta0), dtype=torch.float64)
+    again = replace(problem, prior_precision=precision, likelihood=Gaussian(0.37))
+    refit = laplace_at(again, Fit(theta=problem.theta0, posterior=None), structure, Curvature.ggn)
+    torch.testing.assert_close(fit.evidence.posterior(precision, 0.37).dense_precision(),
+                               refit.posterior.dense_precision(), rtol=1e-12, atol=1e-12)
+    assert abs(float(fit.evidence(precision, torch.tensor(0.37, dtype=torch.float64)))
+               - refit.info["log_marglik"]) < 1e-9 * abs(refit.info["log_marglik"])
 
 
 def test_evidence_ascent_reaches_the_mackay_fixed_point():
     """At the optimum δ‖θ‖² = γ = Σ λ/(δ + λ) and σ² = SSE / (N - γ) (MacKay 1992)."""
     problem, lik = tiny_problem("gaussian", depth=1, n=40, delta=0.7)
     fit = laplace_at(problem, Fit(theta=problem.theta0, posterior=None), Structure.full, Curvature.ggn)
-    f = problem.model(fit.theta, problem.X).detach()
-    frozen = evidence_at_mode(fit.theta, fit.posterior.precision, problem.prior_precision, f, problem.y,
-                              fit.info["train_loglik_map"], lik.sigma2)
-    delta, sigma2 = maximise_evidence(frozen, 0.7, lik.sigma2, steps=3000, lr=0.05)
-    lam = frozen.spectrum / sigma2
+    prior = Prior.from_config(problem.model, PriorConfig(delta=0.7))
+    chosen, sigma2 = maximise_evidence(fit.evidence, prior, lik.sigma2, steps=3000, lr=0.05)
+    delta = chosen.delta
+    lam = torch.linalg.eigvalsh(fit.evidence.curvature.H) * lik.sigma2 / sigma2
     gamma = float((lam / (delta + lam)).sum())
-    assert delta * frozen.sq_norm == pytest.approx(gamma, rel=1e-3)
-    assert sigma2 == pytest.approx(frozen.sse / (frozen.n - gamma), rel=1e-3)
+    sse = float((problem.y - problem.model(fit.theta, problem.X)[:, 0]).square().sum())
+    assert delta * float(fit.theta.square().sum()) == pytest.approx(gamma, rel=1e-3)
+    assert sigma2 == pytest.approx(sse / (len(problem.X) - gamma), rel=1e-3)
 
 
 def blr_weight_space_evidence(problem, lik, theta):

@@ -8,10 +8,9 @@ import torch
 from torch import nn
 
 from bnnpred.cli import compose
-from bnnpred.config import PriorConfig, PriorScale
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
-from bnnpred.runner import prior_precision, train
+from bnnpred.runner import train
 
 DATA = ["dataset.n_train=40", "dataset.n_valid=20", "dataset.n_test=30", "model=mlp", "model.width=6",
         "predictive.n_samples=20", "plot.enabled=false", "progress=false"]
@@ -72,6 +71,30 @@ def test_gradient_selection_moves_noise_towards_the_data_noise(tmp_path, data_ro
     assert rows["log_marglik"].iloc[-1] > rows["log_marglik"].iloc[0]
 
 
+@pytest.mark.parametrize("structure", ["kron", "full"])
+def test_gradient_selection_gives_each_layer_its_delta_by_the_evidence(tmp_path, structure):
+    """prior.groups=layer with a Kronecker or full posterior: every round's evidence at least the first's, the
+    layers' δ apart, and the run records them; the saved prior restores the same precision for eval."""
+    doc = run(tmp_path, f"inference.structure={structure}", "prior.groups=layer", "selection=marglik_gradient",
+              "selection.rounds=2", "selection.steps=100")
+    rows = pd.read_csv(tmp_path / "selection.csv")
+    assert len(rows) == 3 and rows["log_marglik"].iloc[-1] > rows["log_marglik"].iloc[0]
+    deltas = doc["run"]["prior"]
+    assert len(deltas) == 3 and len(set(deltas.values())) == 3  # model=mlp: three layers
+    assert [rows[f"delta[{name}]"].iloc[-1] for name in deltas] == pytest.approx(list(deltas.values()))
+    from bnnpred.runner import restore
+    _, ctx = restore(tmp_path)
+    sizes = [ctx.model.sizes[i] + ctx.model.sizes[i + 1] for i in (0, 2, 4)]  # each layer's weight and bias
+    expected = torch.cat([torch.full((n,), v) for n, v in zip(sizes, deltas.values(), strict=True)])
+    torch.testing.assert_close(ctx.prior_precision, expected.to(ctx.prior_precision))
+
+
+def test_a_prior_per_layer_without_gradient_selection_is_refused(tmp_path):
+    with pytest.raises(BnnpredError, match="prior.groups=layer gives each group its own δ, which only "
+                       "selection=marglik_gradient moves apart"):
+        run(tmp_path, "prior.groups=layer", "selection=marglik_grid")
+
+
 def test_diagonal_laplace_and_empirical_fisher_run(tmp_path):
     doc = run(tmp_path, "selection=none", "inference.structure=diag", "inference.curvature=ef",
               "predictive=all")
@@ -116,13 +139,6 @@ def test_a_full_covariance_that_cannot_fit_in_memory_is_refused_before_training(
         check_full_covariance_fits(cfg, net(200), torch.float64)
     last_layer = typed(compose(["dataset.n_train=10", "inference.subset_of_weights=last_layer"]))
     check_full_covariance_fits(last_layer, net(200), torch.float64)  # the last layer's 200 parameters
-
-
-def test_prior_precision_scales_weights_by_fan_in_and_can_set_biases_apart():
-    model = FlatModel(nn.Sequential(nn.Linear(3, 2), nn.Tanh(), nn.Linear(2, 1)))
-    fan_in = prior_precision(model, PriorConfig(delta=0.5, scale=PriorScale.fan_in, bias_delta=1e-5), 0.5)
-    assert fan_in.tolist() == pytest.approx([1.5] * 6 + [1e-5] * 2 + [1.0] * 2 + [1e-5])
-    assert prior_precision(model, PriorConfig(), 0.5).tolist() == [0.5] * 11
 
 
 def test_a_saved_config_with_an_ood_set_is_retyped_with_its_schema():

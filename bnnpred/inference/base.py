@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -13,6 +14,9 @@ from bnnpred.curvature.functional import FlatModel
 from bnnpred.likelihoods import Likelihood
 from bnnpred.posteriors import Posterior
 from bnnpred.predictive import network_outputs
+
+if TYPE_CHECKING:
+    from bnnpred.laplace_evidence import LaplaceEvidence
 
 TRACE_DRAWS = 8  # posterior draws per ELBO estimate in a training trace
 
@@ -51,6 +55,8 @@ class Fit:
         info: scalar diagnostics (final gradient norm, steps, log marginal likelihood, ...).
         trace: per-step records, e.g. ``{"step": 100, "loss": 0.31}``.
         buffers: the network's buffers after training (batch-norm running statistics; empty for most networks).
+        evidence: a Laplace fit's log evidence as a function of the prior and the noise (its curvature kept apart
+            from the prior), or ``None`` for a method without one.
     """
 
     theta: Tensor
@@ -58,6 +64,7 @@ class Fit:
     info: dict[str, float] = field(default_factory=dict)
     trace: list[dict[str, float]] = field(default_factory=list)
     buffers: dict[str, Tensor] = field(default_factory=dict)
+    evidence: LaplaceEvidence | None = None
 
 
 def batches(N: int, batch_size: int | None, generator: torch.Generator) -> Iterator[Tensor | slice]:

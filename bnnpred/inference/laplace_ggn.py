@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
-from math import nan
 
 from torch import Tensor
 
@@ -22,8 +21,16 @@ from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.map import MapConfig, train_map
-from bnnpred.marglik import function_space_log_marglik, log_marglik
-from bnnpred.posteriors import KronPosterior, Posterior, SubsetPosterior, posterior_from_precision
+from bnnpred.laplace_evidence import (
+    DiagCurvature,
+    FullCurvature,
+    KronCurvature,
+    LaplaceCurvature,
+    LaplaceEvidence,
+    SubsetCurvature,
+)
+from bnnpred.likelihoods import Gaussian
+from bnnpred.marglik import function_space_log_marglik
 
 
 class SubsetOfWeights(str, Enum):
@@ -70,23 +77,21 @@ def fit_laplace_ggn(problem: Problem, cfg: LaplaceGGNConfig) -> Fit:
     block = slice(model.start, model.stop)
     sub = dataclasses.replace(problem, model=model, prior_precision=problem.prior_precision[block],
                               theta0=fit.theta[block])
-    laplace = laplace_of_structure(sub, Fit(theta=fit.theta[block], posterior=None, info=fit.info), cfg)
-    posterior = SubsetPosterior(fit.theta, laplace.posterior, model.start, model.stop, model.names)
-    return Fit(theta=fit.theta, posterior=posterior, info=laplace.info, trace=fit.trace, buffers=fit.buffers)
+    inner, loglik = data_curvature(sub, fit.theta[block], cfg)
+    curvature = SubsetCurvature(inner.sigma2, inner.power, inner=inner, start=model.start, stop=model.stop,
+                                names=model.names)
+    return with_evidence(problem, fit, curvature, loglik)
 
 
 def laplace_of_structure(problem: Problem, fit: Fit, cfg: LaplaceGGNConfig) -> Fit:
     """The posterior of ``cfg.structure`` at ``fit.theta`` over ``problem``'s parameters, with its evidence."""
-    if cfg.structure is Structure.kron:
-        blocks, loglik = kron_ggn(problem.model, problem.likelihood, fit.theta, problem.X, problem.y,
-                                  cfg.kron_batch_size, resume=Checkpoints(problem, "kron", cfg))
-        return with_evidence(fit, KronPosterior(fit.theta, blocks, problem.prior_precision, cfg.dampen), loglik,
-                             problem.prior_precision)
-    laplace = laplace_at(problem, fit, cfg.structure, cfg.curvature)
+    laplace = with_evidence(problem, fit, *data_curvature(problem, fit.theta, cfg))
     if cfg.evidence is EvidenceForm.function:
         f, J = stacked_jacobians(problem.model, fit.theta, problem.X)
-        value = function_space_log_marglik(problem.likelihood, f, J, problem.y, fit.theta, problem.prior_precision)
-        laplace.info.update(log_marglik=float(value), log_marglik_weight=laplace.info["log_marglik"])
+        value = float(function_space_log_marglik(problem.likelihood, f, J, problem.y, fit.theta,
+                                                 problem.prior_precision))
+        laplace.info.update(log_marglik=value, log_marglik_weight=laplace.info["log_marglik"])
+        laplace.evidence.value = value
     return laplace
 
 
@@ -102,21 +107,37 @@ def last_layer_names(model: FlatModel) -> list[str]:
     return names
 
 
+def data_curvature(problem: Problem, theta: Tensor, cfg: LaplaceGGNConfig) -> tuple[LaplaceCurvature, float]:
+    """The data term's curvature at ``theta`` in ``cfg.structure`` (notes-000 eqs. 3.11-3.12 without the prior;
+    notes-004 eq. 8 for the Kronecker factors), with ``Σ log p(y | f(x; θ))``."""
+    sigma2 = problem.likelihood.sigma2 if isinstance(problem.likelihood, Gaussian) else None
+    power = 2 if cfg.curvature is Curvature.ef else 1
+    if cfg.structure is Structure.kron:
+        blocks, loglik = kron_ggn(problem.model, problem.likelihood, theta, problem.X, problem.y,
+                                  cfg.kron_batch_size, resume=Checkpoints(problem, "kron", cfg))
+        return KronCurvature(sigma2, power, blocks=blocks, dampen=cfg.dampen), float(loglik)
+    H, loglik = curvature(problem.model, problem.likelihood, theta, problem.X, problem.y, kind=cfg.curvature,
+                          structure=cfg.structure)
+    made = (FullCurvature(sigma2, power, H=H) if cfg.structure is Structure.full
+            else DiagCurvature(sigma2, power, h=H))
+    return made, float(loglik)
+
+
 def laplace_at(problem: Problem, fit: Fit, structure: Structure, kind: Curvature) -> Fit:
     """The full or diagonal Laplace posterior at ``fit.theta`` and its log marginal likelihood (notes-000 §5.2)."""
-    G, loglik = curvature(
-        problem.model, problem.likelihood, fit.theta, problem.X, problem.y, kind=kind, structure=structure
-    )
-    delta = problem.prior_precision
-    precision = G + (delta.diag() if structure is Structure.full else delta)
-    return with_evidence(fit, posterior_from_precision(structure.value, fit.theta, precision), loglik, delta)
+    cfg = LaplaceGGNConfig(structure=structure, curvature=kind)
+    return laplace_of_structure(problem, fit, cfg)
 
 
-def with_evidence(fit: Fit, posterior: Posterior, loglik: Tensor, delta: Tensor) -> Fit:
-    """``fit`` with the Laplace posterior and its log evidence at ``fit.theta``; NaN when the precision needed
-    jitter, since the evidence would then be that of another prior (the jitter is recorded in ``info``)."""
-    evidence = log_marglik(loglik, fit.theta, delta, posterior.logdet_precision()) if not posterior.jitter else nan
-    info = {**fit.info, "log_marglik": float(evidence), "train_loglik_map": float(loglik)}
+def with_evidence(problem: Problem, fit: Fit, curvature: LaplaceCurvature, loglik: float) -> Fit:
+    """``fit`` with the Laplace posterior ``N(θ*, (H + Δ)⁻¹)`` at the problem's prior and its log evidence (NaN
+    when the precision needed jitter, since the evidence would then be that of another prior; the jitter is
+    recorded in ``info``)."""
+    evidence = LaplaceEvidence(fit.theta, curvature, loglik, len(problem.X))
+    posterior = evidence.posterior(problem.prior_precision)
+    evidence.value = evidence.at_fit(posterior, problem.prior_precision)
+    info = {**fit.info, "log_marglik": evidence.value, "train_loglik_map": loglik}
     if posterior.jitter:
         info["jitter"] = posterior.jitter
-    return Fit(theta=fit.theta, posterior=posterior, info=info, trace=fit.trace)
+    return Fit(theta=fit.theta, posterior=posterior, info=info, trace=fit.trace, buffers=fit.buffers,
+               evidence=evidence)

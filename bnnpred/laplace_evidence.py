@@ -1,0 +1,220 @@
+r"""A Laplace fit's data curvature kept apart from the prior: the posterior and the log evidence for any prior
+precision and noise, from one formula (notes-000 §5.2), differentiable in ``log δ`` and ``log σ²``.
+
+At ``θ*`` the data term's curvature ``H`` (GGN or empirical Fisher, full / diagonal / Kronecker, over every
+parameter or a block) was computed once, at the fit's noise ``σ²₀``. For another prior ``Δ`` and noise ``σ²``
+
+.. math:: Π(Δ, σ²) = c·H + Δ, \qquad c = (σ²₀ / σ²)^k
+
+(``k = 1`` for the GGN of a Gaussian likelihood, ``k = 2`` for its empirical Fisher; ``c = 1`` for classification),
+and the log evidence is :func:`bnnpred.marglik.log_marglik` with ``log det Π(Δ, σ²)`` from the structure:
+
+- full: ``Σ_j log(c λ_j + δ)`` over the eigenvalues of ``H`` for an isotropic prior, a Cholesky factor otherwise;
+- diagonal: ``Σ_p log(c h_p + δ_p)``;
+- Kronecker: ``Σ log(c b_i a_j + δ_block)`` in each block's eigenbasis (dampened: ``(c b_i + √δ)(a_j + √δ)``),
+  so any per-tensor or per-layer prior costs no factorisation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from bnnpred.curvature.kron import KronBlock, is_uniform
+from bnnpred.errors import BnnpredError
+from bnnpred.marglik import log_marglik
+from bnnpred.posteriors import DiagPosterior, FullPosterior, KronPosterior, Posterior, SubsetPosterior
+from bnnpred.posteriors.kron import _eigh
+from bnnpred.prior import Prior
+
+
+@dataclass
+class LaplaceCurvature(ABC):
+    """The data curvature ``H`` at ``θ*`` over ``θ[block]``, computed at noise ``sigma2`` (None: classification),
+    scaling with the noise as ``σ^{-2·power}``."""
+
+    sigma2: float | None
+    power: int
+
+    @property
+    def block(self) -> slice:
+        """The parameters the posterior is over (a last-layer posterior's block; all by default)."""
+        return slice(None)
+
+    def factor(self, sigma2: Tensor | float | None) -> Tensor | float:
+        """``c = (σ²₀ / σ²)^k``: 1 for classification or at the fit's own noise."""
+        if self.sigma2 is None or sigma2 is None:
+            return 1.0
+        return (self.sigma2 / sigma2) ** self.power
+
+    @abstractmethod
+    def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
+        """``log det (c·H + diag(precision))`` ``[]`` for the prior precision of the block's parameters."""
+
+    @abstractmethod
+    def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
+        """``N(mean, (c·H + Δ)⁻¹)`` over the block (``mean``, ``precision`` ``[P_block]``)."""
+
+
+@dataclass
+class FullCurvature(LaplaceCurvature):
+    H: Tensor = field(default=None)  # [P, P]
+    _eigenvalues: Tensor | None = field(default=None, repr=False)
+
+    def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
+        if is_uniform(precision.detach()):  # the spectrum of H, once, serves every δ and σ²
+            if self._eigenvalues is None:
+                self._eigenvalues = torch.linalg.eigvalsh(self.H.double()).clamp_min(0)
+            return torch.log(c * self._eigenvalues.to(precision) + precision[0]).sum()
+        L, info = torch.linalg.cholesky_ex(c * self.H.to(precision) + torch.diag(precision))
+        if info != 0:
+            raise BnnpredError("the posterior precision is not positive definite at this prior; raise prior.delta")
+        return 2 * L.diagonal().log().sum()
+
+    def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
+        return FullPosterior(mean, (self.H if c == 1 else c * self.H) + torch.diag(precision.to(self.H)))
+
+
+@dataclass
+class DiagCurvature(LaplaceCurvature):
+    h: Tensor = field(default=None)  # [P]
+
+    def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
+        return torch.log(c * self.h.to(precision) + precision).sum()
+
+    def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
+        return DiagPosterior(mean, (self.h if c == 1 else c * self.h) + precision.to(self.h))
+
+
+@dataclass
+class KronCurvature(LaplaceCurvature):
+    """Per-layer ``B ⊗ A`` weight blocks and dense bias blocks (``B`` and the dense blocks carry the noise)."""
+
+    blocks: list[KronBlock] = field(default_factory=list)
+    dampen: bool = False
+    _spectra: list[tuple[Tensor, Tensor | None]] | None = field(default=None, repr=False)
+
+    def spectra(self) -> list[tuple[Tensor, Tensor | None]]:
+        """``(b, a)`` eigenvalues per block (``(d, None)`` for a dense block), float64, computed once."""
+        if self._spectra is None:
+            self._spectra = [(_eigh(b.dense.double())[0].clamp_min(0), None) if b.dense is not None
+                             else (_eigh(b.B.double())[0].clamp_min(0), _eigh(b.A.double())[0].clamp_min(0))
+                             for b in self.blocks]
+        return self._spectra
+
+    def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
+        total = precision.new_zeros(())
+        for block, (b, a) in zip(self.blocks, self.spectra(), strict=True):
+            values = precision[block.start : block.stop]
+            if not is_uniform(values.detach()):
+                raise BnnpredError("structure=kron needs one prior precision per weight or bias tensor (the prior "
+                                   "must factorise); use prior.groups=shared, layer or tensor")
+            delta = values[0]
+            b = c * b.to(precision)
+            if a is None:
+                total = total + torch.log(b + delta).sum()
+            elif self.dampen:
+                total = total + torch.log(torch.outer(b + delta.sqrt(), a.to(precision) + delta.sqrt())).sum()
+            else:
+                total = total + torch.log(torch.outer(b, a.to(precision)) + delta).sum()
+        return total
+
+    def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
+        blocks = self.blocks if c == 1 else [
+            dataclasses.replace(b, B=None if b.B is None else c * b.B, dense=None if b.dense is None else c * b.dense)
+            for b in self.blocks]
+        return KronPosterior(mean, blocks, precision.to(mean), self.dampen)
+
+
+@dataclass
+class SubsetCurvature(LaplaceCurvature):
+    """The curvature of ``θ[start:stop]`` alone, the other parameters fixed at ``θ*`` (last-layer Laplace)."""
+
+    inner: LaplaceCurvature = field(default=None)
+    start: int = 0
+    stop: int = 0
+    names: list[str] = field(default_factory=list)
+
+    @property
+    def block(self) -> slice:
+        return slice(self.start, self.stop)
+
+    def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
+        return self.inner.logdet(precision, c)
+
+    def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
+        """``mean`` is the whole ``θ*`` ``[P]``; ``precision`` the block's."""
+        inner = self.inner.posterior(mean[self.block], precision, c)
+        return SubsetPosterior(mean, inner, self.start, self.stop, self.names)
+
+
+@dataclass
+class LaplaceEvidence:
+    r"""The Laplace-GGN log evidence of a fit as a function of the prior and the noise, ``θ*`` and ``H`` held fixed.
+
+    Attributes:
+        theta: ``θ*`` ``[P]``.
+        curvature: ``H`` and its structure.
+        loglik: ``Σ_i log p(y_i | f(x_i; θ*))`` at the fit's noise.
+        n: the number of training points (the Gaussian log-likelihood's dependence on σ²).
+        value: the evidence of the fit itself, at its own prior and noise (NaN when its precision needed jitter);
+            in the function-space form when the fit used it (notes-000 eq. 3.19).
+    """
+
+    theta: Tensor
+    curvature: LaplaceCurvature
+    loglik: float
+    n: int
+    value: float = math.nan
+
+    def loglik_at(self, sigma2: Tensor | None) -> Tensor | float:
+        """``Σ log N(y_i | f_i, σ²)`` from the fit's value: the residual sum of squares is fixed at ``θ*``."""
+        sigma2_fit = self.curvature.sigma2
+        if sigma2_fit is None or sigma2 is None:
+            return self.loglik
+        sse = sigma2_fit * (-2 * self.loglik - self.n * math.log(2 * math.pi * sigma2_fit))
+        return -0.5 * (self.n * torch.log(2 * math.pi * sigma2) + sse / sigma2)
+
+    def __call__(self, precision: Tensor, sigma2: Tensor | None = None) -> Tensor:
+        """The log evidence ``[]`` at the prior precision ``[P]`` and noise ``σ²`` (None: the fit's or none),
+        differentiable in both (notes-000 §5.2)."""
+        block = self.curvature.block
+        c = self.curvature.factor(sigma2)
+        logdet = self.curvature.logdet(precision[block], c)
+        return log_marglik(torch.as_tensor(self.loglik_at(sigma2), dtype=precision.dtype),
+                           self.theta[block].to(precision), precision[block], logdet)
+
+    def posterior(self, precision: Tensor, sigma2: float | None = None) -> Posterior:
+        """``N(θ*, Π(Δ, σ²)⁻¹)`` in the fit's structure for the prior precision ``[P]``."""
+        block = self.curvature.block
+        return self.curvature.posterior(self.theta, precision[block].to(self.theta), self.curvature.factor(sigma2))
+
+    def at_fit(self, posterior: Posterior, precision: Tensor) -> float:
+        """The evidence at the fit's own prior and noise from its posterior's log det (no second factorisation);
+        NaN when that precision needed jitter (it would be the evidence of another prior)."""
+        if posterior.jitter:
+            return math.nan
+        block = self.curvature.block
+        return float(log_marglik(torch.as_tensor(self.loglik, dtype=self.theta.dtype), self.theta[block],
+                                 precision[block].to(self.theta), posterior.logdet_precision()))
+
+
+def maximise_evidence(evidence: LaplaceEvidence, prior: Prior, sigma2: float | None, *, steps: int,
+                      lr: float) -> tuple[Prior, float | None]:
+    """Adam ascent on the free groups' ``log δ`` (and ``log σ²`` for regression) from the given values, ``θ*`` and
+    the curvature held fixed; returns the new prior and noise."""
+    log_delta = prior.free_log_delta().clone().requires_grad_(True)
+    log_sigma2 = torch.tensor(math.log(sigma2 if sigma2 is not None else 1.0), dtype=torch.float64,
+                              requires_grad=sigma2 is not None)
+    optimizer = torch.optim.Adam([log_delta] + ([log_sigma2] if sigma2 is not None else []), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        value = evidence(prior.precision_at(log_delta), log_sigma2.exp() if sigma2 is not None else None)
+        (-value).backward()
+        optimizer.step()
+    return prior.with_free_log_delta(log_delta), (math.exp(log_sigma2.item()) if sigma2 is not None else None)
