@@ -70,11 +70,12 @@ class Fitted:
 
     @property
     def log_evidence(self) -> float:
-        """The Laplace-GGN log marginal likelihood at θ* (notes-000 §5.2); only Laplace fits have it."""
-        value = self.info.get("log_marglik")
-        if value is None:
+        """The Laplace-GGN log marginal likelihood at θ* (notes-000 §5.2); only the fits of a method that declares
+        it (``EVIDENCE``) have it (a GLM refinement's ``info`` holds its starting Laplace's, not its own)."""
+        if self.method not in inference.EVIDENCE_METHODS:
             raise BnnpredError(f"a {self.method} fit has no evidence; fit with method="
                                f"{' / '.join(repr(m) for m in sorted(inference.EVIDENCE_METHODS))}")
+        value = self.info["log_marglik"]
         if not math.isfinite(value):
             raise BnnpredError("the evidence is undefined: the posterior precision needed jitter (info['jitter'])")
         return value
