@@ -118,7 +118,8 @@ class Fitted:
 
     def _laplace(self) -> LaplaceEvidence:
         if self._evidence is None:
-            raise BnnpredError(f"a {self.method} fit has no evidence; fit with method='laplace_ggn'")
+            raise BnnpredError(f"a {self.method} fit has no evidence; fit with method="
+                               f"{' / '.join(repr(m) for m in sorted(inference.EVIDENCE_METHODS))}")
         return self._evidence
 
     def _noise(self, sigma2: float | None) -> Tensor | None:
@@ -139,10 +140,7 @@ class Fitted:
         kinds = {k.value: k for k in PredictiveKind}
         if kind not in kinds:
             raise unknown_choice("predictive", kind, kinds)
-        usable = self.predictive_kinds()
-        if kind not in usable:
-            raise BnnpredError(f"predictive '{kind}' does not apply to a {self.method} fit; valid choices: "
-                               f"{', '.join(usable)}")
+        inference.check_predictives(self.method, [kinds[kind]])
         if n_samples < 1:
             raise BnnpredError(f"n_samples must be >= 1, got {n_samples}")
         ctx = Context(self._model, self.likelihood, self.theta, self.posterior, self.prior_precision, self._X_train)
@@ -154,12 +152,10 @@ class Fitted:
         return predict(X.to(device=self.theta.device, dtype=self.theta.dtype))
 
     def predictive_kinds(self) -> list[str]:
-        """The predictives this fit supports: ``map`` always; the sampled and closed forms with a posterior; the GP
+        """The predictives this fit supports, as its method declares them (``KINDS``, see
+        :mod:`bnnpred.inference.contract`): ``map`` always; the sampled and closed forms with a posterior; the GP
         view for a Laplace-GGN posterior."""
-        if self.posterior is None:
-            return ["map"]
-        kinds = ["map", "nn", "glm", "closed"]
-        return kinds + ["gp"] if self.method == "laplace_ggn" else kinds
+        return [kind.value for kind in inference.METHODS[self.method][0].KINDS]
 
 
 def _as_noise(sigma2: float | None) -> Tensor | None:

@@ -39,7 +39,7 @@ from bnnpred.inference.laplace_ggn import EvidenceForm, SubsetOfWeights, last_la
 from bnnpred.inference.ngvi import DivergenceError
 from bnnpred.io import CorruptFile, load_torch, non_finite_to_null, save_npz, save_torch, write_json, write_text
 from bnnpred.likelihoods import likelihood_for
-from bnnpred.models import activation_of, build_model, n_params
+from bnnpred.models import build_model
 from bnnpred.posteriors import load_posterior
 from bnnpred.prediction import ClassPrediction, Prediction
 from bnnpred.predictive import (
@@ -89,12 +89,10 @@ def resolve_device(device: Device) -> torch.device:
 
 
 def check_network(cfg: Config, data: Dataset) -> None:
-    """Checks that need the network: a method's ``check_parameter_count`` (SLANG's rank), and the GP predictive's
-    subset, which must lie within the training set and fit in free memory."""
+    """Checks that need the network: the method's own (``check_network``: VL's activation, SLANG's rank), and the
+    GP predictive's subset, which must lie within the training set and fit in free memory."""
     module = build_model(cfg.model, data.input_shape, data.output_dim)
-    check = getattr(cfg.inference, "check_parameter_count", None)
-    if check is not None:
-        check(n_params(module))
+    cfg.inference.check_network(module)
     p = cfg.predictive
     if PredictiveKind.gp in p.kinds:
         model = FlatModel(module.to(torch.float64 if cfg.dtype is DType.float64 else torch.float32))
@@ -156,14 +154,7 @@ def check_config(cfg: Config) -> None:
                            "checkpoint_seconds=300")
     if cfg.threads is not None and cfg.threads < 1:
         raise BnnpredError(f"threads must be >= 1 or null (torch's default), got {cfg.threads}")
-    if cfg.inference.name == "map" and set(cfg.predictive.kinds) - {PredictiveKind.map}:
-        raise BnnpredError("inference=map gives a point estimate; use predictive=map or inference=laplace_ggn")
-    if PredictiveKind.gp in cfg.predictive.kinds and cfg.inference.name != "laplace_ggn":
-        raise BnnpredError(f"predictive gp is the GP view of the Laplace-GGN posterior and ignores a "
-                           f"{cfg.inference.name} posterior; use inference=laplace_ggn, or predictive glm / closed")
-    if cfg.inference.name == "vl" and activation_of(cfg.model) == "relu":
-        raise BnnpredError(f"inference=vl needs an activation with a second derivative (ReLU's is zero) and model "
-                           f"{cfg.model.name} uses ReLU; use a softplus network, e.g. model.activation=softplus")
+    inference.check_predictives(cfg.inference.name, cfg.predictive.kinds)
     cfg.inference.validate()
     cfg.selection.validate()
     for key, grid, bounds in [("selection.delta_grid", cfg.selection.delta_grid, DELTA_RANGE),
@@ -184,7 +175,8 @@ def check_config(cfg: Config) -> None:
     marglik = (SelectionMethod.marglik_grid, SelectionMethod.marglik_gradient)
     if cfg.selection.method in marglik and cfg.inference.name not in inference.EVIDENCE_METHODS:
         raise BnnpredError(f"selection={cfg.selection.method.value} needs the Laplace-GGN evidence; use "
-                           f"inference=laplace_ggn, or selection=valid_nll / none with inference={cfg.inference.name}")
+                           f"inference={' / '.join(sorted(inference.EVIDENCE_METHODS))}, or selection=valid_nll / "
+                           f"none with inference={cfg.inference.name}")
 
 
 # A full posterior holds about three P x P matrices (curvature, precision, Cholesky factor).

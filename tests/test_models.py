@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 from bnnpred.cli import compose
@@ -15,7 +16,6 @@ from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.models import build_model, n_params
 from bnnpred.models.cnn import ThesisCNNConfig, build_thesis_cnn
 from bnnpred.models.resnet import PreActResNetConfig, build_preact_resnet18
-from bnnpred.runner import check_config, typed
 from tests.helpers import tiny_problem
 
 
@@ -73,5 +73,7 @@ def test_a_cached_map_brings_its_batchnorm_statistics(tmp_path):
 
 
 def test_variational_laplace_refuses_the_relu_image_networks():
-    with pytest.raises(BnnpredError, match="model 3c3d uses ReLU"):
-        check_config(typed(compose(["model=3c3d", "inference=vl", "selection=none", "predictive=map"])))
+    cfg = compose(["model=3c3d", "inference=vl", "selection=none", "predictive=map"])
+    network = build_model(cfg.model, (3, 32, 32), 10)
+    with pytest.raises(BnnpredError, match="the network uses ReLU; use a softplus network"):
+        OmegaConf.to_object(cfg.inference).check_network(network)

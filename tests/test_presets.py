@@ -7,6 +7,7 @@ from omegaconf import OmegaConf
 
 from bnnpred.cli import CONF_DIR, compose, main
 from bnnpred.data.root import FILES, verify
+from bnnpred.inference import METHODS
 from bnnpred.reproduce import STUDIES
 from bnnpred.runner import train
 
@@ -17,13 +18,13 @@ PRESETS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 # that every preset runs through every stage, not its numbers.
 MINIMAL = ["selection.delta_grid=[1.0]", "selection.sigma2_grid=null", "predictive.n_samples=2", "plot.enabled=false",
            "progress=false", "keep_unhealthy=true"]
-STEP_KEYS = ("map.steps", "steps", "iterations")  # whichever the preset's method has, set to 2
-EPOCH_KEYS = ("map.epochs", "epochs")  # set to 1 where a preset counts epochs
 
 
 def one_step(cfg) -> list[str]:
-    return ([f"inference.{key}=2" for key in STEP_KEYS if OmegaConf.select(cfg.inference, key) is not None]
-            + [f"inference.{key}=1" for key in EPOCH_KEYS if OmegaConf.select(cfg.inference, key) is not None]
+    """Overrides that cut the preset's training to 2 steps (1 epoch where it counts epochs): its method's budget."""
+    budget = METHODS[cfg.inference.name][0].BUDGET
+    return ([f"inference.{key}=2" for key in budget.steps]
+            + [f"inference.{key}=1" for key in budget.epochs if OmegaConf.select(cfg.inference, key) is not None]
             + (["ood.n_test=10"] if cfg.ood is not None else [])
             + (["predictive.gp_subset_size=10"] if cfg.predictive.gp_subset_size is not None else []))
 

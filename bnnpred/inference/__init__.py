@@ -1,13 +1,15 @@
-"""Inference methods: each is a module with a config dataclass and ``fit(problem, cfg) -> Fit``."""
+"""Inference methods: each is a module with a config dataclass (a :class:`~bnnpred.inference.contract.Method`) and
+``fit(problem, cfg) -> Fit``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from bnnpred.errors import unknown_choice
+from bnnpred.errors import BnnpredError, unknown_choice
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.bbb import BBBConfig, fit_bbb
+from bnnpred.inference.contract import NEEDS, Method
 from bnnpred.inference.exact_vi import ExactVIConfig, fit_exact_vi
 from bnnpred.inference.glm_refine import GLMRefineConfig, fit_glm_refine
 from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, fit_laplace_ggn
@@ -17,8 +19,9 @@ from bnnpred.inference.oggn import OGGNConfig, fit_oggn
 from bnnpred.inference.slang import SLANGConfig, fit_slang
 from bnnpred.inference.vl import VLConfig, fit_vl
 from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
+from bnnpred.predictive import PredictiveKind
 
-METHODS: dict[str, tuple[type, Callable[[Problem, Any], Fit]]] = {
+METHODS: dict[str, tuple[type[Method], Callable[[Problem, Any], Fit]]] = {
     "map": (MapOnlyConfig, fit_map),
     "laplace_ggn": (LaplaceGGNConfig, fit_laplace_ggn),
     "oggn": (OGGNConfig, fit_oggn),
@@ -31,15 +34,28 @@ METHODS: dict[str, tuple[type, Callable[[Problem, Any], Fit]]] = {
     "exact_vi": (ExactVIConfig, fit_exact_vi),
 }
 
-# Methods whose fit carries the Laplace-GGN log evidence (``info["log_marglik"]``).
-EVIDENCE_METHODS = {"laplace_ggn"}
+# Methods whose fit carries the log evidence (``info["log_marglik"]``).
+EVIDENCE_METHODS = {name for name, (schema, _) in METHODS.items() if schema.EVIDENCE}
 
 
-def fit(problem: Problem, cfg: Any) -> Fit:
-    """Run the inference method named ``cfg.name``."""
+def check_predictives(method: str, kinds: Iterable[PredictiveKind]) -> None:
+    """Every one of ``kinds`` must be a predictive of ``method``'s result (its ``KINDS``); else one error naming
+    the ones it supports and the methods that give the missing one."""
+    supported = METHODS[method][0].KINDS
+    for kind in kinds:
+        if kind not in supported:
+            able = sorted(name for name, (schema, _) in METHODS.items() if kind in schema.KINDS)
+            raise BnnpredError(f"predictive {kind.value} needs {NEEDS[kind]}, which inference={method} does not "
+                               f"give; use predictive={' / '.join(k.value for k in supported)}, or "
+                               f"inference={' / '.join(able)}")
+
+
+def fit(problem: Problem, cfg: Method) -> Fit:
+    """Run the inference method named ``cfg.name``, after its checks against the network (a ``FlatModel``'s)."""
     if cfg.name not in METHODS:
         raise unknown_choice("inference method", cfg.name, METHODS)
+    cfg.check_network(problem.model.module)
     return METHODS[cfg.name][1](problem, cfg)
 
 
-__all__ = ["EVIDENCE_METHODS", "METHODS", "Fit", "Problem", "fit"]
+__all__ = ["EVIDENCE_METHODS", "METHODS", "Fit", "Method", "Problem", "check_predictives", "fit"]

@@ -25,13 +25,16 @@ from bnnpred.curvature.ggn import Structure
 from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
+from bnnpred.inference.contract import Budget, Method
 from bnnpred.inference.mean_field import kl_to_prior
 from bnnpred.likelihoods import Likelihood
 from bnnpred.posteriors import DiagPosterior, FullPosterior
 
 
 @dataclass
-class ExactVIConfig:
+class ExactVIConfig(Method):
+    BUDGET = Budget(steps=("max_iterations",))
+
     name: str = "exact_vi"
     structure: Structure = Structure.full
     quadrature_nodes: int = 64

@@ -20,7 +20,8 @@ from bnnpred.curvature.kron import kron_ggn
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.checkpoint import Checkpoints
-from bnnpred.inference.map import MapConfig, train_map
+from bnnpred.inference.contract import POSTERIOR_KINDS, Method
+from bnnpred.inference.map import MAP_BUDGET, MapConfig, train_map
 from bnnpred.laplace_evidence import (
     DiagCurvature,
     FullCurvature,
@@ -31,6 +32,7 @@ from bnnpred.laplace_evidence import (
 )
 from bnnpred.likelihoods import Gaussian
 from bnnpred.marglik import function_space_log_marglik
+from bnnpred.predictive import PredictiveKind
 
 
 class SubsetOfWeights(str, Enum):
@@ -44,7 +46,11 @@ class EvidenceForm(str, Enum):
 
 
 @dataclass
-class LaplaceGGNConfig:
+class LaplaceGGNConfig(Method):
+    KINDS = (*POSTERIOR_KINDS, PredictiveKind.gp)
+    EVIDENCE = True
+    BUDGET = MAP_BUDGET
+
     name: str = "laplace_ggn"
     structure: Structure = Structure.full
     subset_of_weights: SubsetOfWeights = SubsetOfWeights.all

@@ -20,6 +20,7 @@ from torch import Tensor
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
 from bnnpred.inference.checkpoint import Checkpoints
+from bnnpred.inference.contract import POINT_KINDS, Budget, Method
 from bnnpred.inference.fit_cache import cached_fit
 from bnnpred.progress import progress
 
@@ -47,9 +48,16 @@ class MapConfig:
         _check_map_config(self)
 
 
+# The training length of a method that starts with the MAP's Adam (and no training of its own after it)
+MAP_BUDGET = Budget(steps=("map.steps",), epochs=("map.epochs",))
+
+
 @dataclass
-class MapOnlyConfig:
+class MapOnlyConfig(Method):
     """``inference=map``: the point estimate alone (only the ``map`` predictive applies)."""
+
+    KINDS = POINT_KINDS
+    BUDGET = MAP_BUDGET
 
     name: str = "map"
     map: MapConfig = field(default_factory=MapConfig)

@@ -27,6 +27,7 @@ from torch import Tensor
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
 from bnnpred.inference.checkpoint import Checkpoints
+from bnnpred.inference.contract import Budget, Method
 from bnnpred.inference.map import Schedule, lr_scheduler
 from bnnpred.posteriors import DiagPosterior
 from bnnpred.progress import progress
@@ -38,7 +39,9 @@ class VarianceParam(str, Enum):
 
 
 @dataclass
-class MeanFieldConfig:
+class MeanFieldConfig(Method):
+    BUDGET = Budget(steps=("steps",), epochs=("epochs",))
+
     name: str = "mean_field"
     lr: float = 1e-2  # Adam
     steps: int = 5000

@@ -48,6 +48,7 @@ from bnnpred.inference.base import (
     steps_per_epoch,
 )
 from bnnpred.inference.checkpoint import Checkpoints
+from bnnpred.inference.contract import Budget, Method
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.inference.ngvi_precision import PrecisionState, initial_precision, precision_from_state
 from bnnpred.inference.plateau import plateau_reached
@@ -66,7 +67,9 @@ class Start(str, Enum):
 
 
 @dataclass
-class NGVIConfig:
+class NGVIConfig(Method):
+    BUDGET = Budget(steps=("iterations", "map.steps"), epochs=("map.epochs",))  # map: the warm start (start: map)
+
     name: str = "ngvi"
     structure: Structure = Structure.full
     # γ ∈ (0, 1]: the weight of the new curvature, Π ← (1 − γ) Π + γ (Δ + Ĝ). The thesis's "β = 0.999" is the

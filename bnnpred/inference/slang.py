@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.func import grad, vmap
 
 from bnnpred.errors import BnnpredError
@@ -36,6 +36,8 @@ from bnnpred.inference.base import (
     training_length,
 )
 from bnnpred.inference.checkpoint import Checkpoints
+from bnnpred.inference.contract import Budget, Method
+from bnnpred.models import n_params
 from bnnpred.posteriors import LowRankDiagPosterior
 from bnnpred.progress import progress
 
@@ -46,7 +48,9 @@ class Eig(str, Enum):
 
 
 @dataclass
-class SLANGConfig:
+class SLANGConfig(Method):
+    BUDGET = Budget(steps=("iterations",), epochs=("epochs",))
+
     name: str = "slang"
     rank: int = 1  # L
     lr: float = 0.05  # α₀, the mean's step
@@ -80,11 +84,13 @@ class SLANGConfig:
         if self.epochs is not None and self.epochs < 1:
             raise BnnpredError(f"inference.epochs must be >= 1 or null (use iterations), got {self.epochs}")
 
-    def check_parameter_count(self, n_params: int) -> None:
+    def check_network(self, network: nn.Module) -> None:
+        self.check_parameter_count(n_params(network))
+
+    def check_parameter_count(self, P: int) -> None:
         """The rank cannot exceed the network's parameter count ``P``."""
-        if self.rank > n_params:
-            raise BnnpredError(f"inference.rank = {self.rank} exceeds the {n_params} parameters; "
-                               f"use rank <= {n_params}")
+        if self.rank > P:
+            raise BnnpredError(f"inference.rank = {self.rank} exceeds the {P} parameters; use rank <= {P}")
 
 
 @dataclass

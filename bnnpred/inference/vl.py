@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
+from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.mean_field import MeanFieldConfig, VarianceParam, train_mean_field
 
@@ -33,6 +34,13 @@ class VLConfig(MeanFieldConfig):
     variance: VarianceParam = VarianceParam.log
     kl_weight: float = 0.1
     rho_lr_factor: float = 10.0
+
+    def check_network(self, network: nn.Module) -> None:
+        """The expansion's curvature term needs a second derivative, which ReLU lacks (zero almost everywhere); an
+        ``nn.ReLU`` module is refused (a ``relu`` called in ``forward`` cannot be seen)."""
+        if any(isinstance(module, nn.ReLU) for module in network.modules()):
+            raise BnnpredError("inference=vl needs an activation with a second derivative (ReLU's is zero) and the "
+                               "network uses ReLU; use a softplus network, e.g. model.activation=softplus")
 
 
 def fisher_regulariser(problem: Problem, f: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:

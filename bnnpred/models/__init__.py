@@ -19,15 +19,6 @@ MODELS = {"mlp": (MLPConfig, build_mlp), "thesis_cnn": (ThesisCNNConfig, build_t
           "allcnnc": (AllCNNCConfig, build_allcnnc)}
 
 
-# networks whose activation is fixed (no model.activation key)
-FIXED_ACTIVATION = {"3c3d": "relu", "allcnnc": "relu", "scaled_tanh": "tanh"}
-
-
-def activation_of(cfg: Any) -> str | None:
-    """The activation a model config builds (``model.activation``, or the architecture's fixed one)."""
-    return getattr(cfg, "activation", FIXED_ACTIVATION.get(cfg.name))
-
-
 def build_model(cfg: Any, input_shape: tuple[int, ...], out_features: int) -> nn.Module:
     """Build the network named ``cfg.name`` for inputs ``input_shape`` and ``out_features`` outputs."""
     if cfg.name not in MODELS:

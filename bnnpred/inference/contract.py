@@ -1,0 +1,65 @@
+"""The method contract: what every inference method declares in its own module, so that shared code (the runner's
+checks, the API, the tests) asks the method instead of testing its name.
+
+A method is a module with a config dataclass deriving from :class:`Method` and a ``fit(problem, cfg) -> Fit``, a
+line in :data:`bnnpred.inference.METHODS`, and a YAML in ``conf/inference/``. The config declares
+
+- ``KINDS``: the predictives its result supports, in display order (``map`` alone for a point estimate; ``gp`` only
+  where the Laplace-GGN GP view applies);
+- ``EVIDENCE``: whether its fit carries the log evidence (``info["log_marglik"]``) that marglik selection needs;
+- ``BUDGET``: where its training length lives (:class:`Budget`);
+- ``validate()``: its own value bounds, each failure one ``BnnpredError`` naming the key and a valid value;
+- ``check_network(network)``: its checks against the network it is to train (VL's smooth activation, SLANG's
+  rank), run by the command line before anything is written and by :func:`bnnpred.inference.fit`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import ClassVar
+
+from torch import nn
+
+from bnnpred.predictive import PredictiveKind
+
+# What a predictive needs of a method's result, for the error of a pair that does not fit (``map`` needs only θ*,
+# which every method gives).
+NEEDS = {PredictiveKind.nn: "a posterior", PredictiveKind.glm: "a posterior", PredictiveKind.closed: "a posterior",
+         PredictiveKind.gp: "the Laplace-GGN posterior (it is its GP view)"}
+
+POINT_KINDS = (PredictiveKind.map,)
+POSTERIOR_KINDS = (PredictiveKind.map, PredictiveKind.nn, PredictiveKind.glm, PredictiveKind.closed)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Where a method's training length lives: dotted keys under ``inference``, ``steps`` the step (iteration)
+    counts of its stages and ``epochs`` those that, when set, count passes over the data instead (with the meaning
+    of :func:`bnnpred.inference.base.training_length`).
+
+    The keys keep their names (``map.steps``, ``steps``, ``iterations``, ``max_iterations``): they are the keys of
+    the presets and of every saved run's config, which a rename would break. ``Budget`` is the one name to ask.
+    """
+
+    steps: tuple[str, ...]
+    epochs: tuple[str, ...] = ()
+
+
+class Method:
+    """The base of every inference method's config dataclass (no fields of its own; see the module docstring)."""
+
+    name: str
+    KINDS: ClassVar[tuple[PredictiveKind, ...]] = POSTERIOR_KINDS
+    EVIDENCE: ClassVar[bool] = False
+    BUDGET: ClassVar[Budget]
+
+    def validate(self) -> None:
+        """Own value bounds; none by default."""
+
+    def check_network(self, network: nn.Module) -> None:
+        """Checks against the network to be trained; none by default."""
+
+    def budget(self) -> dict[str, int | None]:
+        """The training length ``{dotted key: value}`` of the ``BUDGET`` keys (steps first, then epochs)."""
+        return {key: attrgetter(key)(self) for key in (*self.BUDGET.steps, *self.BUDGET.epochs)}
