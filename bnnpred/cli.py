@@ -249,7 +249,8 @@ def check_sweeper(overrides: list[str]) -> None:
 def check_job(overrides: list[str]) -> None:
     """Compose, type and value-check one job and make sure its data can be read."""
     from bnnpred.data import load_dataset
-    from bnnpred.runner import check_applicable, check_config, check_network, typed
+    from bnnpred.run_checks import check_applicable, check_config, check_network
+    from bnnpred.run_setup import typed
 
     cfg = compose(overrides)
     try:
@@ -519,7 +520,7 @@ re-evaluation is found again and kept (force=true redoes it). bnnpred report PAT
 
 
 def eval_command(args: list[str]) -> None:
-    from bnnpred.runner import evaluate_run
+    from bnnpred.saved_runs import evaluate_run
 
     if any(a in ("-h", "--help") for a in args):
         print(EVAL_HELP)

@@ -9,7 +9,8 @@ parameter or a block) was computed once, at the fit's noise ``σ²₀``. For ano
 (``k = 1`` for the GGN of a Gaussian likelihood, ``k = 2`` for its empirical Fisher; ``c = 1`` for classification),
 and the log evidence is :func:`bnnpred.marglik.log_marglik` with ``log det Π(Δ, σ²)`` from the structure:
 
-- full: ``Σ_j log(c λ_j + δ)`` over the eigenvalues of ``H`` for an isotropic prior, a Cholesky factor otherwise;
+- full: ``Σ_j log(c μ_j + r)`` over the eigenvalues of ``S^{-1/2} H S^{-1/2}`` for a prior ``Δ = r·S`` proportional to
+  a fixed scale (a shared δ), a Cholesky factor otherwise;
 - diagonal: ``Σ_p log(c h_p + δ_p)``;
 - Kronecker: ``Σ log(c b_i a_j + δ_block)`` in each block's eigenbasis (dampened: ``(c b_i + √δ)(a_j + √δ)``),
   so any per-tensor or per-layer prior costs no factorisation.
@@ -63,18 +64,32 @@ class LaplaceCurvature(ABC):
 
 @dataclass
 class FullCurvature(LaplaceCurvature):
+    """A dense ``H`` ``[P, P]``. For priors proportional to one fixed scale ``S`` (``Δ = r·S``: a shared δ, with
+    or without fan-in scaling) ``log det(cH + rS) = Σ log S + Σ_j log(c μ_j + r)`` with ``μ`` the eigenvalues of
+    ``S^{-1/2} H S^{-1/2}``, computed once; any other prior (per-layer δ, a fixed bias precision) costs a Cholesky
+    factor (``P³/3`` flops) per evaluation."""
+
     H: Tensor = field(default=None)  # [P, P]
-    _eigenvalues: Tensor | None = field(default=None, repr=False)
+    _scale: Tensor | None = field(default=None, repr=False)  # S [P] of the kept spectrum
+    _spectrum: Tensor | None = field(default=None, repr=False)  # μ [P]
 
     def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
-        if is_uniform(precision.detach()):  # the spectrum of H, once, serves every δ and σ²
-            if self._eigenvalues is None:
-                self._eigenvalues = torch.linalg.eigvalsh(self.H.double()).clamp_min(0)
-            return torch.log(c * self._eigenvalues.to(precision) + precision[0]).sum()
+        if self._scale is None:
+            self._keep_spectrum(precision.detach().double())
+        scale = self._scale.to(precision)
+        ratio = precision.detach() / scale
+        if torch.allclose(ratio, ratio[0].expand_as(ratio), rtol=1e-12, atol=0):
+            r = precision[0] / scale[0]
+            return scale.log().sum() + torch.log(c * self._spectrum.to(precision) + r).sum()
         L, info = torch.linalg.cholesky_ex(c * self.H.to(precision) + torch.diag(precision))
         if info != 0:
             raise BnnpredError("the posterior precision is not positive definite at this prior; raise prior.delta")
         return 2 * L.diagonal().log().sum()
+
+    def _keep_spectrum(self, scale: Tensor) -> None:
+        root = scale.rsqrt()
+        self._scale = scale
+        self._spectrum = torch.linalg.eigvalsh(root[:, None] * self.H.double() * root[None, :]).clamp_min(0)
 
     def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
         return FullPosterior(mean, (self.H if c == 1 else c * self.H) + torch.diag(precision.to(self.H)))

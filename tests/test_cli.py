@@ -114,8 +114,11 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
 @pytest.mark.parametrize("args,message", [
     (["dataset=foo"], f"unknown dataset 'foo'; valid choices: {choices('dataset')}"),
     (["inference=vx"], f"unknown inference 'vx'; valid choices: {choices('inference')}"),
-    (["selection=marglik_gradient", "prior.scale=fan_in"], "selection=marglik_gradient ascends the evidence of an "
-                                                            "isotropic prior"),
+    (["prior.groups=layer"], "prior.groups=layer gives each group its own δ, which only selection=marglik_gradient "
+                             "moves apart; use it, or prior.groups=shared"),
+    (["selection=marglik_gradient", "inference.evidence=function"], "selection=marglik_gradient ascends the "
+                                                                     "weight-space evidence"),
+    (["prior.groups=layers"], "prior.groups"),
     (["predictive=gp", "predictive.gp_prior_factors=[]"], "predictive.gp_prior_factors must be a non-empty list"),
     (["inference=vl", "predictive=map", "inference.kl_weight=0"], "inference.kl_weight (β) must be positive"),
     (["inference=vi", "predictive=map", "inference.rho_lr_factor=-1"], "inference.rho_lr_factor must be positive"),

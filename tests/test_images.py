@@ -19,7 +19,7 @@ from bnnpred.data.idx import read_idx
 from bnnpred.data.images import CIFAR, CIFAR10Config, CropFlip, MNISTConfig, read_cifar_archive, read_svhn_mat
 from bnnpred.data.root import RemoteFile, verify
 from bnnpred.errors import BnnpredError
-from bnnpred.runner import ood_inputs
+from bnnpred.run_setup import ood_inputs
 
 
 def write_idx(path, array: np.ndarray, gz: bool = True) -> None:

@@ -16,7 +16,8 @@ from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Categorical
 from bnnpred.posteriors import KronPosterior, load_posterior
 from bnnpred.predictive import Context, glm_latent
-from bnnpred.runner import restore, train
+from bnnpred.runner import train
+from bnnpred.saved_runs import restore
 
 
 def dense_block(block) -> torch.Tensor:

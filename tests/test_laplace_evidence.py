@@ -11,7 +11,7 @@ from bnnpred.curvature.ggn import Structure
 from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, laplace_of_structure
 from bnnpred.laplace_evidence import maximise_evidence
-from bnnpred.prior import Prior, PriorConfig, PriorGroups
+from bnnpred.prior import Prior, PriorConfig, PriorGroups, PriorScale
 from tests.helpers import tiny_problem
 
 
@@ -93,3 +93,22 @@ def test_the_evidence_equals_laplace_torchs_on_the_same_theta(structure):
     theirs = laplace_torch_evidence(problem, structure.value)
     ours = laplace(problem, structure).info["log_marglik"]
     assert ours == pytest.approx(theirs, rel=1e-8)
+
+
+def test_a_fan_in_prior_uses_the_kept_spectrum_and_agrees_with_a_cholesky_factor():
+    """Δ = r·S (fan-in scales S, one δ): the spectrum of S^{-1/2} H S^{-1/2} gives log det(H + rS) at every r; equal
+    to a Cholesky factor's, float64, 1e-10; a per-layer prior (not proportional) takes the Cholesky path."""
+    problem, _ = tiny_problem("categorical", depth=2, n=40, width=6)
+    fit = laplace(problem, Structure.full)
+    prior = Prior.from_config(problem.model, PriorConfig(scale=PriorScale.fan_in))
+    assert len(set(prior.scale.tolist())) == 3  # fan-ins 2 and 6 for the weights, 1 for the biases
+    H = fit.evidence.curvature.H
+    for r in (0.01, 1.0, 30.0):
+        precision = prior.at(r).precision()
+        exact = 2 * torch.linalg.cholesky(H + torch.diag(precision)).diagonal().log().sum()
+        assert float(fit.evidence.curvature.logdet(precision, 1.0)) == pytest.approx(float(exact), rel=1e-10)
+    assert fit.evidence.curvature._scale is not None
+    layer = Prior.from_config(problem.model, PriorConfig(groups=PriorGroups.layer))
+    precision = layer.with_free_log_delta(torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64)).precision()
+    exact = 2 * torch.linalg.cholesky(H + torch.diag(precision)).diagonal().log().sum()
+    assert float(fit.evidence.curvature.logdet(precision, 1.0)) == pytest.approx(float(exact), rel=1e-10)

@@ -12,7 +12,8 @@ from bnnpred import metrics
 from bnnpred.config import LikelihoodConfig
 from bnnpred.errors import BnnpredError
 from bnnpred.prediction import ClassPrediction, RegPrediction
-from bnnpred.runner import in_original_units, noise_variance
+from bnnpred.run_evaluation import in_original_units
+from bnnpred.run_setup import noise_variance
 
 DTYPE = torch.float64
 

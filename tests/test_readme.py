@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bnnpred.cli import compose
-from bnnpred.runner import check_config, typed
+from bnnpred.run_checks import check_config
+from bnnpred.run_setup import typed
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

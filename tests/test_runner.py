@@ -82,7 +82,7 @@ def test_gradient_selection_gives_each_layer_its_delta_by_the_evidence(tmp_path,
     deltas = doc["run"]["prior"]
     assert len(deltas) == 3 and len(set(deltas.values())) == 3  # model=mlp: three layers
     assert [rows[f"delta[{name}]"].iloc[-1] for name in deltas] == pytest.approx(list(deltas.values()))
-    from bnnpred.runner import restore
+    from bnnpred.saved_runs import restore
     _, ctx = restore(tmp_path)
     sizes = [ctx.model.sizes[i] + ctx.model.sizes[i + 1] for i in (0, 2, 4)]  # each layer's weight and bias
     expected = torch.cat([torch.full((n,), v) for n, v in zip(sizes, deltas.values(), strict=True)])
@@ -128,7 +128,8 @@ def test_divergence_stops_with_an_error_and_keeps_the_last_good_state(tmp_path, 
 
 
 def test_a_full_covariance_that_cannot_fit_in_memory_is_refused_before_training():
-    from bnnpred.runner import check_full_covariance_fits, typed
+    from bnnpred.run_checks import check_full_covariance_fits
+    from bnnpred.run_setup import typed
 
     def net(width: int) -> FlatModel:
         return FlatModel(nn.Sequential(nn.Linear(width, width - 1), nn.Tanh(), nn.Linear(width - 1, 1)))
@@ -148,7 +149,7 @@ def test_a_saved_config_with_an_ood_set_is_retyped_with_its_schema():
 
     from bnnpred.config import retyped
     from bnnpred.data.images import MNISTConfig
-    from bnnpred.runner import typed
+    from bnnpred.run_setup import typed
 
     saved = OmegaConf.to_container(compose(["dataset=fashion_mnist", "model=mlp", "ood=mnist", "ood.n_test=7"]),
                                    resolve=True)

@@ -60,7 +60,7 @@ class Reproduction:
         """``bnnpred eval run_dir=RUN_DIR OVERRIDES`` (skipped when only rebuilding the page); returns the
         re-evaluation's folder ``RUN_DIR/evals/<key>``."""
         from bnnpred.cli import predictive_overrides
-        from bnnpred.runner import eval_folder
+        from bnnpred.saved_runs import eval_folder
 
         if not self.report_only:
             _bnnpred("eval", f"run_dir={run_dir}", *overrides)

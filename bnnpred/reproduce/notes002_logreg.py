@@ -25,7 +25,7 @@ from bnnpred.posteriors import Posterior
 from bnnpred.predictive import glm_latent
 from bnnpred.report import figures
 from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table, document
-from bnnpred.runner import restore
+from bnnpred.saved_runs import restore
 
 # set: (prior λ, minibatch M, training examples) — notes-002 Table 8 and §3.1 (USPS: 770 of 1,540)
 BIAS_DELTA = 1e-5

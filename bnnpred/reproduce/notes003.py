@@ -15,7 +15,9 @@ import torch  # noqa: E402
 from bnnpred.io import write_text  # noqa: E402
 from bnnpred.predictive import Context  # noqa: E402
 from bnnpred.reproduce.base import Reproduction, Study, check, checks_table, document  # noqa: E402
-from bnnpred.runner import Setup, predictors, restore  # noqa: E402
+from bnnpred.run_evaluation import predictors  # noqa: E402
+from bnnpred.run_setup import Setup  # noqa: E402
+from bnnpred.saved_runs import restore  # noqa: E402
 
 VI_KINDS = "predictive.kinds=[closed,glm,nn]"
 SNELSON = {"laplace_ggn": [], "vogn": ["inference=vogn", "prior.delta=1", VI_KINDS],

@@ -14,7 +14,8 @@ import torch.nn.functional as F  # noqa: E402
 from scipy.stats import norm  # noqa: E402
 
 from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
-from bnnpred.runner import predictors, restore  # noqa: E402
+from bnnpred.run_evaluation import predictors  # noqa: E402
+from bnnpred.saved_runs import restore  # noqa: E402
 
 W_RANGE, B_RANGE, GRID = (-8.0, 8.0), (-8.0, 8.0), 801
 

@@ -15,7 +15,7 @@ import torch  # noqa: E402
 
 from bnnpred.curvature.jacobians import stacked_jacobians  # noqa: E402
 from bnnpred.reproduce.base import Reproduction, Study, check, checks_table, document  # noqa: E402
-from bnnpred.runner import restore  # noqa: E402
+from bnnpred.saved_runs import restore  # noqa: E402
 
 QUICK = ("dataset.n_train=300", "inference.map.steps=100", "predictive.n_samples=10")
 
