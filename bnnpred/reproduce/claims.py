@@ -276,15 +276,24 @@ class Labelled:
         return self.criterion.show(value)
 
 
+def _joined(name: str, claims: Sequence[Claim], word: str, order: tuple[Verdict, ...], note: str) -> Claim:
+    """Claims of one item joined by ``word``: the first verdict of ``order`` that one of them has, else the last."""
+    if len({c.item for c in claims}) != 1:
+        raise BnnpredError(f"{name}: the claims answer several checklist items; give it claims of one item")
+    verdicts = {c.verdict for c in claims}
+    verdict = next((v for v in order if v in verdicts), order[-1])
+    text = f" {word} ".join(f"({c.text})" if " and " in c.text or " or " in c.text else c.text for c in claims)
+    return Claim(claims[0].item, f"{text} ({note})" if note else text, verdict, "; ".join(c.numbers for c in claims))
+
+
 def all_of(*claims: Claim, note: str = "") -> Claim:
     """The conjunction of claims on one item: fails if one fails, else not applicable if one is, else holds."""
-    items = {c.item for c in claims}
-    if len(items) != 1:
-        raise BnnpredError(f"all_of: the claims answer {len(items)} checklist items; give it claims of one item")
-    verdicts = {c.verdict for c in claims}
-    verdict = next((v for v in (Verdict.fails, Verdict.not_applicable) if v in verdicts), Verdict.holds)
-    text = " and ".join(c.text for c in claims)
-    return Claim(claims[0].item, f"{text} ({note})" if note else text, verdict, "; ".join(c.numbers for c in claims))
+    return _joined("all_of", claims, "and", (Verdict.fails, Verdict.not_applicable, Verdict.holds), note)
+
+
+def any_of(*claims: Claim, note: str = "") -> Claim:
+    """The disjunction of claims on one item: holds if one holds, else fails if one fails, else not applicable."""
+    return _joined("any_of", claims, "or", (Verdict.holds, Verdict.fails, Verdict.not_applicable), note)
 
 
 def lookup(table: pd.DataFrame, row: Any, column: Any) -> float:
@@ -310,9 +319,14 @@ def ends(values: pd.Series) -> tuple[float, float]:
     return (float(values.iloc[-1]), float(values.iloc[0])) if len(values) else (math.nan, math.nan)
 
 
+def cell(text: str) -> str:
+    """``text`` for a Markdown table cell: its ``|`` (absolute values) escaped."""
+    return text.replace("|", "\\|")
+
+
 def claims_table(claims: Sequence[Claim]) -> str:
     """The Markdown table a page shows its claims in, one row per claim."""
-    rows = [f"| {c.item} | {c.text} | {c.verdict.value} | {c.numbers} |" for c in claims]
+    rows = [f"| {c.item} | {cell(c.text)} | {c.verdict.value} | {cell(c.numbers)} |" for c in claims]
     return "\n".join(["| checklist item | claim (pass criterion) | result | numbers |", "|---|---|---|---|", *rows])
 
 
