@@ -16,7 +16,6 @@ from pathlib import Path
 
 import yaml
 
-from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
 from bnnpred.reproduce.base import Study
 from bnnpred.reproduce.claims import Item, Verdict, cell
@@ -62,9 +61,7 @@ def where(entry: Entry, out: Path, studies: Mapping[str, Study],
              if key in {(i.notes, i.number) for i in study.items}
              or any((c["notes"], c["number"]) == key for c in claims.get(name, []))]
     if not pages:
-        if entry.reason is None:
-            raise BnnpredError(f"{entry.item}: no study answers it and checklist.yaml gives no reason; add one")
-        return "not reproduced here", entry.reason, False
+        return "not reproduced here", entry.reason or "no page answers it (no reason in checklist.yaml)", False
     cells = []
     for name in pages:
         if name in claims:
