@@ -11,8 +11,21 @@ import pytest
 
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce import base
-from bnnpred.reproduce.claims import (Between, Compare, Trend, Verdict, all_of, any_of, at_least, claim, claims_json,
-                                      claims_table, every, item, standardised)
+from bnnpred.reproduce.claims import (
+    Between,
+    Compare,
+    Trend,
+    Verdict,
+    all_of,
+    any_of,
+    at_least,
+    claim,
+    claims_json,
+    claims_table,
+    every,
+    item,
+    standardised,
+)
 
 ITEM = item(4, 6, "a")
 
