@@ -298,10 +298,9 @@ def any_of(*claims: Claim, note: str = "") -> Claim:
 
 def lookup(table: pd.DataFrame, row: Any, column: Any) -> float:
     """``table.loc[row, column]`` as a float; NaN (a missing number) when the table has no such cell."""
-    try:
+    if row in table.index and column in table.columns:
         return float(table.loc[row, column])
-    except KeyError:
-        return math.nan
+    return math.nan
 
 
 def standardised(difference: float, se: float) -> float:
