@@ -13,10 +13,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
+from typing import TypeVar
 
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.run_record import EVAL_FILES, RUN_FILES, NotFinished, read_finished
+
+T = TypeVar("T")
 
 
 class Tier(str, Enum):
@@ -37,9 +40,10 @@ class Reproduction:
     started: float = field(default_factory=time.time)
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
 
-    def pick(self, cpu: object, quick: object) -> object:
-        """The setting for this tier (the full tier uses the CPU-scale one unless a study says otherwise)."""
-        return quick if self.tier is Tier.quick else cpu
+    def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
+        """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
+        unless ``full`` is given."""
+        return {Tier.quick: quick, Tier.cpu: cpu, Tier.full: cpu if full is None else full}[self.tier]
 
     def train_once(self, run_dir: Path, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
         """``bnnpred train OVERRIDES`` into ``run_dir`` (the quick tier appends ``quick``)."""

@@ -165,7 +165,7 @@ def fig1_claims(fixed: pd.DataFrame, map_ll: float) -> list[Claim]:
 
 
 def make(r: Reproduction) -> str:
-    runs = sweep_runs(r, str(r.pick(cpu="0,1,2", quick="0")))
+    runs = sweep_runs(r, str(r.pick(quick="0", cpu="0,1,2")))
     lines, stats = table1(runs)
     means, vi_log_sigma = fig2(r, runs)
     map_ll = float(stats.loc["MAP", ("test_ll", "mean")])

@@ -25,7 +25,7 @@ import pandas as pd
 
 from bnnpred.errors import BnnpredError
 from bnnpred.report import figures
-from bnnpred.reproduce.base import Reproduction, Study, Tier
+from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.base import document as run_document
 from bnnpred.reproduce.claims import Claim, Compare, every, item, items, standardised
 from bnnpred.reproduce.notes002_logreg import BIAS_DELTA, SETS
@@ -56,14 +56,13 @@ class Scale:
 
 
 def scale(r: Reproduction) -> Scale:
-    if r.tier is Tier.quick:
-        return Scale(1, ("australian", "breast_cancer"), 4, (2, 4), {"australian": 3}, {"australian": (8,)}, 2, 2)
-    if r.tier is Tier.cpu:
-        return Scale(3, ("australian", "breast_cancer"), 500, (100, 500),
-                     {"australian": 500, "breast_cancer": 500, "usps_3vs5": 200},
-                     {"australian": (8, 16, 32), "breast_cancer": (8, 16, 32), "usps_3vs5": (8, 32)}, 4, 50)
-    return Scale(10, tuple(LOGREG_LR), 2000, (100, 2000), dict.fromkeys(BNN_PRIOR, 500),
-                 dict.fromkeys(BNN_PRIOR, (8, 16, 32)), 20, 50)
+    return r.pick(
+        quick=Scale(1, ("australian", "breast_cancer"), 4, (2, 4), {"australian": 3}, {"australian": (8,)}, 2, 2),
+        cpu=Scale(3, ("australian", "breast_cancer"), 500, (100, 500),
+                  {"australian": 500, "breast_cancer": 500, "usps_3vs5": 200},
+                  {"australian": (8, 16, 32), "breast_cancer": (8, 16, 32), "usps_3vs5": (8, 32)}, 4, 50),
+        full=Scale(10, tuple(LOGREG_LR), 2000, (100, 2000), dict.fromkeys(BNN_PRIOR, 500),
+                   dict.fromkeys(BNN_PRIOR, (8, 16, 32)), 20, 50))
 
 
 def per_epoch(name: str) -> int:

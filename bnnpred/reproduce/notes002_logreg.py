@@ -23,7 +23,7 @@ from bnnpred.metrics import symmetric_kl
 from bnnpred.posteriors import Posterior
 from bnnpred.predictive import glm_latent
 from bnnpred.report import figures
-from bnnpred.reproduce.base import Reproduction, Study, Tier, document
+from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, Trend, all_of, claim, every, item, items, lookup
 from bnnpred.runner import restore
 
@@ -71,9 +71,7 @@ SHAPE = ("MF Exact", "SLANG L=1", "SLANG L=5", "SLANG L=10", "FG Exact")  # Figs
 
 
 def epochs(r: Reproduction, name: str) -> int:
-    if r.tier is Tier.cpu and name == "usps_3vs5":
-        return 500
-    return {Tier.quick: 20, Tier.cpu: 1500, Tier.full: 10000}[r.tier]
+    return r.pick(quick=20, cpu=500 if name == "usps_3vs5" else 1500, full=10000)
 
 
 def sweep(r: Reproduction, name: str, method: str, splits: str) -> None:
@@ -112,8 +110,8 @@ def run_dir(r: Reproduction, name: str, method: str, split: int) -> Path:
 
 
 def make(r: Reproduction) -> str:
-    names = list(r.pick(cpu=list(SETS), quick=["australian", "breast_cancer"]))
-    n_splits = {Tier.quick: 1, Tier.cpu: 3, Tier.full: 20}[r.tier]
+    names = r.pick(quick=["australian", "breast_cancer"], cpu=list(SETS))
+    n_splits = r.pick(quick=1, cpu=3, full=20)
     rows = []
     for name in names:
         splits = [0] if name == "a1a" else list(range(n_splits))

@@ -19,7 +19,7 @@ import math
 import pandas as pd
 
 from bnnpred.report.tables import collect, summarize
-from bnnpred.reproduce.base import Reproduction, Study, Tier
+from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.claims import Claim, Compare, all_of, at_least, claim, item, items, lookup, standardised
 
 # paper name: (data folder, τ, λ, SLANG α, SLANG β, BBB lr, large set)
@@ -135,8 +135,8 @@ def claims(stats: pd.DataFrame, names: list[str]) -> list[Claim]:
 
 
 def make(r: Reproduction) -> str:
-    names = list(r.pick(cpu=SETS, quick=["Yacht", "Boston"]))
-    splits, epochs = {Tier.quick: ("0,1", 3), Tier.cpu: ("range(5)", 120), Tier.full: ("range(20)", 120)}[r.tier]
+    names = r.pick(quick=["Yacht", "Boston"], cpu=list(SETS))
+    splits, epochs = r.pick(quick=("0,1", 3), cpu=("range(5)", 120), full=("range(20)", 120))
     frame = sweep_all(r, names, splits, epochs)
     stats = summarize(frame, "test", ["set", "method"]).set_index(["set", "method"])
     return "\n".join([

@@ -31,7 +31,7 @@ GAP = (1.5, 3.0)
 
 
 def wine(r: Reproduction) -> str:
-    splits, out = r.pick(cpu="0,1,2,3,4", quick="0"), r.out
+    splits, out = r.pick(quick="0", cpu="0,1,2,3,4"), r.out
     folder = r.sweep(r.runs / "notes003_wine", "split${dataset.split}", "experiment=notes003_wine",
                      f"dataset.split={splits}", quick=("inference.map.steps=200", "selection.delta_grid=[0.1,10,1000]"))
     rows = pd.concat([pd.read_csv(path).assign(split=path.parent.name)

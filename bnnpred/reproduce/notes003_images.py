@@ -20,7 +20,7 @@ from scipy.stats import spearmanr
 from bnnpred.metrics import entropy
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
-from bnnpred.reproduce.base import Reproduction, Study, Tier, document
+from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, every, item, items, lookup
 from bnnpred.run_record import EVAL_FILES
 
@@ -40,7 +40,7 @@ CPU = ("prior.delta=0.01,0.1,1,10,100", "seed=117,68,187")
 QUICK = ("dataset.n_train=300", "dataset.n_test=200", "ood.n_test=100", "inference.map.epochs=1",
          "inference.map.batch_size=100", "predictive.n_samples=5", "predictive.gp_subset_size=20",
          "predictive.gp_prior_factors=[1,10]", "prior.delta=1,100", "seed=117")
-GP_M = {Tier.quick: (10, 20), Tier.cpu: (50, 100, 200, 400, 800, 1600), Tier.full: (50, 100, 200, 400, 800, 1600)}
+GP_M = (50, 100, 200, 400, 800, 1600)  # Fig 5.10's subset sizes (quick tier: 10, 20)
 
 
 def sweep_all(r: Reproduction) -> pd.DataFrame:
@@ -48,7 +48,7 @@ def sweep_all(r: Reproduction) -> pd.DataFrame:
     frames = []
     for posterior, overrides in POSTERIORS.items():
         folder = r.sweep(r.runs / "notes003_images" / posterior, "delta${prior.delta}_seed${seed}",
-                         "experiment=notes003_fmnist", *overrides, *(() if r.tier is Tier.quick else CPU),
+                         "experiment=notes003_fmnist", *overrides, *r.pick(quick=(), cpu=CPU),
                          quick=QUICK)
         frame = collect([folder])
         frame["row"] = [ROWS.get((posterior, kind)) for kind in frame["predictive"]]
@@ -160,7 +160,7 @@ def gp_by_subset_size(r: Reproduction, chosen: pd.DataFrame) -> pd.DataFrame:
     runs = chosen[(chosen["row"] == "MAP") & (chosen["split"] == "test")]
     rows = []
     for seed, run_dir in zip(runs["seed"], runs["run_dir"], strict=True):
-        for M in GP_M[r.tier]:
+        for M in r.pick(quick=(10, 20), cpu=GP_M):
             folder = r.evaluate(run_dir, "predictive.kinds=[gp]", f"predictive.gp_subset_size={M}")
             test = document(folder, EVAL_FILES)["metrics"]["test"]["gp"]
             rows.append({"seed": seed, "M": M, "folder": str(folder), **{m: test[m] for m in METRICS}})

@@ -19,7 +19,7 @@ import pandas as pd
 
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
-from bnnpred.reproduce.base import Reproduction, Study, Tier
+from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.claims import Claim, Compare, at_least, every, item, items, lookup
 
 SETS = ["australian", "breast_cancer", "ionosphere", "glass", "vehicle", "waveform", "digits", "satellite"]
@@ -57,13 +57,13 @@ QUICK = {"laplace": ("inference.map.steps=1000",), "laplace_diag": ("inference.m
 
 
 def runs_full_refine(r: Reproduction, name: str) -> bool:
-    return r.tier is Tier.full or name in CHEAP_FULL_REFINE
+    return r.pick(quick=name in CHEAP_FULL_REFINE, cpu=name in CHEAP_FULL_REFINE, full=True)
 
 
 def sweep_all(r: Reproduction, sets: list[str], arch: str, *overrides_all: str) -> pd.DataFrame:
     """Every run of every set and method, with its table column (rows of :func:`collect`)."""
     frames = []
-    scaled = {method: (*CPU_SHARED, *CPU[method]) if r.tier is Tier.cpu else () for method in METHODS}
+    scaled = {method: r.pick(quick=(), cpu=(*CPU_SHARED, *CPU[method]), full=()) for method in METHODS}
     for name in sets:
         for method, overrides in METHODS.items():
             if method == "refine" and not runs_full_refine(r, name):
@@ -171,7 +171,7 @@ def make_for(depth: int) -> Callable[[Reproduction], str]:
     arch = f"{depth}x50"
 
     def make(r: Reproduction) -> str:
-        sets = list(r.pick(cpu=SETS, quick=["australian", "glass"]))
+        sets = r.pick(quick=["australian", "glass"], cpu=SETS)
         frame = sweep_all(r, sets, arch, f"model.depth={depth}")
         chosen = select_by_valid_nll(frame)
         table = summarize(chosen, "test", ["set", "column"]).set_index(["set", "column"])

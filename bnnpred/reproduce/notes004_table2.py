@@ -20,7 +20,7 @@ import torch
 from bnnpred.metrics import entropy
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
-from bnnpred.reproduce.base import Reproduction, Study, Tier
+from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.claims import Claim, Compare, claim, item, items, lookup
 
 PAIRS = {"fashion_mnist": "mnist", "mnist": "fashion_mnist"}  # in-distribution set -> OOD set
@@ -52,7 +52,7 @@ def sweep_all(r: Reproduction, sets: list[str]) -> pd.DataFrame:
         for posterior, overrides in POSTERIORS.items():
             folder = r.sweep(r.runs / "notes004_table2" / name / posterior, "delta${prior.delta}",
                              "experiment=notes004_table2", f"dataset={name}", f"ood={PAIRS[name]}", *overrides,
-                             *(CPU if r.tier is Tier.cpu else ()), quick=QUICK)
+                             *r.pick(quick=(), cpu=CPU, full=()), quick=QUICK)
             frame = collect([folder])
             frame["set"] = name
             frame["row"] = [ROWS.get((posterior, kind)) for kind in frame["predictive"]]

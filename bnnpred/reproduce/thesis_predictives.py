@@ -43,7 +43,7 @@ def sweep_method(r: Reproduction, experiment: str, method: str) -> Path:
 
 def seeds(r: Reproduction, method: str = "") -> str:
     """Five seeds; VOGGN three (its dense P x P steps cost ~1 s each on the shared 2 cores)."""
-    return str(r.pick(cpu="0,1,2" if method == "VOGGN" else "0,1,2,3,4", quick="0,1"))
+    return str(r.pick(quick="0,1", cpu="0,1,2" if method == "VOGGN" else "0,1,2,3,4"))
 
 
 def run_extras(run_dir: str) -> dict[str, float]:

@@ -144,7 +144,7 @@ def fig5_3_claims(table: pd.DataFrame, best: pd.Series, low: pd.Series, high: pd
 
 def banana(r: Reproduction) -> str:
     runs, out = r.runs, r.out
-    seeds = r.pick(cpu="0,1", quick="0")
+    seeds = r.pick(quick="0", cpu="0,1")
     folder = r.sweep(runs / "banana", "${hydra.job.num}", "experiment=banana", f"seed={seeds}", "plot.enabled=false",
                      quick=(*QUICK_MAP, "dataset.n_train=300", "predictive.n_samples=100",
                             "prior.delta=0.1,10"))

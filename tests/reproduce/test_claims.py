@@ -167,3 +167,10 @@ def test_a_study_records_the_claims_its_page_shows_in_claims_json(tmp_path, monk
         tmp_path / "out" / "fake" / "README.md").read_text()
     index = (tmp_path / "out" / "checklist.md").read_text()
     assert "| 4 | Fig. 3 (step toy)" in index and "fake: 1 holds" in index
+
+
+@pytest.mark.parametrize("tier, expected", [(base.Tier.quick, 1), (base.Tier.cpu, 3), (base.Tier.full, 20)])
+def test_a_study_picks_its_settings_by_tier_in_one_way(tier, expected, tmp_path):
+    r = base.Reproduction(runs=tmp_path, out=tmp_path, tier=tier, jobs=1)
+    assert r.pick(quick=1, cpu=3, full=20) == expected
+    assert r.pick(quick=1, cpu=3) == (1 if tier is base.Tier.quick else 3)  # full takes the CPU tier's by default
