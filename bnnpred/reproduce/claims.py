@@ -248,8 +248,8 @@ def every(item: Item, criterion: Criterion, values: Mapping[str, Any], *, over: 
 def at_least(item: Item, criterion: Criterion, values: Mapping[str, Any], share: tuple[int, int], *, over: str,
              note: str = "") -> Claim:
     """``criterion`` on at least ``share`` (e.g. ``(6, 8)``: 6 of 8, scaled to the number of values) of
-    ``values``; none is ``not applicable``."""
-    text = _label(Labelled(criterion, f"on ≥ {share[0]}/{share[1]} of the {over}s"), note)
+    ``values`` (``over``, plural: "sets"); none is ``not applicable``."""
+    text = _label(Labelled(criterion, f"on ≥ {share[0]}/{share[1]} of the {over}"), note)
     passed, failed, shown = _tested(criterion, values)
     counted = len(passed) + len(failed)
     if not counted:

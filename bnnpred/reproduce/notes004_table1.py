@@ -108,12 +108,12 @@ def claims(table: pd.DataFrame, sets: list[str], paper: dict[str, list[float]] |
     return [
         every(item(4, 6, "a"), Compare("glm NLL", "<", "bnn NLL"), pairs("glm", "bnn", sets), over="set"),
         every(item(4, 6, "a"), Compare("glm diag NLL", "<", "bnn NLL"), pairs("glm diag", "bnn", sets), over="set"),
-        at_least(item(4, 6, "b"), Compare("glm NLL", "≤", "MFVI NLL"), pairs("glm", "MFVI", sets), (6, 8), over="set"),
+        at_least(item(4, 6, "b"), Compare("glm NLL", "≤", "MFVI NLL"), pairs("glm", "MFVI", sets), (6, 8), over="sets"),
         at_least(item(4, 6, "c"), Compare("glm refine NLL", "≤", "glm NLL"), pairs("glm refine", "glm", refined),
-                 (5, 8), over="refined set", note="soft"),
+                 (5, 8), over="refined sets", note="soft"),
         *([] if paper is None else [close_to_paper(nll, sets, paper)]),
         at_least(item(4, 6, "e"), Compare("bnn NLL", "≥", "every other column's"),
-                 {n: (nll(n, "bnn"), others[n]) for n in sets}, (7, 8), over="set", note="bnn the worst column"),
+                 {n: (nll(n, "bnn"), others[n]) for n in sets}, (7, 8), over="sets", note="bnn the worst column"),
     ]
 
 
@@ -152,7 +152,7 @@ def fig5_claims(by_delta: pd.DataFrame) -> list[Claim]:
     return [
         every(item(4, 7), Compare("glm NLL", "<", "bnn NLL"), pairs("glm", "bnn"), over="(set, δ)"),
         at_least(item(4, 7), Compare("glm refine NLL", "≤", "MAP NLL"), pairs("glm refine", "MAP"), (7, 10),
-                 over="(set, δ) refined"),
+                 over="refined (set, δ)"),
     ]
 
 

@@ -67,7 +67,7 @@ def test_a_missing_number_is_not_applicable_never_a_verdict():
 
 @pytest.mark.parametrize("quantifier", [
     lambda c, v: every(ITEM, c, v, over="set"),
-    lambda c, v: at_least(ITEM, c, v, (6, 8), over="set"),
+    lambda c, v: at_least(ITEM, c, v, (6, 8), over="set"),  # at_least's noun is plural; here as every's
 ])
 def test_an_empty_set_never_passes(quantifier):
     result = quantifier(Compare("glm NLL", "<", "bnn NLL"), {})
@@ -97,7 +97,7 @@ def test_every_over_many_values_lists_only_the_failures():
                                                      (3, 4, Verdict.holds), (2, 4, Verdict.fails)])
 def test_at_least_scales_its_share_to_the_values_there_are(passing, total, verdict):
     values = {f"s{i}": (0.0 if i < passing else 1.0, 0.5) for i in range(total)}
-    result = at_least(ITEM, Compare("glm NLL", "≤", "MFVI NLL"), values, (6, 8), over="set")
+    result = at_least(ITEM, Compare("glm NLL", "≤", "MFVI NLL"), values, (6, 8), over="sets")
     assert result.text == "glm NLL ≤ MFVI NLL on ≥ 6/8 of the sets"
     assert result.verdict is verdict
     assert result.numbers.startswith(f"{passing}/{total}:")

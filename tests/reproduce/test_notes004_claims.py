@@ -43,7 +43,7 @@ def test_table1_refinement_claim_without_a_refined_set_is_not_applicable_not_pas
     unrefined = [c for c in notes004_table1.COLUMNS.values() if c != "glm refine"]
     claims = notes004_table1.claims(uci_table(SETS, unrefined), SETS, None)
     assert claims[3].text == "glm refine NLL ≤ glm NLL on ≥ 5/8 of the refined sets (soft)"
-    assert (claims[3].verdict.value, claims[3].numbers) == (NA, "no refined set to check")
+    assert (claims[3].verdict.value, claims[3].numbers) == (NA, "no refined sets to check")
     assert set(verdicts(notes004_table1.claims(uci_table([]), [], notes004_table1.PAPER))) == {NA}
 
 
@@ -72,7 +72,7 @@ def test_fig5_claims():
 
 def test_fig5_refinement_claim_without_a_refined_run_is_not_applicable_not_passed():
     claims = notes004_table1.fig5_claims(fig5_frame(with_refine=False))
-    assert (claims[1].verdict.value, claims[1].numbers) == (NA, "no (set, δ) refined to check")
+    assert (claims[1].verdict.value, claims[1].numbers) == (NA, "no refined (set, δ) to check")
     assert set(verdicts(notes004_table1.fig5_claims(pd.DataFrame()))) == {NA}
     assert answered([*claims, *notes004_table1.claims(uci_table(SETS), SETS, None)]) == declared("notes004_table1")
 
