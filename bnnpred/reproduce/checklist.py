@@ -40,10 +40,9 @@ def entries(path: Path = CHECKLIST) -> list[Entry]:
             for notes, numbered in data.items() for number, e in numbered.items()]
 
 
-def recorded(out: Path, studies: Mapping[str, Study]) -> dict[str, list[dict]]:
-    """The claims each built page recorded (``out/<study>/claims.json``), by study."""
-    return {name: read_json(out / name / "claims.json")["claims"] for name in studies
-            if (out / name / "claims.json").is_file()}
+def recorded(out: Path, studies: Mapping[str, Study]) -> dict[str, dict]:
+    """What each built page recorded (``out/<study>/claims.json``: its tier and claims), by study."""
+    return {name: read_json(out / name / "claims.json") for name in studies if (out / name / "claims.json").is_file()}
 
 
 def verdicts(claims: list[dict], item: Item) -> str:
@@ -54,9 +53,10 @@ def verdicts(claims: list[dict], item: Item) -> str:
 
 
 def where(entry: Entry, out: Path, studies: Mapping[str, Study],
-          claims: dict[str, list[dict]]) -> tuple[str, str, bool]:
+          pages_claims: dict[str, dict]) -> tuple[str, str, bool]:
     """The (pages, verdicts) cells of one item's row, and whether a page recorded a verdict for it."""
     key = (entry.item.notes, entry.item.number)
+    claims = {name: page["claims"] for name, page in pages_claims.items()}
     pages = [name for name, study in studies.items()
              if key in {(i.notes, i.number) for i in study.items}
              or any((c["notes"], c["number"]) == key for c in claims.get(name, []))]
@@ -65,7 +65,8 @@ def where(entry: Entry, out: Path, studies: Mapping[str, Study],
     cells = []
     for name in pages:
         if name in claims:
-            cells.append(f"{name}: {verdicts(claims[name], entry.item)}")
+            tier = pages_claims[name]["tier"]
+            cells.append(f"{name}{'' if tier == 'cpu' else f' (tier {tier})'}: {verdicts(claims[name], entry.item)}")
         elif (out / name / "README.md").is_file():
             cells.append(f"{name}: verdict not yet recorded as data (page predates claims.json)")
         else:
@@ -85,7 +86,8 @@ def checklist_page(out: Path, studies: Mapping[str, Study], path: Path = CHECKLI
         "`bnnpred/reproduce/checklist.yaml` (each item's text and, where no page answers it, why; read from "
         "../shared/papers/notes-00N.md by hand), the studies' declared items (`Study.items`) and the claims each "
         "page records in its `claims.json`. A verdict appears only where a page recorded its claims as data; a "
-        "page built before that says so. Counts are per claim: an item can have several criteria on several pages.",
+        "page built before that says so. Counts are per claim: an item can have several criteria on several pages; "
+        "a tier other than cpu (the committed pages' scale) is named.",
     ]
     answered = with_verdicts = 0
     for notes in dict.fromkeys(e.item.notes for e in all_entries):
