@@ -166,7 +166,7 @@ def test_a_study_records_the_claims_its_page_shows_in_claims_json(tmp_path, monk
     assert "| notes-004 #4 | glm \\|Δ\\| < bnn's | holds | 0.01 vs 0.04 |" in Path(
         tmp_path / "out" / "fake" / "README.md").read_text()
     index = (tmp_path / "out" / "checklist.md").read_text()
-    assert "| 4 | Fig. 3 (step toy)" in index and "fake: 1 holds" in index
+    assert "| 4 | Fig. 3 (step toy)" in index and "fake (tier quick): 1 holds" in index
 
 
 @pytest.mark.parametrize("tier, expected", [(base.Tier.quick, 1), (base.Tier.cpu, 3), (base.Tier.full, 20)])
