@@ -213,7 +213,9 @@ def claim(item: Item, criterion: Criterion, value: Any, *, note: str = "", numbe
     ``numbers`` replaces the criterion's own rendering of the value."""
     text = _label(criterion, note)
     if _missing(value):
-        return Claim(item, text, Verdict.not_applicable, f"no number ({numbers or criterion.show(value)})")
+        shown = numbers or criterion.show(value)
+        reason = shown if "no number" in shown else f"no number ({shown})" if shown else "no number"
+        return Claim(item, text, Verdict.not_applicable, reason)
     verdict = Verdict.holds if criterion.test(value) else Verdict.fails
     return Claim(item, text, verdict, numbers or criterion.show(value))
 
@@ -239,7 +241,8 @@ def every(item: Item, criterion: Criterion, values: Mapping[str, Any], *, over: 
     text = _label(Labelled(criterion, f"on every {over}"), note)
     missing = [k for k, v in values.items() if _missing(v)]
     if not values or missing:
-        reason = f"no {over} to check" if not values else f"no number for {', '.join(missing)}"
+        listed = ", ".join(missing[:LISTED]) + (", ..." if len(missing) > LISTED else "")
+        reason = f"no {over} to check" if not values else f"no number for {len(missing)}: {listed}"
         return Claim(item, text, Verdict.not_applicable, reason)
     passed, failed, shown = _tested(criterion, values)
     return Claim(item, text, Verdict.fails if failed else Verdict.holds, f"{len(passed)}/{len(values)}: {shown}")

@@ -181,7 +181,7 @@ def claims(table: pd.DataFrame, names: list[str]) -> list[Claim]:
                      gaps("FG EF", "FG Hessian", "nll"), over="set")),
         every(item(2, 13), Compare("KL(SLANG L=10) / KL(FG EF)", "≤", 3),
               {n: value(n, "SLANG L=10", "kl") / value(n, "FG EF", "kl") for n in gated},
-              over="of Breast cancer and USPS"),
+              over="set of Breast cancer and USPS"),
     ]
 
 
