@@ -98,7 +98,7 @@ class Compare:
 
     @property
     def text(self) -> str:
-        right = self.right if isinstance(self.right, str) else f"{self.right:g}"
+        right = self.right if isinstance(self.right, str) else f"{self.right:g}".replace("-", "−")
         if self.factor != 1:
             right = f"{self.factor:g} × {right}"
         if self.margin:

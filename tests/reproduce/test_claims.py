@@ -51,6 +51,7 @@ def test_a_comparison_holds_exactly_when_its_inequality_does():
     assert threshold.text == "ECE ≤ 0.03"
     assert [claim(ITEM, threshold, v).verdict for v in (0.03, 0.0301)] == [Verdict.holds, Verdict.fails]
     assert claim(ITEM, threshold, 0.0301, note="soft").text == "ECE ≤ 0.03 (soft)"
+    assert Compare("train ℓℓ", ">", -0.05).text == "train ℓℓ > −0.05"
 
 
 def test_an_unknown_operator_is_a_one_line_error():
