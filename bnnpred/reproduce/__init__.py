@@ -1,8 +1,9 @@
 """The papers' tables and figures, one study per module: a module here that defines ``STUDY`` is registered.
 
 ``bnnpred reproduce [NAME ...] --tier quick|cpu|full`` runs them (finished runs are skipped), writes one page
-per study under the output folder and an index linking them; ``--report-only`` rebuilds the pages from the run
-directories alone.
+per study under the output folder with its claims as data (``claims.json``), an index linking them and the
+checklist index ``checklist.md`` (:mod:`bnnpred.reproduce.checklist`); ``--report-only`` rebuilds the pages from
+the run directories alone (a page without runs is kept as it is), then both indexes.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import pkgutil
 from pathlib import Path
 
 from bnnpred.errors import BnnpredError, unknown_choice
-from bnnpred.io import write_text
+from bnnpred.io import write_json, write_text
 from bnnpred.reproduce.base import Reproduction, Study, Tier
+from bnnpred.reproduce.claims import claims_json
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STUDIES", "Reproduction", "Study", "Tier", "reproduce"]
+__all__ = ["STUDIES", "Reproduction", "Study", "Tier", "checklist", "reproduce"]
 
 
 def _discover() -> dict[str, Study]:
@@ -34,7 +36,8 @@ STUDIES: dict[str, Study] = _discover()
 
 
 def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, report_only: bool) -> list[Path]:
-    """Make the pages of ``names`` (all studies if empty) and the index ``out/README.md``; returns the pages."""
+    """Make the pages of ``names`` (all studies if empty) with their ``claims.json``, the index ``out/README.md``
+    and the checklist index ``out/checklist.md``; returns the pages."""
     for name in names:
         if name not in STUDIES:
             raise unknown_choice("study", name, STUDIES)
@@ -54,8 +57,17 @@ def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, re
             log.warning("page %s not rebuilt: %s", study.name, e)
             continue
         pages.append(write_text(r.out / "README.md", page))
+        write_json(r.out / "claims.json", {"study": study.name, "tier": tier.value, "claims": claims_json(r.claims)})
     write_text(out / "README.md", index(out))
+    checklist(out)
     return pages
+
+
+def checklist(out: Path) -> Path:
+    """Write ``out/checklist.md`` from the pages' ``claims.json`` under ``out`` (no training, no run read)."""
+    from bnnpred.reproduce.checklist import checklist_page
+
+    return write_text(out / "checklist.md", checklist_page(out, STUDIES))
 
 
 def index(out: Path) -> str:
@@ -65,6 +77,8 @@ def index(out: Path) -> str:
         "# Reproduced results", "",
         "| page | what | made by | CPU time (2 cores) |", "|---|---|---|---|", *rows, "",
         "Each page states the command, the commit and the date that produced it, the papers' numbers beside ours, "
-        "and which of the notes' pass criteria hold. `make reproduce-tables` remakes them all (finished runs are "
-        "kept); `bnnpred reproduce --report-only` rebuilds the pages from the run directories without training.",
+        "and which of the notes' pass criteria hold. [checklist.md](checklist.md) lists every item of the notes' "
+        "checklists with the page and verdicts that answer it. `make reproduce-tables` remakes them all (finished "
+        "runs are kept); `bnnpred reproduce --report-only` rebuilds the pages from the run directories without "
+        "training.",
     ]) + "\n"

@@ -1,5 +1,5 @@
 """What every reproduction study shares: the tier it runs at, training through the CLI (finished runs are
-skipped by their run key), claims checked against the papers' pass criteria, and the provenance line."""
+skipped by their run key), the claims it renders (:mod:`bnnpred.reproduce.claims`), and the provenance line."""
 
 from __future__ import annotations
 
@@ -8,14 +8,18 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
+from typing import TypeVar
 
 from bnnpred.errors import BnnpredError
+from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.run_record import EVAL_FILES, RUN_FILES, NotFinished, read_finished
+
+T = TypeVar("T")
 
 
 class Tier(str, Enum):
@@ -34,10 +38,12 @@ class Reproduction:
     jobs: int
     report_only: bool = False
     started: float = field(default_factory=time.time)
+    claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
 
-    def pick(self, cpu: object, quick: object) -> object:
-        """The setting for this tier (the full tier uses the CPU-scale one unless a study says otherwise)."""
-        return quick if self.tier is Tier.quick else cpu
+    def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
+        """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
+        unless ``full`` is given."""
+        return {Tier.quick: quick, Tier.cpu: cpu, Tier.full: cpu if full is None else full}[self.tier]
 
     def train_once(self, run_dir: Path, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
         """``bnnpred train OVERRIDES`` into ``run_dir`` (the quick tier appends ``quick``)."""
@@ -72,6 +78,12 @@ class Reproduction:
         it checks that the pipeline runs, not the papers' claims."""
         return (*overrides, "keep_unhealthy=true") if self.tier is Tier.quick else ()
 
+    def table(self, claims: Sequence[Claim]) -> str:
+        """The claims' Markdown table (:func:`~bnnpred.reproduce.claims.claims_table`), recorded for the page's
+        ``claims.json``: the one way a page shows claims."""
+        self.claims.extend(claims)
+        return claims_table(claims)
+
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``."""
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -92,6 +104,7 @@ class Study:
     title: str
     make: Callable[[Reproduction], str]
     cpu_cost: str  # wall time of the CPU tier on 2 cores, for the README
+    items: tuple[Item, ...]  # the checklist items its claims answer (the index lists them before claims.json exists)
     full_scale: bool = False  # whether the full tier differs from the CPU tier (GPU presets)
 
 
@@ -115,12 +128,3 @@ def document(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> dict:
     except NotFinished as e:
         raise BnnpredError(f"{run_dir} is not a finished run ({e}); run the study without --report-only "
                            "first") from e
-
-
-def check(claim: str, holds: bool, numbers: str) -> str:
-    """One row of a claims table: the claim, whether it holds, and the numbers that decide it."""
-    return f"| {claim} | {'holds' if holds else 'does not hold'} | {numbers} |"
-
-
-def checks_table(rows: list[str], header: str = "claim (pass criterion)") -> str:
-    return "\n".join([f"| {header} | result | numbers |", "|---|---|---|", *rows])

@@ -16,7 +16,8 @@ import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from bnnpred.report.tables import find_runs  # noqa: E402
-from bnnpred.reproduce.base import Reproduction, Study, check, checks_table, document  # noqa: E402
+from bnnpred.reproduce.base import Reproduction, Study, document  # noqa: E402
+from bnnpred.reproduce.claims import Claim, Compare, claim, ends, every, item, items, lookup  # noqa: E402
 
 NAMES = {"vl": "VL", "bbb": "VI", "map": "MAP"}
 MULTIPLIERS = (1, 3, 10, 30)
@@ -119,43 +120,56 @@ def fig1(r: Reproduction, runs: pd.DataFrame, map_ll: float) -> pd.DataFrame:
     return fixed
 
 
+def table1_claims(stats: pd.DataFrame) -> list[Claim]:
+    """notes-001 item 10's orderings (and item 6b's accuracy criterion) on the Table 1 analogue's means."""
+    ll = {m: lookup(stats, m, ("test_ll", "mean")) for m in NAMES.values()}
+    acc = {m: lookup(stats, m, ("accuracy", "mean")) for m in NAMES.values()}
+    return [
+        claim(item(1, 10), Compare("VL test LL", ">", "MAP test LL"), (ll["VL"], ll["MAP"])),
+        claim(item(1, 10), Compare("VL test LL", ">", "VI test LL"), (ll["VL"], ll["VI"]), note="multiplier 10"),
+        claim(item(1, 10), Compare("VL accuracy", "≥", "VI accuracy", margin=-0.5), (acc["VL"], acc["VI"]),
+              note="points"),
+        claim(item(1, 6, "b"), Compare("VL accuracy", "≥", "MAP accuracy", margin=-0.5), (acc["VL"], acc["MAP"]),
+              note="points; item 6b's criterion at this scale"),
+    ]
+
+
+def fig2_claims(means: pd.DataFrame, vi_log_sigma: dict[float, float]) -> list[Claim]:
+    """notes-001 items 7 and 10 on the per-(method, β, multiplier) means of :func:`fig2`."""
+    def at(method: str, beta: float, multiplier: int, metric: str) -> float:
+        return lookup(means, (method, beta, multiplier), metric)
+
+    vl_acc = [at("VL", 0.1, m, "accuracy") for m in MULTIPLIERS]
+    return [
+        *[claim(item(1, 10), Compare("VI ELBO at multiplier 10", ">", "VI ELBO at multiplier 1"),
+                (at("VI", b, 10, "elbo"), at("VI", b, 1, "elbo")), note=f"β = {b:g}") for b in (1.0, 0.1)],
+        *[claim(item(1, 7, "a"), Compare("VI at multiplier 1: mean log σ − log s at the first decay", "<", -1.5), v,
+                note=f"not converged, β = {b:g}") for b, v in vi_log_sigma.items()],
+        claim(item(1, 10), Compare("VL accuracy spread across multipliers", "<", 2), float(np.ptp(vl_acc)),
+              note="points, β = 0.1"),
+        claim(item(1, 7, "b"), Compare("VI accuracy at multiplier 1", "≥", "VI accuracy at multiplier 30", margin=1),
+              (at("VI", 0.1, 1, "accuracy"), at("VI", 0.1, 30, "accuracy")), note="points, β = 0.1"),
+    ]
+
+
+def fig1_claims(fixed: pd.DataFrame, map_ll: float) -> list[Claim]:
+    """notes-001 item 8 on the fixed-variance runs (one row per σ², ascending)."""
+    vl, vi = fixed[("test_ll", "VL")], fixed[("test_ll", "VI")]
+    return [
+        every(item(1, 8), Compare("VL test LL", "≥", "MAP test LL"),
+              {f"σ² = {s:.3g}": (vl[s], map_ll) for s in fixed.index[-2:]}, over="of the two largest σ²"),
+        every(item(1, 8), Compare("VL test LL", "≥", "VI test LL"),
+              {f"σ² = {s:.3g}": (vl[s], vi[s]) for s in fixed.index}, over="σ²"),
+        claim(item(1, 8), Compare("VI test LL at the largest σ²", "<", "at the smallest"), ends(vi)),
+    ]
+
+
 def make(r: Reproduction) -> str:
-    runs = sweep_runs(r, str(r.pick(cpu="0,1,2", quick="0")))
+    runs = sweep_runs(r, str(r.pick(quick="0", cpu="0,1,2")))
     lines, stats = table1(runs)
     means, vi_log_sigma = fig2(r, runs)
-    fixed = fig1(r, runs, float(stats.loc["MAP", ("test_ll", "mean")]))
-    ll, acc = stats[("test_ll", "mean")], stats[("accuracy", "mean")]
-    vl_acc = [means.loc[("VL", 0.1, m), "accuracy"] for m in MULTIPLIERS]
-    vi_elbo = {b: (means.loc[("VI", b, 1), "elbo"], means.loc[("VI", b, 10), "elbo"]) for b in (1.0, 0.1)}
-    table1_checks = [
-        check("VL test LL > MAP test LL", ll["VL"] > ll["MAP"], f"{ll['VL']:.3f} vs {ll['MAP']:.3f}"),
-        check("VL test LL > VI test LL (multiplier 10)", ll["VL"] > ll["VI"], f"{ll['VL']:.3f} vs {ll['VI']:.3f}"),
-        check("VL accuracy ≥ VI accuracy − 0.5 points", acc["VL"] >= acc["VI"] - 0.5,
-              f"{acc['VL']:.2f} vs {acc['VI']:.2f}"),
-        check("VL accuracy ≥ MAP accuracy − 0.5 points", acc["VL"] >= acc["MAP"] - 0.5,
-              f"{acc['VL']:.2f} vs {acc['MAP']:.2f}"),
-    ]
-    fig2_checks = [
-        *[check(f"VI ELBO rises with the multiplier 1 → 10 (β = {b:g})", hi > lo, f"{lo:.4f} → {hi:.4f}")
-          for b, (lo, hi) in vi_elbo.items()],
-        *[check(f"VI at multiplier 1 has not converged: mean log σ − log s at the first decay < −1.5 (β = {b:g})",
-                v < -1.5, f"{v:.2f}") for b, v in vi_log_sigma.items()],
-        check("VL accuracy spread across multipliers < 2 points (β = 0.1)", np.ptp(vl_acc) < 2,
-              f"{np.ptp(vl_acc):.2f} points"),
-        check("VI test accuracy at multiplier 1 ≥ at 30 + 1 point (β = 0.1)",
-              means.loc[("VI", 0.1, 1), "accuracy"] >= means.loc[("VI", 0.1, 30), "accuracy"] + 1,
-              f"{means.loc[('VI', 0.1, 1), 'accuracy']:.2f} vs {means.loc[('VI', 0.1, 30), 'accuracy']:.2f}"),
-    ]
-    top = fixed.index[-2:]
-    fig1_checks = [
-        check("VL test LL ≥ MAP at the two largest σ²", bool((fixed.loc[top, ("test_ll", "VL")] >= ll["MAP"]).all()),
-              ", ".join(f"{v:.3f}" for v in fixed.loc[top, ("test_ll", "VL")]) + f" vs {ll['MAP']:.3f}"),
-        check("VL test LL ≥ VI at every σ²", bool((fixed[("test_ll", "VL")] >= fixed[("test_ll", "VI")]).all()),
-              f"{int((fixed[('test_ll', 'VL')] >= fixed[('test_ll', 'VI')]).sum())}/{len(fixed)}"),
-        check("VI test LL at the largest σ² below its value at the smallest",
-              fixed[("test_ll", "VI")].iloc[-1] < fixed[("test_ll", "VI")].iloc[0],
-              f"{fixed[('test_ll', 'VI')].iloc[-1]:.3f} vs {fixed[('test_ll', 'VI')].iloc[0]:.3f}"),
-    ]
+    map_ll = float(stats.loc["MAP", ("test_ll", "mean")])
+    fixed = fig1(r, runs, map_ll)
     return "\n".join([
         "# Variational Laplace paper (notes-001): VL against VI and MAP on Fashion-MNIST", "",
         r.provenance("bnnpred reproduce notes001"), "",
@@ -166,13 +180,14 @@ def make(r: Reproduction) -> str:
         "The ELBO of VI is its one-sample reparameterised estimate, that of VL its own second-order objective "
         "(both tempered, per example): each is compared across multipliers, not VI against VL.", "",
         "## Table 1 analogue (β = 0.1, multiplier 10; mean ± s.e. over seeds)", "", *lines, "",
-        checks_table(table1_checks, "claim (notes-001 Table 1 / item 10)"), "",
+        r.table(table1_claims(stats)), "",
         "## Fig. 2: the log-σ learning-rate multiplier", "", "![fig2](fig2_multiplier.png)", "",
-        checks_table(fig2_checks, "claim (notes-001 items 7 and 10)"), "",
+        r.table(fig2_claims(means, vi_log_sigma)), "",
         "## Fig. 1: fixed isotropic variance (β = 1, seed 0)", "", "![fig1](fig1_fixed_variance.png)", "",
-        checks_table(fig1_checks, "claim (notes-001 item 8)"),
+        r.table(fig1_claims(fixed, map_ll)),
     ]) + "\n"
 
 
 STUDY = Study(name="notes001", title="Variational Laplace paper (notes-001): VL vs VI vs MAP, the log-σ multiplier "
-              "and fixed variances on Fashion-MNIST", make=make, cpu_cost="37 min (61 runs)")
+              "and fixed variances on Fashion-MNIST", make=make, cpu_cost="37 min (61 runs)",
+              items=items(1, 6, 7, 8, 10))

@@ -25,8 +25,9 @@ import pandas as pd
 
 from bnnpred.errors import BnnpredError
 from bnnpred.report import figures
-from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
+from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.base import document as run_document
+from bnnpred.reproduce.claims import Claim, Compare, every, item, items, standardised
 from bnnpred.reproduce.notes002_logreg import BIAS_DELTA, SETS
 
 LOGREG_LR = {  # notes-002 Table 9: α = β per set and method
@@ -55,14 +56,13 @@ class Scale:
 
 
 def scale(r: Reproduction) -> Scale:
-    if r.tier is Tier.quick:
-        return Scale(1, ("australian", "breast_cancer"), 4, (2, 4), {"australian": 3}, {"australian": (8,)}, 2, 2)
-    if r.tier is Tier.cpu:
-        return Scale(3, ("australian", "breast_cancer"), 500, (100, 500),
-                     {"australian": 500, "breast_cancer": 500, "usps_3vs5": 200},
-                     {"australian": (8, 16, 32), "breast_cancer": (8, 16, 32), "usps_3vs5": (8, 32)}, 4, 50)
-    return Scale(10, tuple(LOGREG_LR), 2000, (100, 2000), dict.fromkeys(BNN_PRIOR, 500),
-                 dict.fromkeys(BNN_PRIOR, (8, 16, 32)), 20, 50)
+    return r.pick(
+        quick=Scale(1, ("australian", "breast_cancer"), 4, (2, 4), {"australian": 3}, {"australian": (8,)}, 2, 2),
+        cpu=Scale(3, ("australian", "breast_cancer"), 500, (100, 500),
+                  {"australian": 500, "breast_cancer": 500, "usps_3vs5": 200},
+                  {"australian": (8, 16, 32), "breast_cancer": (8, 16, 32), "usps_3vs5": (8, 32)}, 4, 50),
+        full=Scale(10, tuple(LOGREG_LR), 2000, (100, 2000), dict.fromkeys(BNN_PRIOR, 500),
+                   dict.fromkeys(BNN_PRIOR, (8, 16, 32)), 20, 50))
 
 
 def per_epoch(name: str) -> int:
@@ -132,7 +132,7 @@ def settled_epoch(frame: pd.DataFrame, name: str, method: str, within: float = 0
     return float(later.min()) if len(later) else math.inf
 
 
-def logreg(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
+def logreg(r: Reproduction, s: Scale) -> tuple[list[str], list[Claim]]:
     frames = []
     for name in s.logreg_sets:
         for method in LOGREG_LR[name]:
@@ -151,23 +151,26 @@ def logreg(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
         for epoch in s.checkpoints:
             lines.append(f"| {name} | {epoch} | " + " | ".join(f"{at(frame, name, m, epoch):.4f}" for m in methods)
                          + " |")
-    rows = []
-    for epoch in s.checkpoints:
-        wins = [n for n in s.logreg_sets if at(frame, n, "SLANG L=1", epoch) < at(frame, n, "MF Hessian", epoch)]
-        rows.append(check(f"epoch {epoch}: SLANG L=1 below MF Hessian on every set", len(wins) == len(s.logreg_sets),
-                          f"{len(wins)}/{len(s.logreg_sets)}: {', '.join(wins) or 'none'}"))
-    last = s.checkpoints[-1]
-    gaps = {n: at(frame, n, "SLANG L=10", last) - at(frame, n, "FG Hessian", last) for n in s.logreg_sets}
-    rows.append(check(f"epoch {last}: SLANG L=10 within 0.01 of FG Hessian", all(abs(g) < 0.01 for g in gaps.values()),
-                      ", ".join(f"{n}: {g:+.4f}" for n, g in gaps.items())))
-    settle = {n: (settled_epoch(frame, n, "SLANG L=10"), settled_epoch(frame, n, "MF Hessian")) for n in s.logreg_sets}
-    rows.append(check("SLANG L=10 settles (within 0.01 of its final value) no later than MF Hessian",
-                      all(a <= b for a, b in settle.values()),
-                      ", ".join(f"{n}: {a:.0f} vs {b:.0f}" for n, (a, b) in settle.items())))
-    return lines, rows
+    return lines, logreg_claims(frame, s.logreg_sets, s.checkpoints)
 
 
-def bnn(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
+def logreg_claims(frame: pd.DataFrame, sets: tuple[str, ...], checkpoints: tuple[int, ...]) -> list[Claim]:
+    """notes-002 item 17 on the per-epoch curves of :func:`curves` (means over seeds)."""
+    last = checkpoints[-1]
+    return [
+        *[every(item(2, 17), Compare("SLANG L=1 negative ELBO", "<", "MF Hessian's"),
+                {n: (at(frame, n, "SLANG L=1", epoch), at(frame, n, "MF Hessian", epoch)) for n in sets}, over="set",
+                note=f"epoch {epoch}") for epoch in checkpoints],
+        every(item(2, 17), Compare("|negative ELBO of SLANG L=10 − FG Hessian's|", "<", 0.01),
+              {n: abs(at(frame, n, "SLANG L=10", last) - at(frame, n, "FG Hessian", last)) for n in sets}, over="set",
+              note=f"epoch {last}"),
+        every(item(2, 17), Compare("epoch SLANG L=10 settles (within 0.01 of its final value)", "≤", "MF Hessian's"),
+              {n: (settled_epoch(frame, n, "SLANG L=10"), settled_epoch(frame, n, "MF Hessian")) for n in sets},
+              over="set"),
+    ]
+
+
+def bnn(r: Reproduction, s: Scale) -> tuple[list[str], list[Claim]]:
     frames = []
     for name, epochs in s.bnn_epochs.items():
         for method in [f"SLANG L={rank}" for rank in s.bnn_ranks[name]] + ["BBB"]:
@@ -184,21 +187,29 @@ def bnn(r: Reproduction, s: Scale) -> tuple[list[str], list[str]]:
                                                                                                           "sem"])
     lines = ["| set | method | test log-loss at epoch " + f"{s.early} (mean network) | final test log-loss "
              "(20-sample predictive) |", "|---|---|---|---|"]
-    early_wins, final_ok = [], []
     for name in s.bnn_epochs:
-        bbb_early = at(frame, name, "BBB", s.early, "test_nll")
-        bbb = finals.loc[(name, "BBB")]
         for method in [f"SLANG L={rank}" for rank in s.bnn_ranks[name]] + ["BBB"]:
             early, final = at(frame, name, method, s.early, "test_nll"), finals.loc[(name, method)]
             lines.append(f"| {name} | {method} | {early:.4f} | {final['mean']:.4f} ± {final['sem']:.4f} |")
-            if method != "BBB":
-                early_wins.append(early < bbb_early)
-                final_ok.append(final["mean"] <= bbb["mean"] + 2 * math.hypot(final["sem"], bbb["sem"]))
-    rows = [check(f"epoch {s.early}: every SLANG rank below BBB's test log-loss (mean network) on every set",
-                  all(early_wins),
-                  f"{sum(early_wins)}/{len(early_wins)} (set, rank) pairs"),
-            check("final: SLANG ≤ BBB + 2 combined s.e.", all(final_ok), f"{sum(final_ok)}/{len(final_ok)} pairs")]
-    return lines, rows
+    return lines, bnn_claims(frame, finals, s.bnn_ranks, s.early)
+
+
+def bnn_claims(frame: pd.DataFrame, finals: pd.DataFrame, ranks: dict[str, tuple[int, ...]],
+               early: int) -> list[Claim]:
+    """notes-002 item 18: per (set, rank), SLANG's test log-loss of the mean network at epoch ``early`` below BBB's,
+    and its final one (``finals``: mean and s.e. over seeds per (set, method)) within 2 combined s.e. of BBB's."""
+    def final_z(name: str, method: str) -> float:
+        ours, bbb = finals.loc[(name, method)], finals.loc[(name, "BBB")]
+        return standardised(ours["mean"] - bbb["mean"], math.hypot(ours["sem"], bbb["sem"]))
+
+    pairs = [(name, f"SLANG L={rank}") for name in ranks for rank in ranks[name]]
+    return [
+        every(item(2, 18), Compare("SLANG test log-loss (mean network)", "<", "BBB's"),
+              {f"{n} {m}": (at(frame, n, m, early, "test_nll"), at(frame, n, "BBB", early, "test_nll"))
+               for n, m in pairs}, over="(set, rank)", note=f"epoch {early}"),
+        every(item(2, 18), Compare("final test log-loss: (SLANG − BBB) / combined s.e.", "≤", 2),
+              {f"{n} {m}": final_z(n, m) for n, m in pairs}, over="(set, rank)"),
+    ]
 
 
 def slug(method: str) -> str:
@@ -219,13 +230,13 @@ def make(r: Reproduction) -> str:
         "and 18.", "",
         f"## Logistic regression ({s.logreg_epochs} epochs, Table 9 step sizes, no decay)", "",
         "![negative ELBO per epoch](logreg_convergence.png)", "", "Negative ELBO per training example:", "",
-        *logreg_lines, "", checks_table(logreg_rows, "claim (notes-002 item 17)"), "",
+        *logreg_lines, "", r.table(logreg_rows), "",
         "## BNN, 1x50 ReLU (SLANG α = β = 0.0215 with momentum 0.9, BBB Adam 0.01)", "",
         "![negative ELBO and test log-loss per epoch](bnn_convergence.png)", "", *bnn_lines, "",
-        checks_table(bnn_rows, "claim (notes-002 item 18)"),
+        r.table(bnn_rows),
     ]) + "\n"
 
 
 STUDY = Study(name="notes002_convergence", title="SLANG paper (notes-002) Figs. 4 and 6: convergence of SLANG against "
               "mean-field and full-Gaussian natural-gradient VI (logistic regression) and BBB (BNN)", make=make,
-              cpu_cost="about 1 h beside two other studies (63 runs)", full_scale=True)
+              cpu_cost="about 1 h beside two other studies (63 runs)", items=items(2, 17, 18), full_scale=True)

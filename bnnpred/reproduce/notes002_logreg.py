@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -24,7 +23,8 @@ from bnnpred.metrics import symmetric_kl
 from bnnpred.posteriors import Posterior
 from bnnpred.predictive import glm_latent
 from bnnpred.report import figures
-from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table, document
+from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.claims import Claim, Compare, Trend, all_of, claim, every, item, items, lookup
 from bnnpred.saved_runs import restore
 
 # set: (prior λ, minibatch M, training examples) — notes-002 Table 8 and §3.1 (USPS: 770 of 1,540)
@@ -61,6 +61,7 @@ PAPER = {  # notes-002 Tables 1, 6, 7 in METHODS order: negative ELBO per exampl
 # absolute tolerances instead
 PAPER_SE = {"australian": (0.0059, 0.0069), "breast_cancer": (0.0028, 0.0023), "usps_3vs5": (0.0025, 0.0020)}
 A1A_TOLERANCE = (0.003, 0.002)
+SE_TOLERANCE = 4  # item 9 at the CPU plan's 4 combined s.e. (notes-002 §6.3)
 # notes-002 Fig. 7(d): (mean, variance) of the bias for MF, SLANG L = 1, 5, 10 and the full Gaussian
 PAPER_BIAS = {"australian": ((19.94, 0.04), (10.02, 1.26), (13.92, 2.82), (18.49, 6.98), (24.08, 56.93)),
               "breast_cancer": ((4.21, 0.12), (4.47, 1.17), (4.44, 1.72), (4.41, 1.75), (4.26, 1.54)),
@@ -70,9 +71,7 @@ SHAPE = ("MF Exact", "SLANG L=1", "SLANG L=5", "SLANG L=10", "FG Exact")  # Figs
 
 
 def epochs(r: Reproduction, name: str) -> int:
-    if r.tier is Tier.cpu and name == "usps_3vs5":
-        return 500
-    return {Tier.quick: 20, Tier.cpu: 1500, Tier.full: 10000}[r.tier]
+    return r.pick(quick=20, cpu=500 if name == "usps_3vs5" else 1500, full=10000)
 
 
 def sweep(r: Reproduction, name: str, method: str, splits: str) -> None:
@@ -111,8 +110,8 @@ def run_dir(r: Reproduction, name: str, method: str, split: int) -> Path:
 
 
 def make(r: Reproduction) -> str:
-    names = list(r.pick(cpu=list(SETS), quick=["australian", "breast_cancer"]))
-    n_splits = {Tier.quick: 1, Tier.cpu: 3, Tier.full: 20}[r.tier]
+    names = r.pick(quick=["australian", "breast_cancer"], cpu=list(SETS))
+    n_splits = r.pick(quick=1, cpu=3, full=20)
     rows = []
     for name in names:
         splits = [0] if name == "a1a" else list(range(n_splits))
@@ -132,9 +131,9 @@ def make(r: Reproduction) -> str:
         "split); means over splits; the paper's value "
         "in brackets (negative ELBO per example in the paper's convention, test NLL, raw symmetric KL to FG Exact; "
         "notes-002 Tables 1, 6, 7). NLL: the GLM predictive with 2000 samples.", "",
-        *results_table(table, names), "", checks_table(claims(table, names), "claim (notes-002 checklist)"), "",
+        *results_table(table, names), "", r.table(claims(table, names)), "",
         "## The covariance's shape (split 0; Figs. 1 and 7)", "", *shape_lines, "",
-        checks_table(shape_rows, "claim (notes-002 checklist)"),
+        r.table(shape_rows),
     ]) + "\n"
 
 
@@ -148,65 +147,57 @@ def results_table(table: pd.DataFrame, names: list[str]) -> list[str]:
     return lines
 
 
-def claims(table: pd.DataFrame, names: list[str]) -> list[str]:
-    """notes-002 checklist items 9-13 (item 9 at the CPU plan's 4 combined s.e.)."""
+def claims(table: pd.DataFrame, names: list[str]) -> list[Claim]:
+    """notes-002 checklist items 9-13 on the means over splits (``table``: (set, method) x (metric, mean/sem))."""
     def value(name: str, method: str, metric: str) -> float:
-        return float(table.loc[(name, method), (metric, "mean")])
+        return lookup(table, (name, method), (metric, "mean"))
+
+    def gaps(method: str, other: str, metric: str) -> dict[str, float]:
+        return {n: abs(value(n, method, metric) - value(n, other, metric)) for n in names}
 
     slang = [f"SLANG L={rank}" for rank in (1, 2, 5, 10)]
     mean_field = ["MF EF", "MF Hessian", "MF Exact"]
-    rows = [check(f"{label} within 4 combined s.e. of the paper (a1a: ±{tol})",
-                  not (misses := matching_misses(table, names, metric, index)),
-                  f"{len(misses)} of {len(names) * len(METHODS)} cells miss"
-                  + (f": {', '.join(misses[:6])}" + (", ..." if len(misses) > 6 else "") if misses else ""))
-            for index, (metric, label, tol) in enumerate((("neg_elbo", "negative ELBO", A1A_TOLERANCE[0]),
-                                                          ("nll", "test NLL", A1A_TOLERANCE[1])))]
-    ratios = {n: min(value(n, m, "kl") for m in mean_field) / value(n, "SLANG L=1", "kl") for n in names}
-    rows.append(check("SLANG L=1's KL at least 2x below every mean-field method's (paper 4.2-8.5x)",
-                      all(ratio >= 2 for ratio in ratios.values()),
-                      ", ".join(f"{n}: {ratio:.1f}x" for n, ratio in ratios.items())))
-    rows.append(check("SLANG L=1's negative ELBO below MF Exact's", all(
-        value(n, "SLANG L=1", "neg_elbo") < value(n, "MF Exact", "neg_elbo") for n in names),
-        ", ".join(f"{n}: {value(n, 'SLANG L=1', 'neg_elbo'):.4f} vs {value(n, 'MF Exact', 'neg_elbo'):.4f}"
-                  for n in names)))
     monotone = [n for n in names if n != "breast_cancer"]
-    falls = [n for n in monotone if all(np.diff([value(n, m, "kl") for m in slang]) < 0)]
-    rows.append(check("KL strictly falls over L = 1, 2, 5, 10 (Australian, a1a, USPS)", falls == monotone,
-                      "; ".join(f"{n}: " + " > ".join(f"{value(n, m, 'kl'):.3g}" for m in slang) for n in monotone)))
-    if "breast_cancer" in names:
-        rows.append(check("Breast cancer: KL(L=10) < KL(L=1)", value("breast_cancer", "SLANG L=10", "kl")
-                          < value("breast_cancer", "SLANG L=1", "kl"),
-                          f"{value('breast_cancer', 'SLANG L=10', 'kl'):.3g} vs "
-                          f"{value('breast_cancer', 'SLANG L=1', 'kl'):.3g}"))
-    rows.append(check("negative ELBO(L=10) ≤ negative ELBO(L=1)", all(
-        value(n, "SLANG L=10", "neg_elbo") <= value(n, "SLANG L=1", "neg_elbo") for n in names),
-        ", ".join(f"{n}: {value(n, 'SLANG L=10', 'neg_elbo'):.4f} vs {value(n, 'SLANG L=1', 'neg_elbo'):.4f}"
-                  for n in names)))
-    gaps = {n: (value(n, "FG EF", "neg_elbo") - value(n, "FG Hessian", "neg_elbo"),
-                value(n, "FG EF", "nll") - value(n, "FG Hessian", "nll")) for n in names}
-    rows.append(check("EF ≈ Hessian: |ΔELBO| ≤ 0.004 and |ΔNLL| ≤ 0.0015 between FG EF and FG Hessian",
-                      all(abs(e) <= 0.004 and abs(n) <= 0.0015 for e, n in gaps.values()),
-                      ", ".join(f"{n}: {e:+.4f} / {d:+.4f}" for n, (e, d) in gaps.items())))
-    close = {n: value(n, "SLANG L=10", "kl") / value(n, "FG EF", "kl") for n in names}
     gated = [n for n in ("breast_cancer", "usps_3vs5") if n in names]
-    rows.append(check("KL(SLANG L=10) ≤ 3 KL(FG EF) on Breast cancer and USPS (others reported)",
-                      all(close[n] <= 3 for n in gated), ", ".join(f"{n}: {c:.2f}x" for n, c in close.items())))
-    return rows
+    return [
+        *[every(item(2, 9), Compare(f"|{label} − paper's| / tolerance", "≤", 1), tolerance_units(table, names, metric,
+                                                                                              index),
+                over="(set, method)", note=f"tolerance {SE_TOLERANCE} combined s.e., a1a ±{A1A_TOLERANCE[index]}")
+          for index, (metric, label) in enumerate((("neg_elbo", "negative ELBO"), ("nll", "test NLL")))],
+        every(item(2, 10), Compare("min mean-field KL / KL(SLANG L=1)", "≥", 2),
+              {n: min(value(n, m, "kl") for m in mean_field) / value(n, "SLANG L=1", "kl") for n in names}, over="set",
+              note="paper 4.2-8.5x"),
+        every(item(2, 10), Compare("negative ELBO of SLANG L=1", "<", "MF Exact's"),
+              {n: (value(n, "SLANG L=1", "neg_elbo"), value(n, "MF Exact", "neg_elbo")) for n in names}, over="set"),
+        every(item(2, 11), Trend("KL", "strictly falls", "L = 1, 2, 5, 10"),
+              {n: [value(n, m, "kl") for m in slang] for n in monotone}, over="set but Breast cancer"),
+        claim(item(2, 11), Compare("Breast cancer: KL(SLANG L=10)", "<", "KL(SLANG L=1)"),
+              (value("breast_cancer", "SLANG L=10", "kl"), value("breast_cancer", "SLANG L=1", "kl"))),
+        every(item(2, 11), Compare("negative ELBO of SLANG L=10", "≤", "SLANG L=1's"),
+              {n: (value(n, "SLANG L=10", "neg_elbo"), value(n, "SLANG L=1", "neg_elbo")) for n in names}, over="set"),
+        all_of(every(item(2, 12), Compare("|negative ELBO of FG EF − FG Hessian's|", "≤", 0.004),
+                     gaps("FG EF", "FG Hessian", "neg_elbo"), over="set"),
+               every(item(2, 12), Compare("|test NLL of FG EF − FG Hessian's|", "≤", 0.0015),
+                     gaps("FG EF", "FG Hessian", "nll"), over="set")),
+        every(item(2, 13), Compare("KL(SLANG L=10) / KL(FG EF)", "≤", 3),
+              {n: value(n, "SLANG L=10", "kl") / value(n, "FG EF", "kl") for n in gated},
+              over="set of Breast cancer and USPS"),
+    ]
 
 
-def matching_misses(table: pd.DataFrame, names: list[str], metric: str, index: int) -> list[str]:
-    """The (set, method) cells whose mean is farther from the paper's than 4 combined standard errors."""
-    misses = []
+def tolerance_units(table: pd.DataFrame, names: list[str], metric: str, index: int) -> dict[str, float]:
+    """Per (set, method) cell, |ours − paper's| in units of item 9's tolerance (``SE_TOLERANCE`` combined standard
+    errors; a1a, one split: ``A1A_TOLERANCE``)."""
+    units = {}
     for name in names:
         for method, paper in zip(METHODS, PAPER[name][index], strict=True):
-            ours, se = table.loc[(name, method), (metric, "mean")], table.loc[(name, method), (metric, "sem")]
-            tolerance = A1A_TOLERANCE[index] if name == "a1a" else 4 * math.hypot(PAPER_SE[name][index], se)
-            if not abs(ours - paper) <= tolerance:
-                misses.append(f"{name} {method} {ours:.4f}")
-    return misses
+            ours, se = lookup(table, (name, method), (metric, "mean")), lookup(table, (name, method), (metric, "sem"))
+            tolerance = A1A_TOLERANCE[index] if name == "a1a" else SE_TOLERANCE * math.hypot(PAPER_SE[name][index], se)
+            units[f"{name} {method}"] = abs(ours - paper) / tolerance
+    return units
 
 
-def covariance_shape(r: Reproduction, names: list[str]) -> tuple[list[str], list[str]]:
+def covariance_shape(r: Reproduction, names: list[str]) -> tuple[list[str], list[Claim]]:
     """Figs. 1 and 7 on split 0: the off-diagonal covariance of SLANG and FG Exact, each method's means and marginal
     variances, the bias's (mean, variance) (Fig. 7d); checklist items 14 and 15."""
     frames, bias, offdiag_error, spearman, weight_ratio = [], {}, {}, {}, {}
@@ -240,25 +231,28 @@ def covariance_shape(r: Reproduction, names: list[str]) -> tuple[list[str], list
     for name in names:
         lines.append(f"| {name} | " + " | ".join(f"{m:.2f}, {v:.3g} ({pm:g}, {pv:g})" for (m, v), (pm, pv) in zip(
             bias[name], PAPER_BIAS[name], strict=True)) + " |")
-    rows = []
-    if "usps_3vs5" in names:
-        rows.append(check("USPS: median weight variance MF Exact / FG Exact < 0.5 (shrinkage)",
-                          weight_ratio["usps_3vs5"] < 0.5, f"{weight_ratio['usps_3vs5']:.3f}"))
-        errors = offdiag_error["usps_3vs5"]
-        rows.append(check("USPS: off-diagonal error to FG Exact falls over L = 1, 5, 10", bool(np.all(np.diff(errors)
-                                                                                                  < 0)),
-                          " > ".join(f"{e:.3f}" for e in errors)))
-    rows.append(check("Spearman ρ(SLANG L=1, FG) > ρ(MF, FG) of the weight variances (trend reversal)",
-                      all(a > b for a, b in spearman.values()),
-                      ", ".join(f"{n}: {a:.2f} vs {b:.2f}" for n, (a, b) in spearman.items())))
-    rows.append(check("bias variance MF / FG < 0.1 (paper 0.0007-0.078)",
-                      all(b[0][1] / b[-1][1] < 0.1 for b in bias.values()),
-                      ", ".join(f"{n}: {b[0][1] / b[-1][1]:.3g}" for n, b in bias.items())))
+    return lines, shape_claims(names, weight_ratio, offdiag_error, spearman, bias)
+
+
+def shape_claims(names: list[str], weight_ratio: dict[str, float], offdiag_error: dict[str, list[float]],
+                 spearman: dict[str, tuple[float, float]],
+                 bias: dict[str, list[tuple[float, float]]]) -> list[Claim]:
+    """notes-002 items 14-15 on split 0: per set the median weight-variance ratio MF / FG Exact, the off-diagonal
+    errors of SLANG L = 1, 5, 10, the Spearman ρ of (SLANG L=1, MF) with FG, and the bias's (mean, variance) per
+    method of ``SHAPE``."""
     rising = [n for n in names if n != "breast_cancer"]
-    rows.append(check("bias variance does not fall over L = 1, 5, 10 (Australian, a1a, USPS)",
-                      all(bias[n][1][1] <= bias[n][2][1] <= bias[n][3][1] for n in rising),
-                      ", ".join(f"{n}: " + " ≤ ".join(f"{bias[n][i][1]:.3g}" for i in (1, 2, 3)) for n in rising)))
-    return lines, rows
+    return [
+        claim(item(2, 14), Compare("USPS: median weight variance MF Exact / FG Exact", "<", 0.5),
+              weight_ratio.get("usps_3vs5", math.nan), note="shrinkage"),
+        claim(item(2, 15), Trend("USPS: off-diagonal error to FG Exact", "strictly falls", "L = 1, 5, 10"),
+              offdiag_error.get("usps_3vs5", [])),
+        every(item(2, 14), Compare("Spearman ρ(SLANG L=1, FG) of the weight variances", ">", "ρ(MF, FG)"), spearman,
+              over="set", note="trend reversal"),
+        every(item(2, 14), Compare("bias variance MF / FG", "<", 0.1), {n: b[0][1] / b[-1][1] for n, b in bias.items()},
+              over="set", note="paper 0.0007-0.078"),
+        every(item(2, 14), Trend("bias variance", "does not fall", "L = 1, 5, 10"),
+              {n: [bias[n][i][1] for i in (1, 2, 3)] for n in rising}, over="set but Breast cancer"),
+    ]
 
 
 def offdiag(matrix: torch.Tensor) -> torch.Tensor:
@@ -268,4 +262,4 @@ def offdiag(matrix: torch.Tensor) -> torch.Tensor:
 STUDY = Study(name="notes002_logreg", title="SLANG paper (notes-002) Table 1: Bayesian logistic regression, "
               "SLANG against mean-field and full-Gaussian VI", make=make,
               cpu_cost="about 1.5 h beside two other studies (100 runs)",
-              full_scale=True)
+              items=items(2, 9, 10, 11, 12, 13, 14, 15), full_scale=True)

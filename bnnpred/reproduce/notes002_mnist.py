@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from bnnpred.report import figures
-from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table, document
+from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.claims import Between, Claim, Compare, claim, every, item, items, standardised
 
 PAPER = {"BBB": 1.82, "SLANG L=1": 2.00, "SLANG L=2": 1.95, "SLANG L=4": 1.81, "SLANG L=8": 1.92,
          "SLANG L=16": 1.77, "SLANG L=32": 1.73}  # notes-002 Table 3, test error %
@@ -31,7 +32,7 @@ QUICK_BBB = ("dataset.n_train=500", "dataset.n_test=400", "inference.steps=10", 
 def runs(r: Reproduction) -> dict[str, Path]:
     """Train what is missing; ``{method: run directory}``."""
     base = r.runs / "notes002_mnist"
-    if r.tier is Tier.full:
+    if r.pick(quick=False, cpu=False, full=True):  # the paper's network and schedule
         return {f"SLANG L={rank}": r.train_once(base / f"slang_L{rank}", "experiment=notes002_mnist",
                                                  f"inference.rank={rank}", f"inference.decay={decay}")
                 for rank, decay in FULL_DECAY.items()}
@@ -51,6 +52,7 @@ def summary(run_dir: Path) -> dict[str, float]:
 def make(r: Reproduction) -> str:
     chosen = runs(r)
     rows = {method: summary(run_dir) for method, run_dir in chosen.items()}
+    errors = {method: row["error"] for method, row in rows.items()}
     traces = pd.concat([pd.read_csv(run_dir / "trace.csv").assign(method=method, set="MNIST")
                         for method, run_dir in chosen.items()], ignore_index=True)
     traces["neg_elbo"], traces["test_error"] = -traces["elbo"], 100 * (1 - traces["test_accuracy"])
@@ -67,27 +69,34 @@ def make(r: Reproduction) -> str:
         "Settings: the study's docstring (`bnnpred/reproduce/notes002_mnist.py`) and the presets it names. Test "
         "error of the predictive (weight samples); the paper's numbers are for its larger network and 400 epochs "
         "on a GPU.", "", *lines, "", "![ELBO and test error per epoch](convergence.png)", "",
-        checks_table(claims(r, rows, chosen), "claim"),
+        r.table(full_claims(errors) if "SLANG L=32" in chosen
+                else cpu_claims(errors, paired_se(chosen["SLANG L=1"], chosen["SLANG L=8"]))),
     ]) + "\n"
 
 
-def claims(r: Reproduction, rows: dict[str, dict[str, float]], run_dirs: dict[str, Path]) -> list[str]:
-    if r.tier is Tier.full:  # notes-002 checklist item 22
-        errors = {m: row["error"] for m, row in rows.items()}
-        return [check("every L in [1.5 %, 2.3 %]", all(1.5 <= e <= 2.3 for e in errors.values()),
-                      ", ".join(f"{m}: {e:.2f}" for m, e in errors.items())),
-                check("min over L ≥ 16 ≤ error at L = 1", min(errors["SLANG L=16"], errors["SLANG L=32"])
-                      <= errors["SLANG L=1"], f"{errors['SLANG L=16']:.2f}, {errors['SLANG L=32']:.2f} vs "
-                      f"{errors['SLANG L=1']:.2f}"),
-                check("L = 32 ≤ 1.95 %", errors["SLANG L=32"] <= 1.95, f"{errors['SLANG L=32']:.2f}")]
-    one, eight = rows["SLANG L=1"], rows["SLANG L=8"]
-    se = paired_se(run_dirs["SLANG L=1"], run_dirs["SLANG L=8"])
-    return [  # notes-002 §6.3 item 5
-        check("L = 8 is not worse than L = 1 (within 2 s.e. of the paired difference)",
-              eight["error"] <= one["error"] + 2 * se, f"{eight['error']:.2f} vs {one['error']:.2f} (s.e. {se:.2f})"),
-        check("test error in the notes' expected CPU range, 2.5-4 % (their guess, not a paper number)",
-              all(2.5 <= row["error"] <= 4 for row in (one, eight)),
-              f"SLANG L=1: {one['error']:.2f}, SLANG L=8: {eight['error']:.2f}"),
+def full_claims(errors: dict[str, float]) -> list[Claim]:
+    """notes-002 checklist item 22 on the test error (%) per method."""
+    nan = float("nan")
+    one, sixteen, thirtytwo = (errors.get(f"SLANG L={rank}", nan) for rank in (1, 16, 32))
+    return [
+        every(item(2, 22), Between("test error (%)", 1.5, 2.3), errors, over="L"),
+        claim(item(2, 22), Compare("min test error over L ≥ 16", "≤", "error at L = 1"),
+              (float(np.min([sixteen, thirtytwo])), one)),
+        claim(item(2, 22), Compare("test error at L = 32 (%)", "≤", 1.95), thirtytwo),
+    ]
+
+
+def cpu_claims(errors: dict[str, float], se: float) -> list[Claim]:
+    """notes-002 item 22 at the CPU plan's scale (§6.3 item 5): L = 8 against L = 1 on the same test images
+    (``se``: the standard error of their paired difference, %), and the notes' expected error range."""
+    nan = float("nan")
+    one, eight = errors.get("SLANG L=1", nan), errors.get("SLANG L=8", nan)
+    return [
+        claim(item(2, 22), Compare("(test error L = 8 − L = 1) / paired s.e.", "≤", 2), standardised(eight - one, se),
+              note="L = 8 not worse than L = 1", numbers=f"{eight:.2f} vs {one:.2f} (s.e. {se:.2f})"),
+        every(item(2, 22), Between("test error (%)", 2.5, 4),
+              {m: e for m, e in errors.items() if m.startswith("SLANG")}, over="L",
+              note="the notes' guess for the CPU plan, not a paper number"),
     ]
 
 
@@ -103,4 +112,4 @@ def paired_se(first: Path, second: Path) -> float:
 
 STUDY = Study(name="notes002_mnist", title="SLANG paper (notes-002) Table 3: MNIST, SLANG L = 1 and 8 against BBB "
               "(CPU-scale MLP)", make=make,
-              cpu_cost="9 min beside three other studies (3 runs)", full_scale=True)
+              cpu_cost="9 min beside three other studies (3 runs)", items=items(2, 22), full_scale=True)

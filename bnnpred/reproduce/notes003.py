@@ -14,7 +14,8 @@ import torch  # noqa: E402
 
 from bnnpred.io import write_text  # noqa: E402
 from bnnpred.predictive import Context  # noqa: E402
-from bnnpred.reproduce.base import Reproduction, Study, check, checks_table, document  # noqa: E402
+from bnnpred.reproduce.base import Reproduction, Study, document  # noqa: E402
+from bnnpred.reproduce.claims import Claim, Compare, Trend, claim, every, item, items  # noqa: E402
 from bnnpred.run_evaluation import predictors  # noqa: E402
 from bnnpred.run_setup import Setup  # noqa: E402
 from bnnpred.saved_runs import restore  # noqa: E402
@@ -32,7 +33,7 @@ GAP = (1.5, 3.0)
 
 
 def wine(r: Reproduction) -> str:
-    splits, out = r.pick(cpu="0,1,2,3,4", quick="0"), r.out
+    splits, out = r.pick(quick="0", cpu="0,1,2,3,4"), r.out
     folder = r.sweep(r.runs / "notes003_wine", "split${dataset.split}", "experiment=notes003_wine",
                      f"dataset.split={splits}", quick=("inference.map.steps=200", "selection.delta_grid=[0.1,10,1000]"))
     rows = pd.concat([pd.read_csv(path).assign(split=path.parent.name)
@@ -42,10 +43,6 @@ def wine(r: Reproduction) -> str:
     write_text(out / "wine_by_delta.csv", by_delta.to_csv())
     d_ml, d_test = by_delta["log_marglik_per_n"].idxmax(), by_delta["test_mse"].idxmin()
     deltas = by_delta.index.to_numpy()
-    step = np.log10(deltas[1] / deltas[0])
-    grid_steps = abs(np.log10(d_ml / d_test)) / step
-    violations = int((np.diff(by_delta["train_mse"].to_numpy()) < 0).sum())
-
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 6), sharex=True, layout="constrained")
     top.plot(deltas, by_delta["log_marglik_per_n"], "o-", ms=3)
     top.plot([d_ml], [by_delta.loc[d_ml, "log_marglik_per_n"]], "k*", ms=14)
@@ -57,14 +54,6 @@ def wine(r: Reproduction) -> str:
     bottom.legend()
     fig.savefig(out / "wine_fig5_1.png", dpi=110)
     plt.close(fig)
-    checks = [
-        check("δ* of the marginal likelihood within a factor 3 (±2 grid steps) of the test-MSE argmin",
-              grid_steps <= 2 + 1e-9, f"δ*_ML = {d_ml:.3g}, δ*_test = {d_test:.3g} ({grid_steps:.0f} steps)"),
-        check("test MSE at δ*_ML ≤ 1.05 × the minimum test MSE",
-              by_delta.loc[d_ml, "test_mse"] <= 1.05 * by_delta["test_mse"].min(),
-              f"{by_delta.loc[d_ml, 'test_mse']:.4f} vs {by_delta['test_mse'].min():.4f}"),
-        check("train MSE non-decreasing in δ (≤ 2 violations)", violations <= 2, f"{violations} violations"),
-    ]
     return "\n".join([
         "## Fig. 5.1: marginal likelihood on wine-quality-red",
         "",
@@ -73,10 +62,29 @@ def wine(r: Reproduction) -> str:
         "curves are means over the splits ([wine_by_delta.csv](wine_by_delta.csv)). The thesis gives no numbers, "
         "only the claim that the marginal likelihood picks the δ of the lowest test error.",
         "",
-        checks_table(checks, "claim (notes-003 checklist item 5)"),
+        r.table(wine_claims(by_delta)),
         "",
         "![wine](wine_fig5_1.png)",
     ])
+
+
+def wine_claims(by_delta: pd.DataFrame) -> list[Claim]:
+    """notes-003 checklist item 5 on the means over splits per δ (ascending): log marginal likelihood per example,
+    train and test MSE."""
+    nan = float("nan")
+    steps, at_ml, lowest, where = nan, nan, nan, ""
+    if len(by_delta) > 1:
+        d_ml, d_test = by_delta["log_marglik_per_n"].idxmax(), by_delta["test_mse"].idxmin()
+        deltas = by_delta.index.to_numpy()
+        steps = abs(np.log10(d_ml / d_test)) / np.log10(deltas[1] / deltas[0])
+        at_ml, lowest = by_delta.loc[d_ml, "test_mse"], by_delta["test_mse"].min()
+        where = f"δ*_ML = {d_ml:.3g}, δ*_test = {d_test:.3g} ({steps:.0f} steps)"
+    return [
+        claim(item(3, 5), Compare("grid steps between δ*_ML and the test-MSE argmin", "≤", 2 + 1e-9), steps,
+              note="a factor 3", numbers=where),
+        claim(item(3, 5), Compare("test MSE at δ*_ML", "≤", "the minimum test MSE", factor=1.05), (at_ml, lowest)),
+        claim(item(3, 5), Trend("train MSE", "does not fall", "δ", allowed=2), list(by_delta["train_mse"])),
+    ]
 
 
 # -------------------------------------------------------------------------------------- Fig. 5.8, Snelson
@@ -131,17 +139,6 @@ def snelson(r: Reproduction) -> str:
         ax.legend(fontsize=7)
     fig.savefig(out / "snelson_fig5_8.png", dpi=110)
     plt.close(fig)
-    checks = [
-        *[check(f"(a) {k}: latent std in the gap ≥ 1.5 × near the data", gap_std[k] >= 1.5 * data_std[k],
-                f"{gap_std[k]:.3f} vs {data_std[k]:.3f}") for k in shown],
-        *[check(f"(b) {label}'s gap std ≥ Laplace-GGN's (the thesis's 'huge variance when data are missing')",
-                gap_std[f"{label}, BLR"] >= gap_std["Laplace-GGN, BLR"],
-                f"{gap_std[f'{label}, BLR']:.3f} vs {gap_std['Laplace-GGN, BLR']:.3f}") for label in VI.values()],
-        check("(c) training RMSE ≤ 1.5σ for all three", max(rmse.values()) <= 1.5 * sigma,
-              ", ".join(f"{k} {v:.3f}" for k, v in rmse.items()) + f" (1.5σ = {1.5 * sigma:.3f})"),
-        check("Laplace-GGN's BLR and GP predictives coincide (max |Δ std| < 1e-6)", blr_gp < 1e-6,
-              f"{blr_gp:.1e}"),
-    ]
     stop = {n: "ELBO plateau" if info[n].get("plateau") else "step cap" for n in VI}
     runs = ", ".join(f"{VI[n]} {info[n]['iterations']:.0f} steps ({stop[n]})" for n in VI)
     return "\n".join([
@@ -154,7 +151,7 @@ def snelson(r: Reproduction) -> str:
         "the thesis's text says 2x64), the real 200 Snelson points without 1.5 < x < 3 in training, σ = 0.286. "
         f"Runs: {runs}. Latent std = √(J Σ Jᵀ) on a grid; 'near the data' = within 0.05 of a training input.",
         "",
-        checks_table(checks, "claim (notes-003 checklist item 12)"),
+        r.table(snelson_claims(gap_std, data_std, rmse, blr_gp, sigma)),
         "",
         "Both VI runs are transients (issue 22, bnnpred/conf/inference/voggn.yaml): at γ = 0.001 their covariance "
         "is still "
@@ -169,6 +166,24 @@ def snelson(r: Reproduction) -> str:
     ])
 
 
+def snelson_claims(gap_std: dict[str, float], data_std: dict[str, float], rmse: dict[str, float], blr_gp: float,
+                   sigma: float) -> list[Claim]:
+    """notes-003 checklist item 12: per predictive (``"<method>, BLR"``) its mean latent std in the gap and near
+    the data, each method's training RMSE, and the largest |Δ std| of Laplace-GGN's BLR and GP predictives."""
+    laplace = "Laplace-GGN, BLR"
+    shown = [k for k in gap_std if k.endswith("BLR")]
+    return [
+        *[claim(item(3, 12, "a"), Compare(f"{k}: latent std in the gap", "≥", "near the data", factor=1.5),
+                (gap_std[k], data_std[k])) for k in shown],
+        *[claim(item(3, 12, "b"), Compare(f"{k}: gap std", "≥", "Laplace-GGN's"),
+                (gap_std[k], gap_std.get(laplace, float("nan"))), note="the thesis's 'huge variance when data are "
+                "missing'") for k in shown if k != laplace],
+        every(item(3, 12, "c"), Compare("training RMSE", "≤", sigma, factor=1.5), rmse, over="method"),
+        claim(item(3, 12), Compare("Laplace-GGN's BLR and GP predictives: max |Δ std|", "<", 1e-6), blr_gp,
+              note="they coincide"),
+    ]
+
+
 def make(r: Reproduction) -> str:
     sections = [wine(r), snelson(r)]
     return "\n\n".join(["# Second thesis (notes-003): wine evidence and Snelson VOGN",
@@ -176,4 +191,4 @@ def make(r: Reproduction) -> str:
 
 
 STUDY = Study(name="notes003", title="second thesis (notes-003) Fig. 5.1 (wine marginal likelihood) and Fig. 5.8 "
-              "(Snelson, Laplace-GGN vs VOGN)", make=make, cpu_cost="about 10 min")
+              "(Snelson, Laplace-GGN vs VOGN)", make=make, cpu_cost="about 10 min", items=items(3, 5, 12))

@@ -20,7 +20,8 @@ from scipy.stats import spearmanr
 from bnnpred.metrics import entropy
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
-from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table, document
+from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, every, item, items, lookup
 from bnnpred.run_record import EVAL_FILES
 
 POSTERIORS: dict[str, tuple[str, ...]] = {  # one sweep over δ and seeds per posterior
@@ -39,7 +40,7 @@ CPU = ("prior.delta=0.01,0.1,1,10,100", "seed=117,68,187")
 QUICK = ("dataset.n_train=300", "dataset.n_test=200", "ood.n_test=100", "inference.map.epochs=1",
          "inference.map.batch_size=100", "predictive.n_samples=5", "predictive.gp_subset_size=20",
          "predictive.gp_prior_factors=[1,10]", "prior.delta=1,100", "seed=117")
-GP_M = {Tier.quick: (10, 20), Tier.cpu: (50, 100, 200, 400, 800, 1600), Tier.full: (50, 100, 200, 400, 800, 1600)}
+GP_M = (50, 100, 200, 400, 800, 1600)  # Fig 5.10's subset sizes (quick tier: 10, 20)
 
 
 def sweep_all(r: Reproduction) -> pd.DataFrame:
@@ -47,7 +48,7 @@ def sweep_all(r: Reproduction) -> pd.DataFrame:
     frames = []
     for posterior, overrides in POSTERIORS.items():
         folder = r.sweep(r.runs / "notes003_images" / posterior, "delta${prior.delta}_seed${seed}",
-                         "experiment=notes003_fmnist", *overrides, *(() if r.tier is Tier.quick else CPU),
+                         "experiment=notes003_fmnist", *overrides, *r.pick(quick=(), cpu=CPU),
                          quick=QUICK)
         frame = collect([folder])
         frame["row"] = [ROWS.get((posterior, kind)) for kind in frame["predictive"]]
@@ -92,22 +93,22 @@ def spread(mean: float, sd: float, metric: str) -> str:
     return f"{mean:.{digits}f} ± {sd:.{digits}f}"
 
 
-def table_claims(chosen: pd.DataFrame) -> list[str]:
-    """notes-003 checklist item 13 (Table 5.2's pass criteria) on the test split's means over seeds."""
-    s = stats(chosen)
-    acc, nll, ece = s["accuracy"], s["nll"], s["ece"]
+def table_claims(s: pd.DataFrame) -> list[Claim]:
+    """notes-003 checklist item 13 (Table 5.2's pass criteria) on the test split's means over seeds (``s``: the rows
+    of :func:`stats`)."""
     glm, bnn, gp = "GLM-KFAC", "BNN-KFAC", ROWS["kron", "gp"]
+    acc, nll, ece = ({row: lookup(s, row, m) for row in ROWS.values()} for m in ("accuracy", "nll", "ece"))
     return [
-        check("(13) ECE(GLM-KFAC) < ECE(BNN-KFAC) and ≤ 0.03", ece[glm] < ece[bnn] and ece[glm] <= 0.03,
-              f"{ece[glm]:.4f} vs {ece[bnn]:.4f}"),
-        check("(13) accuracy(GLM-KFAC) ≥ accuracy(MAP) − 0.5 pp", acc[glm] >= acc["MAP"] - 0.5,
-              f"{acc[glm]:.2f} vs {acc['MAP']:.2f}"),
-        check("(13) NLL(GLM-KFAC) ≤ NLL(BNN-KFAC)", nll[glm] <= nll[bnn], f"{nll[glm]:.4f} vs {nll[bnn]:.4f}"),
-        check("(13) ECE(GP-GGN) ≤ 0.04", ece[gp] <= 0.04, f"{ece[gp]:.4f}"),
-        check("(13) |accuracy(GP-GGN) − accuracy(MAP)| ≤ 0.5 pp", abs(acc[gp] - acc["MAP"]) <= 0.5,
-              f"{acc[gp]:.2f} vs {acc['MAP']:.2f}"),
-        check("(13, soft) accuracy(GLM-KFAC) within 1.5 pp of the paper's 91.88 % (its 3c3d CNN; ours is the "
-              "substitute MLP)", abs(acc[glm] - 91.88) <= 1.5, f"{acc[glm]:.2f}"),
+        all_of(claim(item(3, 13), Compare("ECE(GLM-KFAC)", "<", "ECE(BNN-KFAC)"), (ece[glm], ece[bnn])),
+               claim(item(3, 13), Compare("ECE(GLM-KFAC)", "≤", 0.03), ece[glm])),
+        claim(item(3, 13), Compare("accuracy(GLM-KFAC)", "≥", "accuracy(MAP)", margin=-0.5), (acc[glm], acc["MAP"]),
+              note="pp"),
+        claim(item(3, 13), Compare("NLL(GLM-KFAC)", "≤", "NLL(BNN-KFAC)"), (nll[glm], nll[bnn])),
+        claim(item(3, 13), Compare("ECE(GP-GGN)", "≤", 0.04), ece[gp]),
+        claim(item(3, 13), Compare("|accuracy(GP-GGN) − accuracy(MAP)|", "≤", 0.5), abs(acc[gp] - acc["MAP"]),
+              note="pp"),
+        claim(item(3, 13), Compare(f"|accuracy(GLM-KFAC) − the paper's {PAPER[glm][0]:g} %|", "≤", 1.5),
+              abs(acc[glm] - PAPER[glm][0]), note="pp, soft: the paper's 3c3d CNN, ours the substitute MLP"),
     ]
 
 
@@ -122,23 +123,24 @@ def kind_of(row: str) -> str:
     return next(kind for (_, kind), name in ROWS.items() if name == row)
 
 
-def ood_claims(chosen: pd.DataFrame) -> list[str]:
-    """notes-003 checklist item 15 (Fig 5.9): OOD-AUC ordering, and OOD entropy above in-distribution entropy for
-    every method (means over seeds of each seed's mean entropies)."""
-    auc = stats(chosen)["ood_auc"]
+def entropy_gaps(chosen: pd.DataFrame) -> dict[str, float]:
+    """Per row, the mean over seeds of (mean OOD entropy − mean test entropy) of its chosen runs."""
     test = chosen[chosen["split"] == "test"]
-    gaps = {row: np.mean([np.mean(out) - np.mean(inside) for inside, out in
-                          (entropies(d, kind_of(row)) for d in test.loc[test["row"] == row, "run_dir"])])
+    return {row: float(np.mean([np.mean(out) - np.mean(inside) for inside, out in
+                                (entropies(d, kind_of(row)) for d in test.loc[test["row"] == row, "run_dir"])]))
             for row in ROWS.values()}
-    lowest = min(gaps, key=gaps.get)
+
+
+def ood_claims(s: pd.DataFrame, gaps: dict[str, float]) -> list[Claim]:
+    """notes-003 checklist item 15 (Fig 5.9): OOD-AUC ordering (``s``: the rows of :func:`stats`), and OOD entropy
+    above in-distribution entropy for every method (``gaps``: :func:`entropy_gaps`)."""
+    auc = {row: lookup(s, row, "ood_auc") for row in ROWS.values()}
     glm = "GLM-KFAC"
     return [
-        check("(15) OOD-AUC(GLM-KFAC) ≥ OOD-AUC(MAP) + 0.01", auc[glm] >= auc["MAP"] + 0.01,
-              f"{auc[glm]:.4f} vs {auc['MAP']:.4f}"),
-        check("(15) OOD-AUC(GLM-KFAC) ≥ OOD-AUC(BNN-KFAC)", auc[glm] >= auc["BNN-KFAC"],
-              f"{auc[glm]:.4f} vs {auc['BNN-KFAC']:.4f}"),
-        check("(15) mean OOD entropy > mean test entropy for every method", all(g > 0 for g in gaps.values()),
-              f"smallest gap {gaps[lowest]:.4f} nats ({lowest})"),
+        claim(item(3, 15), Compare("OOD-AUC(GLM-KFAC)", "≥", "OOD-AUC(MAP)", margin=0.01), (auc[glm], auc["MAP"])),
+        claim(item(3, 15), Compare("OOD-AUC(GLM-KFAC)", "≥", "OOD-AUC(BNN-KFAC)"), (auc[glm], auc["BNN-KFAC"])),
+        every(item(3, 15), Compare("mean OOD entropy − mean test entropy", ">", 0), gaps, over="method",
+              note="nats"),
     ]
 
 
@@ -158,7 +160,7 @@ def gp_by_subset_size(r: Reproduction, chosen: pd.DataFrame) -> pd.DataFrame:
     runs = chosen[(chosen["row"] == "MAP") & (chosen["split"] == "test")]
     rows = []
     for seed, run_dir in zip(runs["seed"], runs["run_dir"], strict=True):
-        for M in GP_M[r.tier]:
+        for M in r.pick(quick=(10, 20), cpu=GP_M):
             folder = r.evaluate(run_dir, "predictive.kinds=[gp]", f"predictive.gp_subset_size={M}")
             test = document(folder, EVAL_FILES)["metrics"]["test"]["gp"]
             rows.append({"seed": seed, "M": M, "folder": str(folder), **{m: test[m] for m in METRICS}})
@@ -167,19 +169,20 @@ def gp_by_subset_size(r: Reproduction, chosen: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def gp_claims(by_m: pd.DataFrame, chosen: pd.DataFrame) -> list[str]:
-    """notes-003 checklist item 16 (Fig 5.10) on the means over seeds."""
+def gp_claims(by_m: pd.DataFrame, s: pd.DataFrame) -> list[Claim]:
+    """notes-003 checklist item 16 (Fig 5.10) on the means over seeds per M (``by_m``: one row per (seed, M)) against
+    MAP's (``s``: the rows of :func:`stats`)."""
     mean = by_m.groupby("M")[list(METRICS)].mean()
-    s = stats(chosen)
-    rho = spearmanr(mean.index, mean["ood_auc"]).statistic
-    worst = (mean["accuracy"] - s.loc["MAP", "accuracy"]).abs()
-    middle = 400 if 400 in mean.index else mean.index[len(mean) // 2]
+    map_auc, map_acc = lookup(s, "MAP", "ood_auc"), lookup(s, "MAP", "accuracy")
+    middle = 400 if 400 in mean.index else mean.index[len(mean) // 2] if len(mean) else None
+    rho = spearmanr(mean.index, mean["ood_auc"]).statistic if len(mean) > 1 else float("nan")
     return [
-        check(f"(16) OOD-AUC(GP, M = {middle}) ≥ OOD-AUC(MAP)", mean.loc[middle, "ood_auc"] >= s.loc["MAP", "ood_auc"],
-              f"{mean.loc[middle, 'ood_auc']:.4f} vs {s.loc['MAP', 'ood_auc']:.4f}"),
-        check("(16) OOD-AUC non-decreasing in M up to noise (Spearman ρ ≥ 0.5)", rho >= 0.5, f"ρ = {rho:.2f}"),
-        check("(16) accuracy within 0.5 pp of MAP for every M", bool((worst <= 0.5).all()),
-              f"largest gap {worst.max():.2f} pp (M = {worst.idxmax()})"),
+        claim(item(3, 16), Compare(f"OOD-AUC(GP, M = {middle})", "≥", "OOD-AUC(MAP)"),
+              (lookup(mean, middle, "ood_auc"), map_auc)),
+        claim(item(3, 16), Compare("Spearman ρ of OOD-AUC against M", "≥", 0.5), rho,
+              note="non-decreasing in M up to noise"),
+        every(item(3, 16), Compare("|accuracy(GP) − accuracy(MAP)|", "≤", 0.5),
+              {f"M = {M}": abs(a - map_acc) for M, a in mean["accuracy"].items()}, over="M", note="pp"),
     ]
 
 
@@ -223,18 +226,18 @@ def make(r: Reproduction) -> str:
         "brackets. The absolute numbers are not the paper's (another network); the checklist's relative criteria "
         "are.", "",
         "## Table 5.2 (checklist item 13)", "", *table(chosen), "",
-        checks_table(table_claims(chosen), "claim (notes-003 checklist item 13)"), "",
+        r.table(table_claims(stats(chosen))), "",
         "## Fig 5.9: OOD detection by predictive entropy (item 15)", "",
         f"![fig5.9]({fig5_9(r, chosen)})", "",
-        checks_table(ood_claims(chosen), "claim (notes-003 checklist item 15)"), "",
+        r.table(ood_claims(stats(chosen), entropy_gaps(chosen))), "",
         "## Fig 5.10: the GP-GGN against its number of training points M (item 16)", "",
         "Each seed's MAP network (its chosen δ) re-evaluated with the GP on M random training points "
         "(`bnnpred eval`); means ± standard deviations over the seeds, `fig5_10_gp_by_m.csv` per seed.", "",
         *m_table(by_m), "", f"![fig5.10]({fig5_10(r, by_m)})", "",
-        checks_table(gp_claims(by_m, chosen), "claim (notes-003 checklist item 16)"), "",
+        r.table(gp_claims(by_m, stats(chosen))), "",
     ])
 
 
 STUDY = Study(name="notes003_images", title="notes-003 Table 5.2, Fig 5.9 and Fig 5.10 at reduced scale: "
               "all 60k Fashion-MNIST images, MAP / BNN / GLM-KFAC / GLM-diag / last-layer GLM / GP, MNIST OOD",
-              make=make, cpu_cost="about 60 min (45 runs, 18 GP re-evaluations)")
+              make=make, cpu_cost="about 60 min (45 runs, 18 GP re-evaluations)", items=items(3, 13, 15, 16))

@@ -13,7 +13,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from scipy.stats import norm  # noqa: E402
 
-from bnnpred.reproduce.base import Reproduction, Study, check, checks_table  # noqa: E402
+from bnnpred.reproduce.base import Reproduction, Study  # noqa: E402
+from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, item, items  # noqa: E402
 from bnnpred.run_evaluation import predictors  # noqa: E402
 from bnnpred.saved_runs import restore  # noqa: E402
 
@@ -80,17 +81,9 @@ def make(r: Reproduction) -> str:
     fig.savefig(r.out / "fig3.png", dpi=110)
     plt.close(fig)
 
-    rows = [
-        check("the true posterior has (almost) no mass at w < 0; Laplace puts visible mass there",
-              true_neg_w < 0.01 and laplace_neg_w > 10 * true_neg_w,
-              f"P(w < 0): true {true_neg_w:.2e}, Laplace {laplace_neg_w:.3f}"),
-        check("Laplace and the true posterior share the mode (within 2 grid cells)",
-              abs(float(w[mode[0]] - theta[0])) <= 2 * (W_RANGE[1] - W_RANGE[0]) / (GRID - 1)
-              and abs(float(b[mode[1]] - theta[1])) <= 2 * (B_RANGE[1] - B_RANGE[0]) / (GRID - 1),
-              f"grid mode ({float(w[mode[0]]):.2f}, {float(b[mode[1]]):.2f}), MAP ({theta[0]:.2f}, {theta[1]:.2f})"),
-        check("the glm predictive mean is closer to the true one than the bnn predictive",
-              error["glm"] < error["nn"], f"mean |Δ| glm {error['glm']:.4f}, bnn {error['nn']:.4f}"),
-    ]
+    cells = (abs(float(w[mode[0]] - theta[0])) / ((W_RANGE[1] - W_RANGE[0]) / (GRID - 1)),
+             abs(float(b[mode[1]] - theta[1])) / ((B_RANGE[1] - B_RANGE[0]) / (GRID - 1)))
+    rows = fig3_claims(true_neg_w, laplace_neg_w, cells, error)
     return "\n".join([
         "# GLM predictive paper, Fig. 3: the 1-D step example", "",
         r.provenance("bnnpred reproduce notes004_fig3"), "",
@@ -99,10 +92,28 @@ def make(r: Reproduction) -> str:
         "Adam, full Laplace-GGN. "
         f"True posterior by integration on a {GRID} x {GRID} grid over [-8, 8]² (the paper used 10⁵ HMC samples); "
         f"{s.cfg.predictive.n_samples} predictive samples.", "",
-        checks_table(rows, "claim (notes-004 §3.1)"), "",
+        r.table(rows), "",
         "![fig3](fig3.png)",
     ]) + "\n"
 
 
+def fig3_claims(true_neg_w: float, laplace_neg_w: float, mode_cells: tuple[float, float],
+                error: dict[str, float]) -> list[Claim]:
+    """notes-004 checklist item 4: the mass at w < 0 of the true and the Laplace posterior, the distance in grid
+    cells of the true posterior's mode from the MAP in (w, b), and each predictive's mean |Δ| to the true
+    predictive mean (``"nn"``: bnn, ``"glm"``)."""
+    return [
+        all_of(claim(item(4, 4), Compare("true P(w < 0)", "<", 0.01), true_neg_w),
+               claim(item(4, 4), Compare("Laplace P(w < 0)", ">", "true P(w < 0)", factor=10),
+                     (laplace_neg_w, true_neg_w))),
+        all_of(claim(item(4, 4), Compare("|true mode − MAP| in w, grid cells", "≤", 2), mode_cells[0]),
+               claim(item(4, 4), Compare("in b", "≤", 2), mode_cells[1]), note="Laplace and the true posterior share "
+               "the mode"),
+        claim(item(4, 4), Compare("glm predictive mean's |Δ| to the true one", "<", "bnn's"),
+              (error.get("glm", float("nan")), error.get("nn", float("nan")))),
+    ]
+
+
 STUDY = Study(name="notes004_fig3", title="GLM predictive paper (notes-004) Fig. 3: the 1-D step example, true vs "
-              "Laplace posterior and the bnn / glm predictives", make=make, cpu_cost="about 1 min")
+              "Laplace posterior and the bnn / glm predictives", make=make, cpu_cost="about 1 min",
+              items=items(4, 4))

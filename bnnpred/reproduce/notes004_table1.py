@@ -19,7 +19,8 @@ import pandas as pd
 
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
-from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
+from bnnpred.reproduce.base import Reproduction, Study
+from bnnpred.reproduce.claims import Claim, Compare, at_least, every, item, items, lookup
 
 SETS = ["australian", "breast_cancer", "ionosphere", "glass", "vehicle", "waveform", "digits", "satellite"]
 # one sweep (splits x δ) per set and method; each method's predictives give the table's columns
@@ -42,6 +43,7 @@ PAPER = {  # notes-004 Table 1: test NLL, mean over 10 splits
     "digits": [0.094, 0.219, 0.875, 0.250, 0.409, 0.150, 0.149],
     "satellite": [0.230, 0.307, 0.482, 0.241, 0.327, 0.227, 0.248],
 }
+PAPER_TOLERANCE = (0.05, 0.15)  # criterion (d): within max(0.05, 15 %) of the paper's NLL
 CPU_SHARED = ("dataset.split=0,1,2", "prior.delta=0.01,0.1,1,10,100")
 CPU = {"laplace": ("inference.map.steps=5000",), "laplace_diag": ("inference.map.steps=5000",),
        "bbb": ("inference.steps=2500",),
@@ -55,13 +57,13 @@ QUICK = {"laplace": ("inference.map.steps=1000",), "laplace_diag": ("inference.m
 
 
 def runs_full_refine(r: Reproduction, name: str) -> bool:
-    return r.tier is Tier.full or name in CHEAP_FULL_REFINE
+    return r.pick(quick=name in CHEAP_FULL_REFINE, cpu=name in CHEAP_FULL_REFINE, full=True)
 
 
 def sweep_all(r: Reproduction, sets: list[str], arch: str, *overrides_all: str) -> pd.DataFrame:
     """Every run of every set and method, with its table column (rows of :func:`collect`)."""
     frames = []
-    scaled = {method: (*CPU_SHARED, *CPU[method]) if r.tier is Tier.cpu else () for method in METHODS}
+    scaled = {method: r.pick(quick=(), cpu=(*CPU_SHARED, *CPU[method]), full=()) for method in METHODS}
     for name in sets:
         for method, overrides in METHODS.items():
             if method == "refine" and not runs_full_refine(r, name):
@@ -91,37 +93,37 @@ def metric_table(table: pd.DataFrame, sets: list[str], metric: str, paper: dict[
     return lines
 
 
-def claims(table: pd.DataFrame, sets: list[str], paper: dict[str, list[float]] | None) -> list[str]:
-    """notes-004 checklist item 6 (criterion (d) only where the paper has a table to compare with)."""
+def claims(table: pd.DataFrame, sets: list[str], paper: dict[str, list[float]] | None) -> list[Claim]:
+    """notes-004 checklist item 6 on the test NLL per (set, column) (criterion (d) only where the paper has a table
+    to compare with)."""
     def nll(name: str, column: str) -> float:
-        return float(table.loc[(name, column), "nll"])
+        return lookup(table, (name, column), "nll")
 
-    worst = [n for n in sets if nll(n, "bnn") >= max(nll(n, c) for c in COLUMNS.values() if (n, c) in table.index)]
+    def pairs(column: str, other: str, names: list[str]) -> dict[str, tuple[float, float]]:
+        return {n: (nll(n, column), nll(n, other)) for n in names}
+
     refined = [n for n in sets if (n, "glm refine") in table.index]
-    count = len(sets)
+    others = {n: max((nll(n, c) for c in COLUMNS.values() if c != "bnn" and (n, c) in table.index),
+                     default=float("nan")) for n in sets}
     return [
-        check(f"(a) glm < bnn on {count}/{count}", all(nll(n, "glm") < nll(n, "bnn") for n in sets),
-              f"{sum(nll(n, 'glm') < nll(n, 'bnn') for n in sets)}/{count}"),
-        check(f"(a) glm diag < bnn on {count}/{count}", all(nll(n, "glm diag") < nll(n, "bnn") for n in sets),
-              f"{sum(nll(n, 'glm diag') < nll(n, 'bnn') for n in sets)}/{count}"),
-        check("(b) glm ≤ MFVI on ≥ 6/8", sum(nll(n, "glm") <= nll(n, "MFVI") for n in sets) >= 0.75 * count,
-              f"{sum(nll(n, 'glm') <= nll(n, 'MFVI') for n in sets)}/{count}"),
-        check(f"(c, soft) glm refine ≤ glm on ≥ 5/8 (of the {len(refined)} sets refined)",
-              sum(nll(n, "glm refine") <= nll(n, "glm") for n in refined) >= 5 / 8 * len(refined),
-              f"{sum(nll(n, 'glm refine') <= nll(n, 'glm') for n in refined)}/{len(refined)}"),
+        every(item(4, 6, "a"), Compare("glm NLL", "<", "bnn NLL"), pairs("glm", "bnn", sets), over="set"),
+        every(item(4, 6, "a"), Compare("glm diag NLL", "<", "bnn NLL"), pairs("glm diag", "bnn", sets), over="set"),
+        at_least(item(4, 6, "b"), Compare("glm NLL", "≤", "MFVI NLL"), pairs("glm", "MFVI", sets), (6, 8), over="sets"),
+        at_least(item(4, 6, "c"), Compare("glm refine NLL", "≤", "glm NLL"), pairs("glm refine", "glm", refined),
+                 (5, 8), over="refined sets", note="soft"),
         *([] if paper is None else [close_to_paper(nll, sets, paper)]),
-        check("(e) bnn the worst column on ≥ 7/8", len(worst) >= 7 / 8 * count, f"{len(worst)}/{count}"),
+        at_least(item(4, 6, "e"), Compare("bnn NLL", "≥", "every other column's"),
+                 {n: (nll(n, "bnn"), others[n]) for n in sets}, (7, 8), over="sets", note="bnn the worst column"),
     ]
 
 
-def close_to_paper(nll: Callable[[str, str], float], sets: list[str], paper: dict[str, list[float]]) -> str:
-    """Criterion (d): MAP, bnn and glm test NLL within max(0.05, 15 %) of the paper's, the misses named."""
+def close_to_paper(nll: Callable[[str, str], float], sets: list[str], paper: dict[str, list[float]]) -> Claim:
+    """Criterion (d): MAP, bnn and glm test NLL within max(absolute, relative x paper) of the paper's."""
+    absolute, relative = PAPER_TOLERANCE
     values = {(n, c): p for n in sets for c, p in zip(COLUMNS.values(), paper[n], strict=True)}
-    misses = [f"{n} {c} {nll(n, c):.3f} vs {values[(n, c)]:.3f}" for n in sets for c in ("MAP", "bnn", "glm")
-              if abs(nll(n, c) - values[(n, c)]) > max(0.05, 0.15 * values[(n, c)])]
-    cells = 3 * len(sets)
-    return check("(d) MAP, bnn, glm within max(0.05, 15 %) of the paper", not misses,
-                 f"{cells - len(misses)}/{cells} cells" + (f" (not: {'; '.join(misses)})" if misses else ""))
+    return every(item(4, 6, "d"), Compare(f"|ours − paper| / max({absolute:g}, {relative:g} × paper)", "≤", 1),
+                 {f"{n} {c}": abs(nll(n, c) - values[(n, c)]) / max(absolute, relative * values[(n, c)])
+                  for n in sets for c in ("MAP", "bnn", "glm")}, over="(set, column) of MAP, bnn and glm")
 
 
 def fig5(r: Reproduction, frame: pd.DataFrame, sets: list[str]) -> list[str]:
@@ -135,16 +137,23 @@ def fig5(r: Reproduction, frame: pd.DataFrame, sets: list[str]) -> list[str]:
               for name in sets}
     figures.plot_metric_vs_hyper_panels(r.out / "fig5_nll_vs_delta.png", deltas.to_numpy(), panels,
                                         ylabel="test NLL", log_y=True)
-    glm_wins = (by_delta["glm"] < by_delta["bnn"]).groupby("set").all()
-    refined = by_delta.dropna(subset=["glm refine"]) if "glm refine" in by_delta else by_delta.iloc[:0]
-    refine_wins = int((refined["glm refine"] <= refined["MAP"]).sum()) if len(refined) else 0
-    rows = [check("glm < bnn at every δ, on every set", bool(glm_wins.all()),
-                  f"{int(glm_wins.sum())}/{len(glm_wins)} sets"
-                  + ("" if glm_wins.all() else f" (not: {', '.join(glm_wins.index[~glm_wins])})")),
-            check("glm refine ≤ MAP at ≥ 70 % of (set, δ) where refined", refine_wins >= 0.7 * len(refined),
-                  f"{refine_wins}/{len(refined)}")]
-    return ["## Fig. 5: test NLL against δ, every set", "", checks_table(rows, "claim (notes-004 item 7)"), "",
+    return ["## Fig. 5: test NLL against δ, every set", "", r.table(fig5_claims(by_delta)), "",
             "![fig5](fig5_nll_vs_delta.png)"]
+
+
+def fig5_claims(by_delta: pd.DataFrame) -> list[Claim]:
+    """notes-004 checklist item 7 over every (set, δ) (``by_delta``: mean test NLL, one column per table column)."""
+    def pairs(column: str, other: str) -> dict[str, tuple[float, float]]:
+        if column not in by_delta or other not in by_delta:
+            return {}
+        both = by_delta[[column, other]].dropna(subset=[column])
+        return {f"{n} δ = {d:g}": (a, b) for (n, d), (a, b) in zip(both.index, both.to_numpy(), strict=True)}
+
+    return [
+        every(item(4, 7), Compare("glm NLL", "<", "bnn NLL"), pairs("glm", "bnn"), over="(set, δ)"),
+        at_least(item(4, 7), Compare("glm refine NLL", "≤", "MAP NLL"), pairs("glm refine", "MAP"), (7, 10),
+                 over="refined (set, δ)"),
+    ]
 
 
 def selection_outliers(chosen: pd.DataFrame, ratio: float = 3.0) -> list[str]:
@@ -162,7 +171,7 @@ def make_for(depth: int) -> Callable[[Reproduction], str]:
     arch = f"{depth}x50"
 
     def make(r: Reproduction) -> str:
-        sets = list(r.pick(cpu=SETS, quick=["australian", "glass"]))
+        sets = r.pick(quick=["australian", "glass"], cpu=SETS)
         frame = sweep_all(r, sets, arch, f"model.depth={depth}")
         chosen = select_by_valid_nll(frame)
         table = summarize(chosen, "test", ["set", "column"]).set_index(["set", "column"])
@@ -180,7 +189,7 @@ def make_for(depth: int) -> Callable[[Reproduction], str]:
             "Scale of each tier: see the study's docstring (`bnnpred/reproduce/notes004_table1.py`); — marks a "
             "column this tier does not run.", "",
             f"## Test NLL ({beside})", "", *metric_table(table, sets, "nll", paper), "",
-            checks_table(claims(table, sets, paper), "claim (notes-004 checklist item 6)"), "",
+            r.table(claims(table, sets, paper)), "",
             "Chosen runs whose test NLL is over 3x their validation NLL:", "", *selection_outliers(chosen), "",
             "## Test accuracy", "", *metric_table(table, sets, "accuracy"), "",
             "## Test ECE", "", *metric_table(table, sets, "ece"), "",
@@ -192,4 +201,5 @@ def make_for(depth: int) -> Callable[[Reproduction], str]:
 
 STUDY = Study(name="notes004_table1", title="GLM predictive paper (notes-004) Table 1 and Fig. 5: UCI classification "
               "with MAP, MFVI, bnn, glm, glm diag and refined GLM posteriors (2x50 tanh)", make=make_for(2),
-              cpu_cost="about 3 h (525 runs: 8 sets x 3 splits x 5 δ x 4-5 methods)", full_scale=True)
+              cpu_cost="about 3 h (525 runs: 8 sets x 3 splits x 5 δ x 4-5 methods)", items=items(4, 6, 7),
+              full_scale=True)

@@ -20,7 +20,8 @@ import torch
 from bnnpred.metrics import entropy
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
-from bnnpred.reproduce.base import Reproduction, Study, Tier, check, checks_table
+from bnnpred.reproduce.base import Reproduction, Study
+from bnnpred.reproduce.claims import Claim, Compare, claim, item, items, lookup
 
 PAIRS = {"fashion_mnist": "mnist", "mnist": "fashion_mnist"}  # in-distribution set -> OOD set
 # one sweep over δ per posterior; each predictive of a sweep is a table row
@@ -51,7 +52,7 @@ def sweep_all(r: Reproduction, sets: list[str]) -> pd.DataFrame:
         for posterior, overrides in POSTERIORS.items():
             folder = r.sweep(r.runs / "notes004_table2" / name / posterior, "delta${prior.delta}",
                              "experiment=notes004_table2", f"dataset={name}", f"ood={PAIRS[name]}", *overrides,
-                             *(CPU if r.tier is Tier.cpu else ()), quick=QUICK)
+                             *r.pick(quick=(), cpu=CPU, full=()), quick=QUICK)
             frame = collect([folder])
             frame["set"] = name
             frame["row"] = [ROWS.get((posterior, kind)) for kind in frame["predictive"]]
@@ -75,26 +76,24 @@ def table(chosen: pd.DataFrame, name: str) -> list[str]:
     return lines
 
 
-def claims(chosen: pd.DataFrame, name: str) -> list[str]:
-    """notes-004 checklist item 10 (the CPU analogue of Table 2, soft at this scale), then the issue's further
-    claims: dampening recovers the bnn accuracy (within 1 point of MAP), glm's OOD-AUC above the dampened bnn's
-    (item 8c), the gp's ECE the lowest of the five (item 8d)."""
-    stats = summarize(chosen[chosen["set"] == name], "test", ["row"]).set_index("row")
-    acc, nll, ece, auc = (stats[m] for m in METRICS)
-    best_ece = min(ece[row] for row in ROWS.values() if row != "gp predictive")
-    bnn, ritter, glm = "bnn predictive", "bnn (Ritter et al.)", "glm predictive"
+def claims(stats: pd.DataFrame) -> list[Claim]:
+    """notes-004 checklist item 10 (the CPU analogue of Table 2, soft at this scale) on one set's test metrics per
+    row (``stats``), then item 8's (c) and (d) at this scale and one added claim: dampening recovers the bnn
+    accuracy (within 1 point of MAP)."""
+    acc, nll, ece, auc = ({row: lookup(stats, row, m) for row in ROWS.values()} for m in METRICS)
+    bnn, ritter, glm, gp = "bnn predictive", "bnn (Ritter et al.)", "glm predictive", "gp predictive"
+    best_ece = min((v for row, v in ece.items() if row != gp), default=float("nan"))
     return [
-        check("(10) undampened bnn accuracy ≥ 3 points below MAP", acc[bnn] <= acc["MAP"] - 3,
-              f"{acc[bnn]:.1f} vs {acc['MAP']:.1f}"),
-        check("(10) glm accuracy ≥ MAP − 1", acc[glm] >= acc["MAP"] - 1, f"{acc[glm]:.1f} vs {acc['MAP']:.1f}"),
-        check("(10) glm NLL ≤ MAP NLL", nll[glm] <= nll["MAP"], f"{nll[glm]:.3f} vs {nll['MAP']:.3f}"),
-        check("(10) glm OOD-AUC ≥ MAP OOD-AUC", auc[glm] >= auc["MAP"], f"{auc[glm]:.3f} vs {auc['MAP']:.3f}"),
-        check("dampening recovers the bnn accuracy (within 1 point of MAP)", acc[ritter] >= acc["MAP"] - 1,
-              f"{acc[ritter]:.1f} vs {acc['MAP']:.1f}"),
-        check("(8c) glm OOD-AUC > dampened bnn OOD-AUC", auc[glm] > auc[ritter],
-              f"{auc[glm]:.3f} vs {auc[ritter]:.3f}"),
-        check("(8d) gp ECE the lowest of the five", ece["gp predictive"] < best_ece,
-              f"{ece['gp predictive']:.3f} vs {best_ece:.3f} (the best other)"),
+        claim(item(4, 10), Compare("undampened bnn accuracy", "≤", "MAP accuracy", margin=-3), (acc[bnn], acc["MAP"]),
+              note="points"),
+        claim(item(4, 10), Compare("glm accuracy", "≥", "MAP accuracy", margin=-1), (acc[glm], acc["MAP"]),
+              note="points"),
+        claim(item(4, 10), Compare("glm NLL", "≤", "MAP NLL"), (nll[glm], nll["MAP"])),
+        claim(item(4, 10), Compare("glm OOD-AUC", "≥", "MAP OOD-AUC"), (auc[glm], auc["MAP"])),
+        claim(item(4, 8), Compare("dampened bnn accuracy", "≥", "MAP accuracy", margin=-1), (acc[ritter], acc["MAP"]),
+              note="points; added beside item 8: dampening recovers the bnn accuracy"),
+        claim(item(4, 8, "c"), Compare("glm OOD-AUC", ">", "dampened bnn OOD-AUC"), (auc[glm], auc[ritter])),
+        claim(item(4, 8, "d"), Compare("gp ECE", "<", "the lowest ECE of the other four"), (ece[gp], best_ece)),
     ]
 
 
@@ -129,7 +128,7 @@ def make(r: Reproduction) -> str:
         beside = ("the paper's FMNIST numbers (60k images, 500 epochs, 5 seeds) in brackets" if name == "fashion_mnist"
                   else "the paper's MNIST table is in its missing App. B.4")
         sections += [f"## {name} (OOD: {PAIRS[name]}); {beside}", "", *table(chosen, name), "",
-                     checks_table(claims(chosen, name), "claim (notes-004 checklist items 10 and 8)"), "",
+                     r.table(claims(summarize(chosen[chosen["set"] == name], "test", ["row"]).set_index("row"))), "",
                      f"![fig6]({fig6(r, chosen, name)})", ""]
     deltas = ", ".join(f"{d:g}" for d in np.sort(frame["delta"].unique()))
     return "\n".join([
@@ -148,4 +147,4 @@ def make(r: Reproduction) -> str:
 
 STUDY = Study(name="notes004_table2", title="GLM predictive paper (notes-004) Table 2 and Fig. 6: 3c3d on "
               "Fashion-MNIST / MNIST with OOD detection (MAP, bnn, dampened bnn, glm, gp)", make=make,
-              cpu_cost="about 45 min (16 runs)", full_scale=True)
+              cpu_cost="about 45 min (16 runs)", items=items(4, 8, 10), full_scale=True)

@@ -11,7 +11,8 @@ import pandas as pd
 
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
-from bnnpred.reproduce.base import Reproduction, Study, check, checks_table
+from bnnpred.reproduce.base import Reproduction, Study
+from bnnpred.reproduce.claims import Between, Claim, Compare, all_of, claim, item, items
 
 QUICK_MAP = ("inference.map.steps=300",)
 BANANA_PAPER = {  # notes-003 Table 5.1 (no error bars in the thesis)
@@ -43,22 +44,7 @@ def fig5_2(r: Reproduction) -> str:
                              letters={"A": (corner["sigma2"], corner["delta"]), "B": (1.0, 100.0)})
     for name, run in [("star", main), ("A", a_run), ("B", b_run)]:
         shutil.copyfile(run / "predictive_glm.png", out / f"fig5_2_predictive_{name}.png")
-    best_test = table["test_ll_map"].max()
-    rows = [
-        check("evidence argmax σ² ∈ [0.03, 0.3] (data noise 0.09; thesis 0.1)", 0.03 <= best["sigma2"] <= 0.3,
-              f"σ² = {best['sigma2']:.3g}"),
-        check("evidence argmax δ ∈ [0.063, 6.3] (thesis 0.63)", 0.063 <= best["delta"] <= 6.3,
-              f"δ = {best['delta']:.3g}"),
-        check("test ℓℓ at the evidence argmax ≥ best test ℓℓ on the grid − 0.1",
-              best["test_ll_map"] >= best_test - 0.1, f"{best['test_ll_map']:.3f} vs {best_test:.3f}"),
-        check("A (δ, σ² smallest) overfits: train ℓℓ above ★, test ℓℓ below ★",
-              corner["train_ll_map"] > best["train_ll_map"] and corner["test_ll_map"] < best["test_ll_map"],
-              f"train {corner['train_ll_map']:.3f} vs {best['train_ll_map']:.3f}; "
-              f"test {corner['test_ll_map']:.3f} vs {best['test_ll_map']:.3f}"),
-        check("B (δ = 100, σ² = 1) underfits: train and test ℓℓ below ★",
-              b_row["train_ll_map"] < best["train_ll_map"] and b_row["test_ll_map"] < best["test_ll_map"],
-              f"train {b_row['train_ll_map']:.3f}, test {b_row['test_ll_map']:.3f}"),
-    ]
+    rows = fig5_2_claims(table, best, corner, b_row)
     return "\n".join([
         "## Thesis Fig. 5.2: evidence over (σ², δ), Snelson with a gap",
         "",
@@ -66,7 +52,7 @@ def fig5_2(r: Reproduction) -> str:
         f"[{sigma2s[0]:g}, {sigma2s[-1]:g}], one MAP (10,000 Adam steps, cosine decay) per point, thesis MLP "
         f"(P = 2676). Thesis: δ = 0.63, σ² = 0.1. Here: **δ = {best['delta']:.3g}, σ² = {best['sigma2']:.3g}**.",
         "",
-        checks_table(rows),
+        r.table(rows),
         "",
         "A does not overfit here: with 10,000 Adam steps the thesis MLP does not interpolate the noise, so at "
         "σ² = 0.001 its training residuals (about 0.2) are still large against the noise and the train ℓℓ is low. "
@@ -78,6 +64,25 @@ def fig5_2(r: Reproduction) -> str:
         "",
         "![star](fig5_2_predictive_star.png) ![A](fig5_2_predictive_A.png) ![B](fig5_2_predictive_B.png)",
     ])
+
+
+def fig5_2_claims(table: pd.DataFrame, best: pd.Series, a: pd.Series, b: pd.Series) -> list[Claim]:
+    """notes-000 checklist items 11-12 on the evidence grid (``table``: one row per (δ, σ²)), its argmax ★ and the
+    rows of A (the smallest δ and σ²) and B (δ = 100, σ² = 1)."""
+    def above(what: str, row: pd.Series, key: str, op: str) -> Claim:
+        return claim(item(0, 12), Compare(f"{what}: {key.split('_')[0]} ℓℓ", op, "★'s"), (row[key], best[key]))
+
+    return [
+        claim(item(0, 11, "a"), Between("evidence argmax σ²", 0.03, 0.3), best["sigma2"],
+              note="data noise 0.09; thesis 0.1"),
+        claim(item(0, 11, "a"), Between("evidence argmax δ", 0.063, 6.3), best["delta"], note="thesis 0.63"),
+        claim(item(0, 11, "b"), Compare("test ℓℓ at the evidence argmax", "≥", "the grid's best", margin=-0.1),
+              (best["test_ll_map"], table["test_ll_map"].max())),
+        all_of(above("A (δ, σ² smallest)", a, "train_ll_map", ">"), above("A", a, "test_ll_map", "<"),
+               note="A overfits"),
+        all_of(above("B (δ = 100, σ² = 1)", b, "train_ll_map", "<"), above("B", b, "test_ll_map", "<"),
+               note="B underfits"),
+    ]
 
 
 # ------------------------------------------------------------------------------------- thesis Fig. 5.3
@@ -99,25 +104,14 @@ def fig5_3(r: Reproduction) -> str:
         "log evidence / N": table["log_marglik_per_n"].to_numpy(),
         "train log-lik": table["train_ll_map"].to_numpy(), "test log-lik": table["test_ll_map"].to_numpy(),
     }, marks={"★ evidence argmax": float(best["delta"])})
-    rows = [
-        check("evidence argmax δ ∈ [0.02, 2] (thesis 0.13)", 0.02 <= best["delta"] <= 2, f"δ = {best['delta']:.3g}"),
-        check("test ℓℓ at the argmax ≥ best test ℓℓ − 0.05", best["test_ll_map"] >= table["test_ll_map"].max() - 0.05,
-              f"{best['test_ll_map']:.3f} vs {table['test_ll_map'].max():.3f}"),
-        check("train ℓℓ → 0 at δ = 0.01 (> −0.05) and above ★ while test ℓℓ is below ★",
-              low["train_ll_map"] > -0.05 and low["train_ll_map"] > best["train_ll_map"]
-              and low["test_ll_map"] < best["test_ll_map"],
-              f"train {low['train_ll_map']:.4f}, test {low['test_ll_map']:.3f} (★ {best['test_ll_map']:.3f})"),
-        check("the evidence falls off at both ends of the grid",
-              low["log_marglik"] < best["log_marglik"] and high["log_marglik"] < best["log_marglik"],
-              f"{low['log_marglik']:.1f} / {best['log_marglik']:.1f} / {high['log_marglik']:.1f}"),
-    ]
+    rows = fig5_3_claims(table, best, low, high)
     return "\n".join([
         "## Thesis Fig. 5.3: evidence over δ, two moons",
         "",
         f"{len(table)} δ in [{table['delta'].min():g}, {table['delta'].max():g}], one MAP per point, thesis MLP "
         f"(P = 2701), 150 training points, noise 0.3. Thesis: δ = 0.13. Here: **δ = {best['delta']:.3g}**.",
         "",
-        checks_table(rows),
+        r.table(rows),
         "",
         "![evidence](fig5_3_evidence.png)",
         "",
@@ -127,12 +121,30 @@ def fig5_3(r: Reproduction) -> str:
     ])
 
 
+def fig5_3_claims(table: pd.DataFrame, best: pd.Series, low: pd.Series, high: pd.Series) -> list[Claim]:
+    """notes-000 checklist item 13 on the evidence curve (``table``: one row per δ), its argmax ★ and its rows at
+    the smallest (A) and the largest δ (B)."""
+    return [
+        claim(item(0, 13, "a"), Between("evidence argmax δ", 0.02, 2), best["delta"], note="thesis 0.13"),
+        claim(item(0, 13, "b"), Compare("test ℓℓ at the argmax", "≥", "the best test ℓℓ", margin=-0.05),
+              (best["test_ll_map"], table["test_ll_map"].max())),
+        all_of(claim(item(0, 13, "c"), Compare("train ℓℓ at the smallest δ", ">", -0.05), low["train_ll_map"]),
+               claim(item(0, 13, "c"), Compare("train ℓℓ there", ">", "★'s"),
+                     (low["train_ll_map"], best["train_ll_map"])),
+               claim(item(0, 13, "c"), Compare("test ℓℓ there", "<", "★'s"),
+                     (low["test_ll_map"], best["test_ll_map"]))),
+        all_of(*[claim(item(0, 13, "d"), Compare(f"log evidence at the {end} δ", "<", "★'s"),
+                       (row["log_marglik"], best["log_marglik"]))
+                 for end, row in (("smallest", low), ("largest", high))], note="the evidence falls off at both ends"),
+    ]
+
+
 # ------------------------------------------------------------------------------------- banana
 
 
 def banana(r: Reproduction) -> str:
     runs, out = r.runs, r.out
-    seeds = r.pick(cpu="0,1", quick="0")
+    seeds = r.pick(quick="0", cpu="0,1")
     folder = r.sweep(runs / "banana", "${hydra.job.num}", "experiment=banana", f"seed={seeds}", "plot.enabled=false",
                      quick=(*QUICK_MAP, "dataset.n_train=300", "predictive.n_samples=100",
                             "prior.delta=0.1,10"))
@@ -142,7 +154,6 @@ def banana(r: Reproduction) -> str:
     figures.plot_metric_vs_hyper(out / "banana_nll_vs_delta.png", by_delta.index.to_numpy(),
                                  {kind: by_delta[kind].to_numpy() for kind in ["map", "nn", "glm", "gp"]},
                                  ylabel="test NLL (mean over seeds)")
-    glm_wins = int((by_delta["glm"] <= by_delta["nn"]).sum())
     frame = select_by_valid_nll(everything)
     table = summarize(frame, "test", ["predictive"]).set_index("predictive")
     chosen = frame[(frame["split"] == "test")].groupby("predictive")["delta"].agg(lambda d: sorted(set(d)))
@@ -154,22 +165,11 @@ def banana(r: Reproduction) -> str:
     lines = ["| predictive | NLL | accuracy | ECE | thesis NLL / acc / ECE | δ chosen (per seed) |",
              "|---|---|---|---|---|---|"]
     for kind in ["map", "nn", "glm", "gp"]:
-        r = table.loc[kind]
+        t = table.loc[kind]
         paper = " / ".join(f"{v:.4f}" for v in BANANA_PAPER[kind]) if kind in BANANA_PAPER else "-"
-        lines.append(f"| {kind} | {r['nll']:.4f} ± {r['nll_se']:.4f} | {r['accuracy']:.4f} ± {r['accuracy_se']:.4f} | "
-                     f"{r['ece']:.4f} ± {r['ece_se']:.4f} | {paper} | {', '.join(f'{d:g}' for d in chosen[kind])} |")
-    g, n, gp = table.loc["glm"], table.loc["nn"], table.loc["gp"]
-    rows = [
-        check("GLM NLL ≤ 0.25, accuracy ≥ 0.88, ECE ≤ 0.05 (thesis 0.2151 / 0.8955 / 0.0288)",
-              g["nll"] <= 0.25 and g["accuracy"] >= 0.88 and g["ece"] <= 0.05,
-              f"{g['nll']:.4f} / {g['accuracy']:.4f} / {g['ece']:.4f}"),
-        check("NN sampling is washed out: NLL ≥ GLM + 0.03 and ECE above GLM's (thesis 0.4289)",
-              n["nll"] >= g["nll"] + 0.03 and n["ece"] > g["ece"], f"NLL {n['nll']:.4f}, ECE {n['ece']:.4f}"),
-        check("GLM NLL ≤ NN NLL at all δ but at most one (notes-003 item 9: at ≥ 15 of 16)",
-              glm_wins >= len(by_delta) - 1, f"{glm_wins} of {len(by_delta)}"),
-        check("GP (all N points) = GLM up to Monte Carlo: NLL within 0.01", abs(gp["nll"] - g["nll"]) <= 0.01,
-              f"{gp['nll']:.4f} vs {g['nll']:.4f}"),
-    ]
+        lines.append(f"| {kind} | {t['nll']:.4f} ± {t['nll_se']:.4f} | {t['accuracy']:.4f} ± {t['accuracy_se']:.4f} | "
+                     f"{t['ece']:.4f} ± {t['ece_se']:.4f} | {paper} | {', '.join(f'{d:g}' for d in chosen[kind])} |")
+    rows = banana_claims(table, by_delta)
     return "\n".join([
         "## Banana: MAP / NN / GLM / GP predictives on one full Laplace-GGN posterior",
         "",
@@ -178,7 +178,7 @@ def banana(r: Reproduction) -> str:
         "",
         *lines,
         "",
-        checks_table(rows),
+        r.table(rows),
         "",
         f"Predictive means (δ = {best_glm.iloc[0]['delta']:g}, seed 0) and the GLM predictive's aleatoric / epistemic "
         "split (Kwon et al. 2020):",
@@ -193,6 +193,29 @@ def banana(r: Reproduction) -> str:
     ])
 
 
+def banana_claims(table: pd.DataFrame, by_delta: pd.DataFrame) -> list[Claim]:
+    """notes-003 checklist items 8 and 9 on the test metrics per predictive at the chosen δ (``table``) and the mean
+    test NLL per δ and predictive (``by_delta``)."""
+    def of(kind: str, key: str) -> float:
+        return float(table.loc[kind, key]) if kind in table.index else float("nan")
+
+    losses = len(by_delta) - int((by_delta["glm"] <= by_delta["nn"]).sum()) if len(by_delta) else float("nan")
+    return [
+        all_of(claim(item(3, 8), Compare("GLM NLL", "≤", 0.25), of("glm", "nll")),
+               claim(item(3, 8), Compare("accuracy", "≥", 0.88), of("glm", "accuracy")),
+               claim(item(3, 8), Compare("ECE", "≤", 0.05), of("glm", "ece")),
+               note=f"thesis {' / '.join(f'{v:.4f}' for v in BANANA_PAPER['glm'])}"),
+        all_of(claim(item(3, 8), Compare("NN sampling NLL", "≥", "GLM's", margin=0.03), (of("nn", "nll"),
+                                                                                           of("glm", "nll"))),
+               claim(item(3, 8), Compare("its ECE", ">", "GLM's"), (of("nn", "ece"), of("glm", "ece"))),
+               note=f"NN sampling is washed out; thesis NLL {BANANA_PAPER['nn'][0]:.4f}"),
+        claim(item(3, 9), Compare("δ values where GLM NLL > NN NLL", "≤", 1), losses,
+              note="the notes: GLM ≤ NN at ≥ 15 of 16", numbers=f"{losses} of {len(by_delta)}"),
+        claim(item(3, 8), Compare("|GP NLL − GLM NLL|", "≤", 0.01), abs(of("gp", "nll") - of("glm", "nll")),
+              note="GP (all N points) = GLM up to Monte Carlo"),
+    ]
+
+
 def make(r: Reproduction) -> str:
     sections = [fig5_3(r), fig5_2(r), banana(r)]
     return "\n\n".join(["# Toy problems: Laplace-GGN evidence and predictives",
@@ -200,4 +223,5 @@ def make(r: Reproduction) -> str:
 
 
 STUDY = Study(name="toys", title="thesis (notes-000) Figs 5.2 and 5.3: Laplace-GGN evidence; banana predictives "
-              "(notes-003 Table 5.1, notes-004 Fig. 4)", make=make, cpu_cost="about 60 min")
+              "(notes-003 Table 5.1, notes-004 Fig. 4)", make=make, cpu_cost="about 60 min",
+              items=(*items(0, 11, 12, 13), *items(3, 8, 9)))

@@ -1,0 +1,63 @@
+"""The checklist index (bnnpred/reproduce/checklist.py): all 86 items of notes-000..004, each answered by a page
+or given a reason, verdicts only from the pages' claims.json."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from bnnpred.io import write_json
+from bnnpred.reproduce import STUDIES
+from bnnpred.reproduce.base import Study
+from bnnpred.reproduce.checklist import checklist_page, entries
+from bnnpred.reproduce.claims import Compare, claim, claims_json, every, item, items
+
+OUTPUTS = Path(__file__).resolve().parents[2] / "outputs"
+DECLARED = {(i.notes, i.number) for s in STUDIES.values() for i in s.items}
+
+
+def test_the_checklist_holds_every_item_of_the_five_notes_once_in_order():
+    counts = Counter(e.item.notes for e in entries())
+    assert counts == {"notes-000": 21, "notes-001": 11, "notes-002": 26, "notes-003": 17, "notes-004": 11}
+    for notes, count in counts.items():
+        assert [e.item.number for e in entries() if e.item.notes == notes] == list(range(1, count + 1))
+    assert all(e.text for e in entries())
+
+
+def test_an_item_has_a_page_or_a_reason_never_both():
+    on_pages = [e for e in entries() if (e.item.notes, e.item.number) in DECLARED]
+    assert not [str(e.item) for e in on_pages if e.reason]
+    assert not [str(e.item) for e in entries() if e not in on_pages and not e.reason]
+    assert DECLARED <= {(e.item.notes, e.item.number) for e in entries()}
+
+
+def test_the_committed_index_is_the_generated_one():
+    assert (OUTPUTS / "checklist.md").read_text() == checklist_page(OUTPUTS, STUDIES)
+
+
+def fake(name: str, *numbers: int) -> Study:
+    return Study(name=name, title=name, make=lambda r: "", cpu_cost="none", items=items(4, *numbers))
+
+
+def test_verdicts_come_from_claims_json_and_their_absence_is_said(tmp_path):
+    studies = {"built": fake("built", 6), "old": fake("old", 6, 7), "unbuilt": fake("unbuilt", 7)}
+    shown = [claim(item(4, 6, "a"), Compare("glm NLL", "<", "bnn NLL"), (0.2, 0.4)),
+             claim(item(4, 6, "b"), Compare("glm NLL", "≤", "MFVI NLL"), (0.5, 0.4)),
+             claim(item(4, 6, "c"), Compare("glm refine NLL", "≤", "glm NLL"), (0.1, 0.2)),
+             every(item(4, 6, "e"), Compare("bnn NLL", "≥", "others"), {}, over="set")]
+    write_json(tmp_path / "built" / "claims.json", {"study": "built", "tier": "cpu", "claims": claims_json(shown)})
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "README.md").write_text("# an old page\n")
+    page = checklist_page(tmp_path, studies)
+    assert "| 6 | Table 1 (UCI classification)" in page
+    six = next(line for line in page.splitlines() if line.startswith("| 6 | Table 1 (UCI"))
+    assert "[built](built/README.md), [old](old/README.md)" in six
+    assert "built: 2 hold, 1 does not hold, 1 not applicable" in six
+    assert "old: verdict not yet recorded as data (page predates claims.json)" in six
+    seven = next(line for line in page.splitlines() if line.startswith("| 7 | Fig. 5"))
+    assert "unbuilt: page not built yet (`bnnpred reproduce unbuilt`)" in seven
+    one = next(line for line in page.splitlines() if line.startswith("| 1 | linearisation"))
+    assert "not reproduced here | unit test" in one
+    assert "86 items: 2 on a page (1 with verdicts recorded as data), 84 on none." in page
+    assert [line for line in page.splitlines() if line.startswith("## ")] == [
+        "## notes-000", "## notes-001", "## notes-002", "## notes-003", "## notes-004"]

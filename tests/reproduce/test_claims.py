@@ -1,0 +1,179 @@
+"""The claim type (bnnpred/reproduce/claims.py): criteria written once, verdicts, no pass on an empty set, and the
+one rendering pages use."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bnnpred.errors import BnnpredError
+from bnnpred.reproduce import base
+from bnnpred.reproduce.claims import (
+    Between,
+    Compare,
+    Trend,
+    Verdict,
+    all_of,
+    any_of,
+    at_least,
+    claim,
+    claims_json,
+    claims_table,
+    every,
+    item,
+    standardised,
+)
+
+ITEM = item(4, 6, "a")
+
+
+def test_an_item_names_its_notes_number_and_part():
+    assert str(item(4, 10)) == "notes-004 #10"
+    assert str(ITEM) == "notes-004 #6a"
+
+
+def test_a_comparison_renders_its_text_from_the_fields_it_tests():
+    criterion = Compare("test MSE at δ*", "≤", "the minimum", factor=1.05, margin=-0.5)
+    assert criterion.text == "test MSE at δ* ≤ 1.05 × the minimum − 0.5"
+    assert claim(ITEM, criterion, (1.0, 1.4)).verdict is Verdict.fails  # 1.0 > 1.05 · 1.4 − 0.5 = 0.97
+    assert claim(ITEM, criterion, (0.97, 1.4)).verdict is Verdict.holds
+    assert claim(ITEM, criterion, (1.0, 1.4)).numbers == "1 vs 1.4"
+
+
+def test_a_comparison_holds_exactly_when_its_inequality_does():
+    below = Compare("glm NLL", "<", "bnn NLL")
+    assert claim(ITEM, below, (0.2, 0.3)).verdict is Verdict.holds
+    assert claim(ITEM, below, (0.3, 0.3)).verdict is Verdict.fails
+    threshold = Compare("ECE", "≤", 0.03)
+    assert threshold.text == "ECE ≤ 0.03"
+    assert [claim(ITEM, threshold, v).verdict for v in (0.03, 0.0301)] == [Verdict.holds, Verdict.fails]
+    assert claim(ITEM, threshold, 0.0301, note="soft").text == "ECE ≤ 0.03 (soft)"
+    assert Compare("train ℓℓ", ">", -0.05).text == "train ℓℓ > −0.05"
+
+
+def test_an_unknown_operator_is_a_one_line_error():
+    with pytest.raises(BnnpredError, match="unknown operator '=<'"):
+        Compare("a", "=<", "b")
+
+
+def test_a_missing_number_is_not_applicable_never_a_verdict():
+    result = claim(ITEM, Compare("glm NLL", "<", "bnn NLL"), (math.nan, 0.3))
+    assert result.verdict is Verdict.not_applicable
+    assert result.numbers == "no number vs 0.3"
+    alone = claim(ITEM, Between("δ", 0.02, 2), math.nan)
+    assert (alone.verdict, alone.numbers) == (Verdict.not_applicable, "no number")
+    assert claim(ITEM, Trend("KL", "strictly falls", "L"), []).numbers == "no number"
+
+
+@pytest.mark.parametrize("quantifier", [
+    lambda c, v: every(ITEM, c, v, over="set"),
+    lambda c, v: at_least(ITEM, c, v, (6, 8), over="set"),  # at_least's noun is plural; here as every's
+])
+def test_an_empty_set_never_passes(quantifier):
+    result = quantifier(Compare("glm NLL", "<", "bnn NLL"), {})
+    assert result.verdict is Verdict.not_applicable
+    assert result.numbers == "no set to check"
+
+
+def test_every_needs_every_value_and_names_them():
+    criterion = Compare("glm NLL", "<", "bnn NLL")
+    held = every(ITEM, criterion, {"glass": (0.8, 1.4), "digits": (0.2, 0.9)}, over="set")
+    assert (held.verdict, held.text) == (Verdict.holds, "glm NLL < bnn NLL on every set")
+    assert held.numbers == "2/2: glass: 0.8 vs 1.4, digits: 0.2 vs 0.9"
+    failed = every(ITEM, criterion, {"glass": (0.8, 1.4), "digits": (0.95, 0.9)}, over="set")
+    assert (failed.verdict, failed.numbers[:4]) == (Verdict.fails, "1/2:")
+    missing = every(ITEM, criterion, {"glass": (0.8, 1.4), "digits": (math.nan, 0.9)}, over="set")
+    assert (missing.verdict, missing.numbers) == (Verdict.not_applicable, "no number for 1: digits")
+
+
+def test_every_over_many_values_lists_only_the_failures():
+    values = {f"set{i}": (float(i), 5.0) for i in range(10)}
+    result = every(ITEM, Compare("x", "<", "y"), values, over="set")
+    assert result.verdict is Verdict.fails
+    assert result.numbers == "5/10: not: set5: 5 vs 5, set6: 6 vs 5, set7: 7 vs 5, set8: 8 vs 5, set9: 9 vs 5"
+
+
+@pytest.mark.parametrize("passing, total, verdict", [(6, 8, Verdict.holds), (5, 8, Verdict.fails),
+                                                     (3, 4, Verdict.holds), (2, 4, Verdict.fails)])
+def test_at_least_scales_its_share_to_the_values_there_are(passing, total, verdict):
+    values = {f"s{i}": (0.0 if i < passing else 1.0, 0.5) for i in range(total)}
+    result = at_least(ITEM, Compare("glm NLL", "≤", "MFVI NLL"), values, (6, 8), over="sets")
+    assert result.text == "glm NLL ≤ MFVI NLL on ≥ 6/8 of the sets"
+    assert result.verdict is verdict
+    assert result.numbers.startswith(f"{passing}/{total}:")
+
+
+def test_a_trend_counts_its_exceptions():
+    falls = Trend("KL", "strictly falls", "L = 1, 2, 5, 10")
+    assert falls.text == "KL strictly falls over L = 1, 2, 5, 10"
+    assert claim(ITEM, falls, [4.0, 3.0, 2.0, 1.0]).verdict is Verdict.holds
+    assert claim(ITEM, falls, [4.0, 3.0, 3.0, 1.0]).verdict is Verdict.fails
+    loose = Trend("train MSE", "does not fall", "δ", allowed=2)
+    result = claim(ITEM, loose, [1.0, 0.9, 1.2, 1.1, 1.3])
+    assert (result.verdict, result.numbers) == (Verdict.holds, "1 ≤ 0.9 ≤ 1.2 ≤ 1.1 ≤ 1.3 (2 exceptions)")
+    assert claim(ITEM, loose, [1.0, 0.9, 0.8, 0.7]).verdict is Verdict.fails
+    assert claim(ITEM, falls, [1.0]).verdict is Verdict.not_applicable  # one value shows no trend
+
+
+def test_conjunction_and_disjunction():
+    yes = claim(ITEM, Compare("a", "<", 1), 0.5)
+    no = claim(ITEM, Compare("b", "<", 1), 2.0)
+    unknown = claim(ITEM, Compare("c", "<", 1), math.nan)
+    assert all_of(yes, yes).verdict is Verdict.holds
+    assert all_of(yes, unknown).verdict is Verdict.not_applicable
+    assert all_of(unknown, no).verdict is Verdict.fails
+    assert all_of(yes, no).text == "a < 1 and b < 1"
+    assert all_of(yes, no).numbers == "0.5; 2"
+    assert any_of(no, yes).verdict is Verdict.holds
+    assert any_of(no, unknown).verdict is Verdict.fails
+    assert any_of(unknown, unknown).verdict is Verdict.not_applicable
+    assert any_of(yes, all_of(yes, no)).text == "a < 1 or (a < 1 and b < 1)"
+    with pytest.raises(BnnpredError, match="several checklist items"):
+        all_of(yes, claim(item(4, 7), Compare("a", "<", 1), 0.5))
+
+
+def test_standardised_difference():
+    assert standardised(0.3, 0.1) == pytest.approx(3.0)
+    assert standardised(0.3, 0.0) == math.inf
+    assert standardised(0.0, 0.0) == 0.0
+    assert math.isnan(standardised(0.3, math.nan))  # one seed: no standard error
+
+
+def test_pages_render_claims_in_one_table_with_pipes_escaped():
+    claims = [claim(item(2, 12), Compare("|ΔELBO|", "≤", 0.004), 0.0026),
+              every(ITEM, Compare("glm NLL", "<", "bnn NLL"), {}, over="set")]
+    assert claims_table(claims) == "\n".join([
+        "| checklist item | claim (pass criterion) | result | numbers |", "|---|---|---|---|",
+        r"| notes-002 #12 | \|ΔELBO\| ≤ 0.004 | holds | 0.0026 |",
+        "| notes-004 #6a | glm NLL < bnn NLL on every set | not applicable | no set to check |"])
+    assert claims_json(claims)[0] == {"notes": "notes-002", "number": 12, "part": "", "text": "|ΔELBO| ≤ 0.004",
+                                      "verdict": "holds", "numbers": "0.0026"}
+
+
+def test_a_study_records_the_claims_its_page_shows_in_claims_json(tmp_path, monkeypatch):
+    import bnnpred.reproduce as reproduce_package
+
+    shown = [claim(item(4, 4), Compare("glm |Δ|", "<", "bnn's"), (0.01, 0.04))]
+
+    def make(r: base.Reproduction) -> str:
+        return f"# fake\n\n{r.table(shown)}\n"
+
+    fake = base.Study(name="fake", title="a fake study", make=make, cpu_cost="none", items=(item(4, 4),))
+    monkeypatch.setattr(reproduce_package, "STUDIES", {"fake": fake})
+    reproduce_package.reproduce([], base.Tier.quick, tmp_path / "runs", tmp_path / "out", 1, report_only=True)
+    recorded = json.loads((tmp_path / "out" / "fake" / "claims.json").read_text())
+    assert recorded["claims"] == claims_json(shown)
+    assert "| notes-004 #4 | glm \\|Δ\\| < bnn's | holds | 0.01 vs 0.04 |" in Path(
+        tmp_path / "out" / "fake" / "README.md").read_text()
+    index = (tmp_path / "out" / "checklist.md").read_text()
+    assert "| 4 | Fig. 3 (step toy)" in index and "fake (tier quick): 1 holds" in index
+
+
+@pytest.mark.parametrize("tier, expected", [(base.Tier.quick, 1), (base.Tier.cpu, 3), (base.Tier.full, 20)])
+def test_a_study_picks_its_settings_by_tier_in_one_way(tier, expected, tmp_path):
+    r = base.Reproduction(runs=tmp_path, out=tmp_path, tier=tier, jobs=1)
+    assert r.pick(quick=1, cpu=3, full=20) == expected
+    assert r.pick(quick=1, cpu=3) == (1 if tier is base.Tier.quick else 3)  # full takes the CPU tier's by default

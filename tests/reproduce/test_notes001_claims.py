@@ -1,0 +1,72 @@
+"""notes001's claims (notes-001 items 6b, 7, 8, 10) on small synthetic frames, including empty ones."""
+
+from __future__ import annotations
+
+import pandas as pd
+from helpers import answered, declared, verdicts
+
+from bnnpred.reproduce import notes001
+
+NA = "not applicable"
+
+
+def learned_runs() -> pd.DataFrame:
+    rows = []
+    for method, ll, acc in (("VL", -0.380, 85.0), ("VI", -0.383, 85.2), ("MAP", -0.468, 85.8)):
+        for seed in (0, 1):
+            rows.append({"group": "map" if method == "MAP" else "learned", "method": method, "beta": 0.1,
+                         "multiplier": 10, "seed": seed, "test_ll": ll + 0.001 * seed, "accuracy": acc, "ece": 0.02})
+    return pd.DataFrame(rows)
+
+
+def test_table1_claims_on_the_means_over_seeds():
+    _, stats = notes001.table1(learned_runs())
+    claims = notes001.table1_claims(stats)
+    # VL > MAP and VI in LL; VL accuracy 85.0 ≥ VI 85.2 − 0.5; not ≥ MAP 85.8 − 0.5
+    assert verdicts(claims) == ["holds", "holds", "holds", "does not hold"]
+    assert claims[0].numbers == "-0.3795 vs -0.4675"
+    assert str(claims[3].item) == "notes-001 #6b"
+
+
+def test_fig2_claims_on_the_multiplier_means():
+    rows = []
+    for method in ("VI", "VL"):
+        for beta in (1.0, 0.1):
+            for m in notes001.MULTIPLIERS:
+                rows.append({"method": method, "beta": beta, "multiplier": m, "test_ll": -0.4,
+                             "elbo": -1.0 + 0.01 * m if method == "VI" else -0.5,
+                             "accuracy": {1: 80.0, 3: 79.8, 10: 79.0, 30: 78.5}[m] if method == "VI" else 85.0})
+    means = pd.DataFrame(rows).set_index(["method", "beta", "multiplier"])
+    claims = notes001.fig2_claims(means, {1.0: -2.7, 0.1: -1.2})
+    # ELBO rises (β = 1, 0.1); log σ − log s −2.7 < −1.5 but −1.2 not; VL spread 0; VI 80.0 ≥ 78.5 + 1
+    assert verdicts(claims) == ["holds", "holds", "holds", "does not hold", "holds", "holds"]
+    assert [str(c.item) for c in claims] == ["notes-001 #10", "notes-001 #10", "notes-001 #7a", "notes-001 #7a",
+                                             "notes-001 #10", "notes-001 #7b"]
+
+
+def test_fig1_claims_on_the_fixed_variances():
+    runs = pd.DataFrame([{"sigma2": s, "method": m, "test_ll": ll, "accuracy": 80.0}
+                         for s, vl, vi in ((1e-4, -0.50, -0.45), (1e-3, -0.40, -0.42), (1e-2, -0.35, -0.60))
+                         for m, ll in (("VL", vl), ("VI", vi))])
+    fixed = runs.pivot_table(index="sigma2", columns="method", values=["test_ll", "accuracy"])
+    claims = notes001.fig1_claims(fixed, map_ll=-0.38)
+    # VL −0.40 < MAP −0.38 at 1e-3; VL < VI at 1e-4; VI −0.60 < −0.45
+    assert verdicts(claims) == ["does not hold", "does not hold", "holds"]
+    assert claims[1].numbers.startswith("2/3:")
+    assert answered(claims) == {("notes-001", 8)}
+
+
+def test_no_runs_give_no_verdict():
+    stats = pd.DataFrame(columns=pd.MultiIndex.from_product([["test_ll", "accuracy", "ece"], ["mean", "sem"]]))
+    means = pd.DataFrame(columns=["test_ll", "accuracy", "elbo"])
+    fixed = pd.DataFrame(columns=pd.MultiIndex.from_tuples([("test_ll", "VL"), ("test_ll", "VI")]))
+    claims = [*notes001.table1_claims(stats), *notes001.fig2_claims(means, {}), *notes001.fig1_claims(fixed, -0.4)]
+    assert set(verdicts(claims)) == {NA}
+
+
+def test_the_claims_answer_the_items_the_study_declares():
+    _, stats = notes001.table1(learned_runs())
+    claims = [*notes001.table1_claims(stats), *notes001.fig2_claims(pd.DataFrame(columns=["elbo"]), {1.0: -2.0}),
+              *notes001.fig1_claims(pd.DataFrame(columns=pd.MultiIndex.from_tuples([("test_ll", "VL"),
+                                                                                     ("test_ll", "VI")])), 0.0)]
+    assert answered(claims) == declared("notes001")

@@ -1,0 +1,73 @@
+"""The second thesis's studies' claims (notes-003 items 5, 8, 9, 12, 13, 15, 16) on small synthetic frames,
+including empty ones."""
+
+from __future__ import annotations
+
+import pandas as pd
+from helpers import answered, declared, verdicts
+
+from bnnpred.reproduce import notes003, notes003_images
+
+NA = "not applicable"
+
+
+def by_delta(log_marglik: list[float], train: list[float], test: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({"log_marglik_per_n": log_marglik, "train_mse": train, "test_mse": test},
+                        index=pd.Index([0.1, 1.0, 10.0, 100.0], name="delta"))
+
+
+def test_wine_claims():
+    claims = notes003.wine_claims(by_delta([-1.2, -1.1, -1.0, -1.3], [0.1, 0.2, 0.15, 0.3], [0.6, 0.5, 0.52, 0.7]))
+    # δ*_ML = 10 is one decade (one grid step) from the test argmin 1; 0.52 ≤ 1.05 · 0.5; one fall of train MSE
+    assert verdicts(claims) == ["holds", "holds", "holds"]
+    assert claims[0].numbers == "δ*_ML = 10, δ*_test = 1 (1 steps)"
+    far = notes003.wine_claims(by_delta([-1.0, -1.1, -1.2, -1.3], [0.4, 0.3, 0.2, 0.1], [0.7, 0.6, 0.55, 0.5]))
+    assert verdicts(far) == ["does not hold"] * 3  # 3 steps; 0.7 > 0.525; 3 falls
+    assert verdicts(notes003.wine_claims(by_delta([0] * 4, [0] * 4, [0] * 4).iloc[:0])) == [NA] * 3
+
+
+def test_snelson_claims():
+    blr = ("Laplace-GGN, BLR", "VOGN (diagonal), BLR", "VOGGN (full), BLR")
+    gap = dict(zip(blr, (0.3, 0.05, 0.4), strict=True)) | {"Laplace-GGN, GP": 0.3}
+    claims = notes003.snelson_claims(gap, dict.fromkeys(gap, 0.1), {"laplace_ggn": 0.3, "vogn": 0.5, "voggn": 0.4},
+                                     1e-11, sigma=0.286)
+    # (a) 0.3, 0.05, 0.4 against 1.5 · 0.1; (b) VOGN 0.05 < 0.3, VOGGN 0.4 ≥ 0.3; (c) 0.5 > 1.5σ; BLR = GP
+    assert verdicts(claims) == ["holds", "does not hold", "holds", "does not hold", "holds", "does not hold", "holds"]
+    assert claims[5].text == "training RMSE ≤ 1.5 × 0.286 on every method"
+    assert answered(claims) | answered(notes003.wine_claims(by_delta([0] * 4, [0] * 4, [0] * 4))) == declared(
+        "notes003")
+
+
+def image_stats(**changes: dict[str, float]) -> pd.DataFrame:
+    rows = {"MAP": (85.0, 0.42, 0.03, 0.80), "BNN-KFAC": (84.0, 0.50, 0.10, 0.82), "GLM-KFAC": (84.8, 0.41, 0.02, 0.85),
+            "GLM-diag": (84.9, 0.42, 0.03, 0.81), "GLM-GGN-Full (last layer)": (85.0, 0.41, 0.02, 0.82),
+            "GP-GGN (M = 400)": (85.1, 0.40, 0.03, 0.83)}
+    frame = pd.DataFrame.from_dict(rows, orient="index", columns=list(notes003_images.METRICS))
+    for row, values in changes.items():
+        frame.loc[row, list(values)] = list(values.values())
+    return frame
+
+
+def test_image_table_claims():
+    claims = notes003_images.table_claims(image_stats())
+    # GLM-KFAC within 1.5 pp of 91.88 % fails (84.8); the relative criteria hold
+    assert verdicts(claims) == ["holds"] * 5 + ["does not hold"]
+    worse = notes003_images.table_claims(image_stats(**{"GLM-KFAC": {"ece": 0.04}}))
+    assert verdicts(worse)[0] == "does not hold"  # ECE 0.04 < BNN's 0.10 but above 0.03
+    assert worse[0].numbers == "0.04 vs 0.1; 0.04"
+
+
+def test_image_ood_and_subset_claims():
+    s = image_stats()
+    gaps = dict.fromkeys(notes003_images.ROWS.values(), 0.3) | {"MAP": -0.01}
+    ood = notes003_images.ood_claims(s, gaps)
+    assert verdicts(ood) == ["holds", "holds", "does not hold"]  # 0.85 ≥ 0.81, ≥ 0.82; MAP's entropy gap < 0
+    by_m = pd.DataFrame([{"seed": 0, "M": M, "accuracy": 85.0 - (0.6 if M == 50 else 0), "nll": 0.4, "ece": 0.02,
+                          "ood_auc": 0.78 + 0.01 * i} for i, M in enumerate((50, 100, 200, 400))])
+    gp = notes003_images.gp_claims(by_m, s)
+    # AUC(M = 400) 0.81 ≥ MAP 0.80; ρ = 1; M = 50 is 0.6 pp below MAP
+    assert verdicts(gp) == ["holds", "holds", "does not hold"]
+    empty = s.iloc[:0]
+    assert set(verdicts([*notes003_images.table_claims(empty), *notes003_images.ood_claims(empty, {}),
+                         *notes003_images.gp_claims(by_m.iloc[:0], empty)])) == {NA}
+    assert answered([*ood, *gp, *notes003_images.table_claims(s)]) == declared("notes003_images")

@@ -1,0 +1,90 @@
+"""The GLM-predictive paper's studies' claims (notes-004 items 4, 6, 7, 8, 10) on small synthetic frames, including
+empty ones; the vacuous passes of notes004_table1 with no refined set are gone."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from helpers import answered, declared, verdicts
+
+from bnnpred.reproduce import notes004_fig3, notes004_table1, notes004_table2
+
+NA = "not applicable"
+SETS = ["australian", "glass"]
+
+
+def test_fig3_claims():
+    claims = notes004_fig3.fig3_claims(4e-11, 0.04, (0.5, 1.0), {"glm": 0.01, "nn": 0.04})
+    assert verdicts(claims) == ["holds"] * 3
+    off = notes004_fig3.fig3_claims(0.02, 0.04, (3.0, 0.0), {"glm": 0.05, "nn": 0.04})
+    assert verdicts(off) == ["does not hold"] * 3  # true mass 0.02 ≥ 0.01; 3 cells off in w; glm farther
+    assert verdicts(notes004_fig3.fig3_claims(0.0, 0.04, (0.0, 0.0), {}))[2] == NA
+    assert answered(claims) == declared("notes004_fig3")
+
+
+def uci_table(sets: list[str], columns: list[str] | None = None) -> pd.DataFrame:
+    """The paper's Table 1 as our test NLL."""
+    names = list(notes004_table1.COLUMNS.values())
+    rows = {(n, c): {"nll": v} for n in sets for c, v in zip(names, notes004_table1.PAPER[n], strict=True)
+            if columns is None or c in columns}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def test_table1_claims_on_the_papers_own_numbers():
+    claims = notes004_table1.claims(uci_table(SETS), SETS, notes004_table1.PAPER)
+    # glass: glm refine 0.98 > glm 0.86, so (c) holds on 1 of 2 refined sets, below 5/8
+    assert verdicts(claims) == ["holds", "holds", "holds", "does not hold", "holds", "holds"]
+    assert claims[3].numbers == "1/2: australian: 0.32 vs 0.32, glass: 0.98 vs 0.86"
+    assert [c.item.part for c in claims] == ["a", "a", "b", "c", "d", "e"]
+
+
+def test_table1_refinement_claim_without_a_refined_set_is_not_applicable_not_passed():
+    unrefined = [c for c in notes004_table1.COLUMNS.values() if c != "glm refine"]
+    claims = notes004_table1.claims(uci_table(SETS, unrefined), SETS, None)
+    assert claims[3].text == "glm refine NLL ≤ glm NLL on ≥ 5/8 of the refined sets (soft)"
+    assert (claims[3].verdict.value, claims[3].numbers) == (NA, "no refined sets to check")
+    assert set(verdicts(notes004_table1.claims(uci_table([]), [], notes004_table1.PAPER))) == {NA}
+
+
+def test_table1_paper_distance_counts_in_tolerance_units():
+    table = uci_table(SETS)
+    table.loc[("glass", "bnn"), "nll"] = 1.41 * 1.16  # 16 % off, above max(0.05, 15 %)
+    claim_d = notes004_table1.claims(table, SETS, notes004_table1.PAPER)[4]
+    assert claim_d.verdict.value == "does not hold"
+    assert claim_d.numbers == "5/6: australian MAP: 0, australian bnn: 0, australian glm: 0, glass MAP: 0, " \
+                              "glass bnn: 1.067, glass glm: 0"
+
+
+def fig5_frame(with_refine: bool) -> pd.DataFrame:
+    index = pd.MultiIndex.from_product([SETS, [0.01, 1.0, 100.0]], names=["set", "delta"])
+    frame = pd.DataFrame({"MAP": 0.5, "bnn": 0.8, "glm": [0.4, 0.45, 0.9, 0.3, 0.35, 0.4]}, index=index)
+    return frame.assign(**{"glm refine": [0.3, 0.6, 0.4, math.nan, math.nan, math.nan]}) if with_refine else frame
+
+
+def test_fig5_claims():
+    claims = notes004_table1.fig5_claims(fig5_frame(with_refine=True))
+    # australian at δ = 100: glm 0.9 > bnn 0.8; glm refine ≤ MAP on 2 of the 3 refined (set, δ), below 70 %
+    assert verdicts(claims) == ["does not hold", "does not hold"]
+    assert claims[0].numbers.startswith("5/6: ")
+    assert claims[1].numbers.startswith("2/3: ")
+
+
+def test_fig5_refinement_claim_without_a_refined_run_is_not_applicable_not_passed():
+    claims = notes004_table1.fig5_claims(fig5_frame(with_refine=False))
+    assert (claims[1].verdict.value, claims[1].numbers) == (NA, "no refined (set, δ) to check")
+    assert set(verdicts(notes004_table1.fig5_claims(pd.DataFrame()))) == {NA}
+    assert answered([*claims, *notes004_table1.claims(uci_table(SETS), SETS, None)]) == declared("notes004_table1")
+
+
+def test_table2_claims():
+    stats = pd.DataFrame.from_dict({
+        "MAP": (85.5, 0.41, 0.03, 0.745), "bnn predictive": (51.0, 1.20, 0.30, 0.70),
+        "bnn (Ritter et al.)": (74.6, 0.70, 0.05, 0.80), "glm predictive": (84.3, 0.45, 0.04, 0.874),
+        "gp predictive": (85.5, 0.41, 0.02, 0.745)}, orient="index", columns=list(notes004_table2.METRICS))
+    claims = notes004_table2.claims(stats)
+    # bnn collapses; glm loses 1.2 points and NLL; glm AUC best; dampening recovers only to 74.6; gp ECE lowest
+    assert verdicts(claims) == ["holds", "does not hold", "does not hold", "holds", "does not hold", "holds", "holds"]
+    assert claims[6].numbers == "0.02 vs 0.03"
+    assert set(verdicts(notes004_table2.claims(stats.iloc[:0]))) == {NA}
+    assert answered(claims) == declared("notes004_table2")

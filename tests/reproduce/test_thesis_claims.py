@@ -1,0 +1,93 @@
+"""The first thesis's studies' claims (notes-000 items 11-13, 15, 17, 19, 20) and the banana table's (notes-003
+items 8, 9) on small synthetic frames, including empty ones."""
+
+from __future__ import annotations
+
+import pandas as pd
+from helpers import answered, declared, verdicts
+
+from bnnpred.reproduce import thesis_fig5_6, thesis_predictives, toys
+
+NA = "not applicable"
+
+
+def test_importance_claims():
+    claims = thesis_fig5_6.importance_claims(1.0, 0.31, 20, 20, 2e-4, 1e-6)
+    # max |a| 0.31 > 0.2, but training is perfect and 0.31 < 0.5
+    assert verdicts(claims) == ["holds"] * 4
+    assert claims[1].text == "max |a_i| ≤ 0.2 or (training accuracy ≥ 1 and max |a_i| < 0.5)"
+    imperfect = thesis_fig5_6.importance_claims(0.999, 0.31, 19, 20, 2e-3, 1e-2)
+    assert verdicts(imperfect) == ["holds", "does not hold", "does not hold", "does not hold"]
+    assert imperfect[3].numbers == "2.00e-03 at gradient norm 0.01"
+    assert answered(claims) == declared("thesis_fig5_6")
+
+
+def predictive_table(**changes: float) -> pd.DataFrame:
+    """Test metrics per (method, predictive): GLM fits everywhere, NN fails for L-GGN and OGGN."""
+    rows = {}
+    for method, nn_nll in (("L-GGN", 3.0), ("OGGN", 1.2), ("LGVA", 0.5), ("VOGGN", 0.36)):
+        rows[(method, "glm")] = {"nll": 0.31, "rmse": 0.31, "accuracy": 0.9, "pred_std": 0.3}
+        rows[(method, "nn")] = {"nll": nn_nll, "rmse": 0.5, "accuracy": 0.89, "pred_std": 1.0}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    for key, value in changes.items():
+        method, kind, column = key.split("__")
+        table.loc[(method.replace("_", "-"), kind), column] = value
+    return table
+
+
+def test_snelson_and_moons_claims():
+    t = predictive_table()
+    failed, learned = thesis_predictives.learned_claim(t, "thesis_fig5_4")
+    assert (failed, learned.verdict.value) == ([], "holds")
+    snelson = thesis_predictives.snelson_claims(t)
+    # (b) holds for L-GGN (gap 2.69) and OGGN (0.89); (c) 0.05; (d) LGVA gap 0.19 ≤ L-GGN's + 0.1
+    assert verdicts(snelson) == ["holds"] * 5
+    moons = thesis_predictives.moons_claims(t)
+    assert verdicts(moons) == ["holds"] * 4
+    lgva_lost = predictive_table(LGVA__glm__nll=1.99, LGVA__glm__rmse=0.7)
+    failed, learned = thesis_predictives.learned_claim(lgva_lost, "thesis_fig5_4")
+    assert (failed, learned.verdict.value) == (["LGVA"], "does not hold")
+    assert verdicts(thesis_predictives.snelson_claims(lgva_lost))[0] == "does not hold"  # spread 1.68 > 0.2
+    empty = t.iloc[:0]
+    assert set(verdicts([*thesis_predictives.snelson_claims(empty), *thesis_predictives.moons_claims(empty),
+                         thesis_predictives.learned_claim(empty, "thesis_fig5_5")[1]])) == {NA}
+    assert answered([*snelson, *moons]) == declared("thesis_predictives")
+
+
+def evidence_grid() -> pd.DataFrame:
+    return pd.DataFrame([{"delta": d, "sigma2": s, "log_marglik": -abs(d - 0.4) - abs(s - 0.1),
+                          "train_ll_map": 0.5 - d, "test_ll_map": 0.2 - abs(d - 0.4)}
+                         for d in (0.001, 0.4, 100.0) for s in (0.001, 0.1, 1.0)])
+
+
+def test_evidence_claims_of_figs_5_2_and_5_3():
+    table = evidence_grid()
+    best = table.loc[table["log_marglik"].idxmax()]
+    corner = table.iloc[0]
+    b = table[(table["delta"] == 100.0) & (table["sigma2"] == 1.0)].iloc[0]
+    fig5_2 = toys.fig5_2_claims(table, best, corner, b)
+    # ★ = (0.4, 0.1); A: train 0.499 > 0.1, test −0.199 < 0.2; B below ★ in both
+    assert verdicts(fig5_2) == ["holds"] * 5
+    curve = table[table["sigma2"] == 0.1].sort_values("delta")
+    fig5_3 = toys.fig5_3_claims(curve, best, curve.iloc[0], curve.iloc[-1])
+    # δ* = 0.4 ∈ [0.02, 2]; train ℓℓ 0.499 at the smallest δ; the evidence falls at both ends
+    assert verdicts(fig5_3) == ["holds"] * 4
+    assert answered([*fig5_2, *fig5_3]) == {("notes-000", n) for n in (11, 12, 13)}
+
+
+def test_banana_claims():
+    table = pd.DataFrame.from_dict({"map": (0.25, 0.89, 0.03), "nn": (0.325, 0.88, 0.09), "glm": (0.202, 0.904, 0.02),
+                                    "gp": (0.205, 0.90, 0.02)}, orient="index", columns=["nll", "accuracy", "ece"])
+    by_delta = pd.DataFrame({"nn": [0.5, 0.4, 0.3], "glm": [0.3, 0.3, 0.35]}, index=[0.1, 1.0, 10.0])
+    claims = toys.banana_claims(table, by_delta)
+    assert verdicts(claims) == ["holds"] * 4  # GLM loses at one δ of three: at most one
+    assert claims[2].numbers == "1 of 3"
+    assert verdicts(toys.banana_claims(table, by_delta.assign(glm=0.6)))[2] == "does not hold"
+
+
+def test_banana_claims_without_a_delta_are_not_applicable_not_passed():
+    claims = toys.banana_claims(pd.DataFrame(columns=["nll", "accuracy", "ece"]),
+                                pd.DataFrame(columns=["nn", "glm"]))
+    assert set(verdicts(claims)) == {NA}
+    assert claims[2].text.startswith("δ values where GLM NLL > NN NLL ≤ 1")
+    assert answered(claims) | {("notes-000", n) for n in (11, 12, 13)} == declared("toys")
