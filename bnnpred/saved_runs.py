@@ -127,8 +127,23 @@ def eval_config(run: FinishedRun, overrides: DictConfig | None) -> DictConfig:
 
 
 def eval_folder(run_dir: Path, overrides: DictConfig | None) -> Path:
-    """Where ``bnnpred eval`` with ``overrides`` writes for the run in ``run_dir``: ``evals/<its run key>``."""
-    return Path(run_dir) / EVALS / run_key(eval_config(read_finished(run_dir), overrides))
+    """Where ``bnnpred eval`` with ``overrides`` wrote for the run in ``run_dir``: ``evals/<its run key>``, or, when
+    this code keys it otherwise (a page rebuilt by newer code from older runs), the finished re-evaluation of the
+    same changed settings made by the run's own code."""
+    run = read_finished(run_dir)
+    merged = eval_config(run, overrides)
+    folder = Path(run_dir) / EVALS / run_key(merged)
+    if folder.is_dir():
+        return folder
+    wanted = changed_settings(run.config, merged)
+    for candidate in sorted((Path(run_dir) / EVALS).glob("*/")):
+        try:
+            made = read_finished(candidate, EVAL_FILES).document["run"]
+        except NotFinished:
+            continue
+        if made.get("changes") == wanted and made.get("code") == run.document["run"].get("code"):
+            return candidate
+    return folder
 
 
 def changed_settings(before: DictConfig, after: DictConfig) -> dict[str, Any]:

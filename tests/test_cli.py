@@ -69,6 +69,22 @@ def test_eval_writes_beside_the_run_and_never_changes_its_results(trained):
     assert kinds == {"glm", "glm [kinds=[glm,nn], n_samples=2]", "nn [kinds=[glm,nn], n_samples=2]"}
 
 
+def test_a_reevaluation_keyed_by_other_code_is_found_by_its_settings(trained, tmp_path):
+    """A page rebuilt by newer code keys a re-evaluation otherwise (new schema fields, another digest): eval_folder
+    then finds the finished one of the same changed settings made by the run's own code, and no other."""
+    from bnnpred.cli import predictive_overrides
+    from bnnpred.saved_runs import eval_folder
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    assert bnnpred("eval", f"run_dir={run}", "predictive.n_samples=3", cwd=tmp_path).returncode == 0
+    made = eval_folder(run, predictive_overrides(["predictive.n_samples=3"]))
+    assert made.is_dir()
+    older = made.rename(made.parent / "0123456789ab")  # as keyed by the code that made it
+    assert eval_folder(run, predictive_overrides(["predictive.n_samples=3"])) == older
+    assert not eval_folder(run, predictive_overrides(["predictive.n_samples=4"])).exists()
+
+
 def test_eval_of_a_corrupt_run_is_one_line(trained, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(trained, broken, ignore=shutil.ignore_patterns("evals"))
@@ -139,7 +155,7 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
      "dataset.split must be in 0..19"),
     (["dataset=uci_regression", "dataset.root=/nonexistent"], "bnnpred data fetch uci_regression"),
     (["prior.detla=1"], "prior.detla: Key 'detla' not in 'PriorConfig'; did you mean prior.delta? (keys of prior: "
-                        "delta, scale, bias_delta)"),
+                        "delta, scale, groups, bias_delta)"),
     (["inference.map.stpes=3"], "did you mean inference.map.steps?"),
     (["dtype=float16"], "dtype: Invalid value 'float16', expected one of [float32, float64]"),
     (["predictive.kinds=[glm,foo]"], "Invalid value 'foo', expected one of [map, nn, glm, closed, gp]"),

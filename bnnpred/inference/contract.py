@@ -6,7 +6,7 @@ line in :data:`bnnpred.inference.METHODS`, and a YAML in ``conf/inference/``. Th
 
 - ``KINDS``: the predictives its result supports, in display order (``map`` alone for a point estimate; ``gp`` only
   where the Laplace-GGN GP view applies);
-- ``EVIDENCE``: whether its fit carries the log evidence (``info["log_marglik"]``) that marglik selection needs;
+- ``EVIDENCE``: whether its fit carries the log evidence (``Fit.evidence``) that marglik selection needs;
 - ``BUDGET``: where its training length lives (:class:`Budget`);
 - ``validate()``: its own value bounds, each failure one ``BnnpredError`` naming the key and a valid value;
 - ``check_network(network)``: its checks against the network it is to train (VL's smooth activation, SLANG's
