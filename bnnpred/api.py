@@ -90,6 +90,9 @@ class Fitted:
 
         >>> fitted.log_evidence_at(10.0)                                     # a float
         """
+        if not isinstance(prior_precision, Tensor) and self.prior.n_free == 0:
+            raise BnnpredError("log_evidence_at: this fit's prior was given as a tensor and has no δ to set; pass "
+                               "prior_precision as a tensor [P]")
         precision = (prior_precision.to(self.theta) if isinstance(prior_precision, Tensor)
                      else self.prior.at(prior_precision).precision(self.theta))
         return float(self._laplace()(precision.double(), self._noise(sigma2)))

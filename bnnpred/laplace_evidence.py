@@ -65,22 +65,30 @@ class LaplaceCurvature(ABC):
 @dataclass
 class FullCurvature(LaplaceCurvature):
     """A dense ``H`` ``[P, P]``. For priors proportional to one fixed scale ``S`` (``Δ = r·S``: a shared δ, with
-    or without fan-in scaling) ``log det(cH + rS) = Σ log S + Σ_j log(c μ_j + r)`` with ``μ`` the eigenvalues of
-    ``S^{-1/2} H S^{-1/2}``, computed once; any other prior (per-layer δ, a fixed bias precision) costs a Cholesky
-    factor (``P³/3`` flops) per evaluation."""
+    or without fan-in scaling) ``log det(cH + rS) = Σ log S + Σ_j log(c μ_j + r)`` with ``μ, V`` the eigenpairs of
+    ``S^{-1/2} H S^{-1/2}``, computed once (at the first prior evaluated); any other prior (per-layer δ apart, a fixed
+    bias precision) costs a Cholesky factor (``P³/3`` flops) per evaluation."""
 
     H: Tensor = field(default=None)  # [P, P]
     _scale: Tensor | None = field(default=None, repr=False)  # S [P] of the kept spectrum
     _spectrum: Tensor | None = field(default=None, repr=False)  # μ [P]
+    _vectors: Tensor | None = field(default=None, repr=False)  # the eigenvectors V [P, P] of S^{-1/2} H S^{-1/2}
 
     def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
+        """At ``Δ = r·S`` the value from the kept spectrum; its gradient in every entry of ``Δ`` is
+        ``diag(Π⁻¹)_p = Σ_j V_pj² / (s_p (c μ_j + r))`` (a per-group prior's first step starts at such a point
+        too), carried by a term whose value is zero."""
         if self._scale is None:
-            self._keep_spectrum(precision.detach().double())
+            self._keep_spectrum(precision.detach().double().to(self.H.device))
         scale = self._scale.to(precision)
         ratio = precision.detach() / scale
         if torch.allclose(ratio, ratio[0].expand_as(ratio), rtol=1e-12, atol=0):
-            r = precision[0] / scale[0]
-            return scale.log().sum() + torch.log(c * self._spectrum.to(precision) + r).sum()
+            r = ratio[0]
+            spectrum, vectors = self._spectrum.to(precision), self._vectors.to(precision)
+            shifted = c * spectrum + r
+            inverse_diag = (vectors.square() / shifted.detach()).sum(dim=1) / scale
+            return (scale.log().sum() + torch.log(shifted).sum()
+                    + ((precision - precision.detach()) * inverse_diag).sum())
         L, info = torch.linalg.cholesky_ex(c * self.H.to(precision) + torch.diag(precision))
         if info != 0:
             raise BnnpredError("the posterior precision is not positive definite at this prior; raise prior.delta")
@@ -89,7 +97,8 @@ class FullCurvature(LaplaceCurvature):
     def _keep_spectrum(self, scale: Tensor) -> None:
         root = scale.rsqrt()
         self._scale = scale
-        self._spectrum = torch.linalg.eigvalsh(root[:, None] * self.H.double() * root[None, :]).clamp_min(0)
+        values, self._vectors = torch.linalg.eigh(root[:, None] * self.H.double() * root[None, :])
+        self._spectrum = values.clamp_min(0)
 
     def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
         return FullPosterior(mean, (self.H if c == 1 else c * self.H) + torch.diag(precision.to(self.H)))
@@ -199,6 +208,7 @@ class LaplaceEvidence:
         """The log evidence ``[]`` at the prior precision ``[P]`` and noise ``σ²`` (None: the fit's or none),
         differentiable in both (notes-000 §5.2)."""
         block = self.curvature.block
+        sigma2 = None if sigma2 is None else torch.as_tensor(sigma2, dtype=precision.dtype, device=precision.device)
         c = self.curvature.factor(sigma2)
         logdet = self.curvature.logdet(precision[block], c)
         return log_marglik(torch.as_tensor(self.loglik_at(sigma2), dtype=precision.dtype),

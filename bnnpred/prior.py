@@ -45,6 +45,7 @@ class PriorConfig:
 
 
 BIAS_GROUP = "bias (fixed)"
+TOP_LAYER = "(network)"  # the layer of parameters that belong to the network module itself (a bare nn.Linear)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Prior:
             one_dim = len(shape) == 1
             key = (BIAS_GROUP if one_dim and cfg.bias_delta is not None
                    else "all" if cfg.groups is PriorGroups.shared
-                   else name.rpartition(".")[0] or name if cfg.groups is PriorGroups.layer else name)
+                   else name.rpartition(".")[0] or TOP_LAYER if cfg.groups is PriorGroups.layer else name)
             if key not in names:
                 names.append(key)
             group.append(torch.full((size,), names.index(key), dtype=torch.int64))

@@ -86,8 +86,8 @@ class Trainer:
         row = {"delta": prior.delta, **prior_columns(prior), "sigma2": sigma2 if sigma2 is not None else float("nan"),
                **fit.info, **plugin_metrics(s, fit.theta, likelihood), "objective_start": start.value,
                "objective_end": end.value, "grad_norm_start": start.grad_norm, "problems": "; ".join(problems)}
-        if log_evidence is not None:
-            row["log_marglik_per_n"] = log_evidence / len(s.data.X_train)
+        if "log_marglik" in fit.info:  # a diagnostic column; a GLM refinement reports its starting Laplace's
+            row["log_marglik_per_n"] = fit.info["log_marglik"] / len(s.data.X_train)
         if valid_nll is not None:
             row["valid_nll"] = valid_nll
         kept = bool(problems and s.cfg.keep_unhealthy)  # kept, and flagged with the run

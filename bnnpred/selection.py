@@ -110,8 +110,9 @@ def best_usable(candidates: list[Candidate], method: SelectionMethod) -> Candida
     jittered precision is NaN); an error naming each point's reason when there is none."""
     usable = [c for c in candidates if not c.problems and math.isfinite(c.score(method))]
     if not usable:
-        name = "valid_nll" if method is SelectionMethod.valid_nll else "log_marglik"
-        reasons = "; ".join(f"δ={c.delta:g}: {', '.join(c.problems) or f'{name} = {abs(c.score(method))}'}"
+        name, value = (("valid_nll", "valid_nll") if method is SelectionMethod.valid_nll
+                       else ("log_marglik", "log_evidence"))
+        reasons = "; ".join(f"δ={c.delta:g}: {', '.join(c.problems) or f'{name} = {getattr(c, value)}'}"
                             for c in candidates)
         raise BnnpredError(f"no grid point gave a usable fit ({reasons}); change the grid or the training settings, "
                            "or set keep_unhealthy=true to keep flagged fits")

@@ -76,6 +76,10 @@ def test_optimize_prior_per_layer_raises_the_evidence_for_kronecker_and_last_lay
     assert torch.equal(best.theta, fitted.theta)
     with pytest.raises(BnnpredError, match="sigma2 applies to regression only"):
         fitted.log_evidence_at(1.0, sigma2=0.1)
+    given = bnnpred.fit(net, X, y, task="binary", prior_precision=fitted.prior_precision,
+                        options={**options, "map": {"steps": 300, "lr": 0.02}})
+    with pytest.raises(BnnpredError, match="prior was given as a tensor and has no δ to set"):
+        given.log_evidence_at(1.0)
 
 
 def test_the_network_is_left_as_it_was_and_a_loader_equals_tensors():

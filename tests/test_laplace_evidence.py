@@ -112,3 +112,27 @@ def test_a_fan_in_prior_uses_the_kept_spectrum_and_agrees_with_a_cholesky_factor
     precision = layer.with_free_log_delta(torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64)).precision()
     exact = 2 * torch.linalg.cholesky(H + torch.diag(precision)).diagonal().log().sum()
     assert float(fit.evidence.curvature.logdet(precision, 1.0)) == pytest.approx(float(exact), rel=1e-10)
+
+
+@pytest.mark.parametrize("scale", [PriorScale.isotropic, PriorScale.fan_in])
+def test_the_gradient_in_each_layers_delta_is_the_cholesky_factors_from_a_shared_start(scale):
+    """A per-layer prior starts with every δ equal (the kept spectrum's point): the gradient in each layer's log δ
+    and in log σ² must be that of log det through a Cholesky factor (float64, 1e-9), not only the shared
+    direction's."""
+    problem, _ = tiny_problem("gaussian", depth=2, n=40, width=6)
+    fit = laplace(problem, Structure.full)
+    prior = Prior.from_config(problem.model, PriorConfig(delta=0.8, scale=scale, groups=PriorGroups.layer))
+    log_delta = prior.free_log_delta().clone().requires_grad_(True)
+    log_sigma2 = torch.tensor(-1.0, dtype=torch.float64, requires_grad=True)
+    fit.evidence(prior.precision_at(log_delta), log_sigma2.exp()).backward()
+    H, c = fit.evidence.curvature.H, 0.3 / log_sigma2.detach().exp()  # tiny_problem's σ²₀ = 0.3
+    exact_delta = log_delta.detach().clone().requires_grad_(True)
+    exact_sigma2 = log_sigma2.detach().clone().requires_grad_(True)
+    precision = prior.precision_at(exact_delta)
+    logdet = 2 * torch.linalg.cholesky(0.3 / exact_sigma2.exp() * H + torch.diag(precision)).diagonal().log().sum()
+    value = (fit.evidence.loglik_at(exact_sigma2.exp()) - 0.5 * (precision * problem.theta0.square()).sum()
+             + 0.5 * precision.log().sum() - 0.5 * logdet)
+    value.backward()
+    assert c > 0
+    torch.testing.assert_close(log_delta.grad, exact_delta.grad, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(log_sigma2.grad, exact_sigma2.grad, rtol=1e-9, atol=1e-9)

@@ -124,11 +124,14 @@ def test_function_space_evidence_equals_the_expanded_laplace_evidence_at_a_stati
     assert gaps[1] > 1e-3 * N
 
 
-def test_laplace_fit_reports_the_selected_evidence_form():
-    from bnnpred.inference.laplace_ggn import EvidenceForm, LaplaceGGNConfig, fit_laplace_ggn
+@pytest.mark.parametrize("subset", ["all", "last_layer"])
+def test_laplace_fit_reports_the_selected_evidence_form(subset):
+    """Over every parameter and over the last layer's (its own Jacobians and prior)."""
+    from bnnpred.inference.laplace_ggn import EvidenceForm, LaplaceGGNConfig, SubsetOfWeights, fit_laplace_ggn
     from bnnpred.inference.map import MapConfig
     problem, _ = tiny_problem("bernoulli", depth=1, n=20, width=6, delta=0.7)
-    cfg = LaplaceGGNConfig(evidence=EvidenceForm.function, map=MapConfig(steps=200, lr=0.01, lbfgs_tol=1e-6))
+    cfg = LaplaceGGNConfig(evidence=EvidenceForm.function, subset_of_weights=SubsetOfWeights(subset),
+                           map=MapConfig(steps=200, lr=0.01, lbfgs_tol=1e-6))
     fit = fit_laplace_ggn(problem, cfg)
     assert abs(fit.info["log_marglik"] - fit.info["log_marglik_weight"]) < 1e-6 * len(problem.X)
     assert fit.info["log_marglik"] != fit.info["log_marglik_weight"]  # computed, not copied

@@ -42,6 +42,11 @@ def test_groups_give_one_delta_each(groups, names):
     assert moved.delta == pytest.approx(math.exp(float(values.log().mean())))  # the geometric mean
 
 
+def test_a_bare_linear_layer_is_one_layer():
+    prior = Prior.from_config(FlatModel(nn.Linear(3, 2)), PriorConfig(groups=PriorGroups.layer))
+    assert prior.names == ("(network)",) and prior.group.tolist() == [0] * 8
+
+
 def test_the_precision_is_differentiable_in_log_delta_and_the_state_round_trips():
     prior = Prior.from_config(net(), PriorConfig(delta=0.5, groups=PriorGroups.layer))
     log_delta = prior.free_log_delta().clone().requires_grad_(True)

@@ -86,15 +86,21 @@ def fit_laplace_ggn(problem: Problem, cfg: LaplaceGGNConfig) -> Fit:
     inner, loglik = data_curvature(sub, fit.theta[block], cfg)
     curvature = SubsetCurvature(inner.sigma2, inner.power, inner=inner, start=model.start, stop=model.stop,
                                 names=model.names)
-    return with_evidence(problem, fit, curvature, loglik)
+    return in_evidence_form(sub, fit.theta[block], with_evidence(problem, fit, curvature, loglik), cfg.evidence)
 
 
 def laplace_of_structure(problem: Problem, fit: Fit, cfg: LaplaceGGNConfig) -> Fit:
     """The posterior of ``cfg.structure`` at ``fit.theta`` over ``problem``'s parameters, with its evidence."""
     laplace = with_evidence(problem, fit, *data_curvature(problem, fit.theta, cfg))
-    if cfg.evidence is EvidenceForm.function:
-        f, J = stacked_jacobians(problem.model, fit.theta, problem.X)
-        value = float(function_space_log_marglik(problem.likelihood, f, J, problem.y, fit.theta,
+    return in_evidence_form(problem, fit.theta, laplace, cfg.evidence)
+
+
+def in_evidence_form(problem: Problem, theta: Tensor, laplace: Fit, form: EvidenceForm) -> Fit:
+    """``laplace`` reporting the evidence in ``form``: the weight-space value as it is, or the function-space one
+    (notes-000 eqs. 3.17 + 3.19) over ``problem``'s parameters ``theta`` with the weight-space value beside it."""
+    if form is EvidenceForm.function:
+        f, J = stacked_jacobians(problem.model, theta, problem.X)
+        value = float(function_space_log_marglik(problem.likelihood, f, J, problem.y, theta,
                                                  problem.prior_precision))
         laplace.info.update(log_marglik=value, log_marglik_weight=laplace.info["log_marglik"])
         laplace.evidence.value = value
