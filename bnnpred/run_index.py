@@ -30,3 +30,16 @@ def append(folder: Path, **row: Any) -> Path:
             f.write(",".join(COLUMNS) + "\r\n")
         f.write(line.getvalue())
     return path
+
+
+def failed_runs(folder: Path) -> list[dict[str, str]]:
+    """The rows of ``folder/index.csv`` whose job failed and whose run folder was not finished by a later job:
+    ``{"run_dir", "overrides", "message"}`` each, in order (none without an index)."""
+    path = Path(folder) / INDEX
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    last = {row["run_dir"]: row for row in rows}  # the latest job of each run folder decides
+    return [{"run_dir": r["run_dir"], "overrides": r["overrides"], "message": r["message"]}
+            for r in last.values() if r["status"] == "failed"]

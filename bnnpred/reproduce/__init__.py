@@ -56,7 +56,8 @@ def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, re
                 raise
             log.warning("page %s not rebuilt: %s", study.name, e)
             continue
-        pages.append(write_text(r.out / "README.md", page))
+        failures = r.failures_section()
+        pages.append(write_text(r.out / "README.md", page if not failures else f"{page.rstrip()}\n\n{failures}"))
         write_json(r.out / "claims.json", {"study": study.name, "tier": tier.value, "claims": claims_json(r.claims)})
     write_text(out / "README.md", index(out))
     checklist(out)

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.claims import Claim, Item, claims_table
+from bnnpred.run_index import failed_runs
 from bnnpred.run_record import EVAL_FILES, RUN_FILES, NotFinished, read_finished
 
 T = TypeVar("T")
@@ -39,6 +40,7 @@ class Reproduction:
     report_only: bool = False
     started: float = field(default_factory=time.time)
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
+    failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
 
     def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
         """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
@@ -53,13 +55,16 @@ class Reproduction:
         return run_dir
 
     def sweep(self, sweep_dir: Path, subdir: str, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
-        """``bnnpred train -m OVERRIDES`` with ``self.jobs`` joblib workers into ``sweep_dir/<subdir>``."""
+        """``bnnpred train -m OVERRIDES`` with ``self.jobs`` joblib workers into ``sweep_dir/<subdir>``. A run
+        that fails (a broken fit, the health checks) fails alone: it is left out of the page's tables, which lists
+        it with its reason (:meth:`failures_section`); a sweep with no finished run is an error."""
         if not self.report_only:
             _bnnpred("train", "-m", *overrides, *self._quick(quick), "hydra/launcher=joblib",
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
-                     f"hydra.sweep.subdir={subdir}")
-        elif not any(sweep_dir.glob("*/manifest.json")):
+                     f"hydra.sweep.subdir={subdir}", failures_allowed=True)
+        if not any(sweep_dir.glob("*/manifest.json")):
             raise BnnpredError(f"no finished runs in {sweep_dir}; run the study without --report-only first")
+        self.failures.extend(failed_runs(sweep_dir))
         return sweep_dir
 
     def evaluate(self, run_dir: Path, *overrides: str) -> Path:
@@ -83,6 +88,15 @@ class Reproduction:
         ``claims.json``: the one way a page shows claims."""
         self.claims.extend(claims)
         return claims_table(claims)
+
+    def failures_section(self) -> str:
+        """``## Failed runs``: each failed run of the page's sweeps with its overrides and reason; empty if none."""
+        if not self.failures:
+            return ""
+        rows = [f"| {Path(f['run_dir']).name} | `{f['overrides']}` | {f['message'].replace('|', '/')} |"
+                for f in self.failures]
+        return "\n".join(["## Failed runs", "", "Left out of every table and claim above:", "",
+                          "| run | overrides | why it failed |", "|---|---|---|", *rows, ""])
 
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``."""
@@ -108,11 +122,12 @@ class Study:
     full_scale: bool = False  # whether the full tier differs from the CPU tier (GPU presets)
 
 
-def _bnnpred(*args: str) -> None:
+def _bnnpred(*args: str, failures_allowed: bool = False) -> None:
+    """``bnnpred ARGS``; a failure is an error, except a sweep's failed runs (exit 2) with ``failures_allowed``."""
     command = [sys.executable, "-m", "bnnpred.cli", *args, "progress=false"]
     print("+", " ".join(command[2:]), flush=True)
     result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    if result.returncode != 0:
+    if result.returncode != 0 and not (failures_allowed and result.returncode == 2):
         raise BnnpredError(f"'bnnpred {' '.join(args[:3])} ...' failed (exit {result.returncode}); see above")
 
 
