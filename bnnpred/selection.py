@@ -10,7 +10,7 @@ import itertools
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -95,28 +95,37 @@ def _grid(cfg: SelectionConfig, fit_at: FitAt, prior: Prior, sigma2: float | Non
     if cfg.sigma2_grid is not None:
         _check_grid("selection.sigma2_grid", cfg.sigma2_grid)
     points = list(itertools.product(sigma2s, cfg.delta_grid))
-    candidates = []
+    candidates: list[Candidate] = []
+    best: Candidate | None = None
     for i, (s2, d) in enumerate(points, 1):
         log.info("grid point %d/%d: δ=%g σ²=%s", i, len(points), d, s2)
         cand = fit_at(prior.at(d), s2, None)
-        candidates.append(cand)
         log.info("δ=%g σ²=%s score=%.4f%s", d, s2, cand.score(cfg.method), "; " + "; ".join(cand.problems)
                  if cand.problems else "")
+        if usable(cand, cfg.method) and (best is None or cand.score(cfg.method) > best.score(cfg.method)):
+            best = cand
+        # only the best usable point so far keeps its fit: a full posterior and its curvature are P x P each
+        candidates = [c if c is best else replace(c, fit=None) for c in [*candidates, cand]]
     return best_usable(candidates, cfg.method), [c.row for c in candidates]
 
 
 def best_usable(candidates: list[Candidate], method: SelectionMethod) -> Candidate:
     """The candidate with the best score among those that are healthy and whose score is finite (an evidence at a
     jittered precision is NaN); an error naming each point's reason when there is none."""
-    usable = [c for c in candidates if not c.problems and math.isfinite(c.score(method))]
-    if not usable:
+    kept = [c for c in candidates if usable(c, method)]
+    if not kept:
         name, value = (("valid_nll", "valid_nll") if method is SelectionMethod.valid_nll
                        else ("log_marglik", "log_evidence"))
         reasons = "; ".join(f"δ={c.delta:g}: {', '.join(c.problems) or f'{name} = {getattr(c, value)}'}"
                             for c in candidates)
         raise BnnpredError(f"no grid point gave a usable fit ({reasons}); change the grid or the training settings, "
                            "or set keep_unhealthy=true to keep flagged fits")
-    return max(usable, key=lambda c: c.score(method))
+    return max(kept, key=lambda c: c.score(method))
+
+
+def usable(candidate: Candidate, method: SelectionMethod) -> bool:
+    """Healthy, with a finite score (an evidence at a jittered precision is NaN)."""
+    return not candidate.problems and math.isfinite(candidate.score(method))
 
 
 def _gradient(cfg: SelectionConfig, fit_at: FitAt, prior: Prior, sigma2: float | None
