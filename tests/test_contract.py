@@ -93,3 +93,44 @@ def test_each_cross_config_check_is_one_line_from_the_cli_and_one_error_from_the
         with pytest.raises(BnnpredError) as error:
             call()
         assert str(error.value) == message
+
+
+# notes-001/002's bad input (issue 18): each method's own bound, named with a valid value. (method's command line,
+# the method of bnnpred.fit, the key and its bad value, the message; SLANG's rank is a check above.)
+BOUNDS = [
+    (["inference=vi"], "bbb", "rho_lr_factor", 0.0,
+     "inference.rho_lr_factor (the variance parameters' learning-rate multiplier) must be positive, got 0.0; e.g. "
+     "inference.rho_lr_factor=10 (notes-001 §2.8)"),
+    (["inference=vl"], "vl", "rho_lr_factor", -1.0,
+     "inference.rho_lr_factor (the variance parameters' learning-rate multiplier) must be positive, got -1.0; e.g. "
+     "inference.rho_lr_factor=10 (notes-001 §2.8)"),
+    (["inference=vl"], "vl", "fixed_sigma2", 0.0,
+     "inference.fixed_sigma2 must be positive or null (learned), got 0.0; e.g. inference.fixed_sigma2=0.0001"),
+    (["inference=vi"], "bbb", "fixed_sigma2", -0.01,
+     "inference.fixed_sigma2 must be positive or null (learned), got -0.01; e.g. inference.fixed_sigma2=0.0001"),
+    *[(["inference=vl"], "vl", "kl_weight", beta,
+       f"inference.kl_weight (β) must be in (0, 1], got {beta}; e.g. inference.kl_weight=0.1 (notes-001 Table 1), "
+       "1 is the ELBO") for beta in (0.0, -0.1, 1.5)],
+    (["inference=vi"], "bbb", "kl_weight", 2.0,
+     "inference.kl_weight (β) must be in (0, 1], got 2.0; e.g. inference.kl_weight=0.1 (notes-001 Table 1), 1 is the "
+     "ELBO"),
+    (["inference=bbb"], "bbb", "n_samples", 0,
+     "inference.n_samples (S) must be >= 1, got 0; e.g. inference.n_samples=1"),
+    (["inference=slang"], "slang", "n_samples", 0,
+     "inference.n_samples (S) must be >= 1, got 0; e.g. inference.n_samples=4 (notes-002's MNIST runs)"),
+]
+
+
+@pytest.mark.parametrize("args,method,key,value,message", BOUNDS)
+def test_each_variational_bound_is_one_line_from_the_cli_and_one_error_from_the_api(args, method, key, value,
+                                                                                    message, tmp_path, capsys):
+    network = ["model.activation=softplus"] if method == "vl" else []  # VL refuses ReLU before its bounds
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", *args, "selection=none", "predictive=map", *network, f"inference.{key}={value}",
+              f"hydra.run.dir={tmp_path / 'run'}"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(BnnpredError) as error:
+        bnnpred.fit(torch.nn.Linear(3, 1), *data(), task="regression", method=method, options={key: value})
+    assert str(error.value) == message

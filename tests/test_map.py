@@ -1,10 +1,20 @@
-"""MAP training's full-batch L-BFGS finish (issue 22, Build 4)."""
+"""MAP training's full-batch L-BFGS finish (issue 22, Build 4) and notes-001's tempered MAP control (issue 18)."""
+
+import dataclasses
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from bnnpred.cli import compose
+from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
+from bnnpred.inference.base import Problem
 from bnnpred.inference.map import MapConfig, Schedule, train_map
+from bnnpred.inference.mean_field import kl_to_prior
+from bnnpred.likelihoods import Categorical
+from bnnpred.models.mlp import MLPConfig, build_mlp
+from bnnpred.prior import Prior
 from tests.helpers import tiny_problem
 
 
@@ -43,3 +53,44 @@ def test_lbfgs_finish_reaches_its_tolerance_at_the_known_optimum_of_logistic_reg
 def test_a_non_positive_lbfgs_tolerance_is_a_clear_error(value):
     with pytest.raises(BnnpredError, match=r"inference.map.lbfgs_tol must be positive.*e.g. 1e-6"):
         MapConfig(lbfgs_tol=value).validate()
+
+
+def test_the_tempered_map_control_is_map_at_beta_times_the_prior_precision():
+    r"""notes-001's tempered ELBO ``E_q log p(y | θ) − β KL(q ‖ p)`` (eq. 10; per example, eq. 29) depends on the
+    mean only through ``log p(y | µ) − β ½ µᵀΔµ`` (eq. 11's mean term; VI's and VL's likelihood terms aside): the
+    objective of a MAP whose prior precision is ``β·Δ``, i.e. whose prior *variance* is scaled by ``1/β`` (issue
+    18's "prior precision scaled by 1/β" read as the variance: at β = 0.1 the control's weight decay is ten times
+    weaker than the untempered MAP's). ``experiment=notes001_fmnist_map_tempered`` is that control: its config is
+    notes001_fmnist_map's but for ``prior.delta = β·δ`` with VL's β and δ, so its precision vector is exactly
+    ``β·Δ``; and Adam on the control's MAP objective gives the same θ, bit for bit, as Adam on the tempered
+    objective ``−(1/B) Σ log p + β KL(q ‖ p) / N`` in ``µ`` (σ held fixed; it does not enter the µ-gradient) on a
+    tiny softplus MLP (float64, same start, same 40 steps), and another θ than the untempered MAP."""
+    vl, untempered = compose(["experiment=notes001_fmnist"]), compose(["experiment=notes001_fmnist_map"])
+    control = compose(["experiment=notes001_fmnist_map_tempered"])
+    beta = vl.inference.kl_weight
+    assert beta == 0.1 and control.prior.delta == beta * vl.prior.delta
+    assert vl.prior.delta == untempered.prior.delta
+    assert OmegaConf.to_container(control) == OmegaConf.to_container(
+        OmegaConf.merge(untempered, {"prior": {"delta": control.prior.delta}}))
+    torch.manual_seed(0)
+    model = FlatModel(build_mlp(MLPConfig(depth=1, width=4, activation="softplus"), (2,), 3))
+    precision = Prior.from_config(model, OmegaConf.to_object(vl.prior)).precision()  # Δ of VL and VI
+    tempered = Prior.from_config(model, OmegaConf.to_object(control.prior)).precision()
+    assert torch.equal(tempered, beta * precision)
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(30, 2, generator=gen)
+    y = torch.randint(0, 3, (30,), generator=gen)
+    theta0 = model.theta()
+    problem = Problem(model=model, likelihood=Categorical(), X=X, y=y, prior_precision=tempered, theta0=theta0,
+                      generator=torch.Generator().manual_seed(0))
+    fit = train_map(problem, MapConfig(lr=0.05, steps=40, schedule=Schedule.constant))
+    mu, sigma = theta0.clone().requires_grad_(True), torch.full_like(theta0, 0.1)
+    optimizer = torch.optim.Adam([mu], lr=0.05)
+    for _ in range(40):
+        optimizer.zero_grad()
+        loss = -problem.likelihood.log_prob(model(mu, X), y).mean() + beta * kl_to_prior(mu, sigma, precision) / 30
+        loss.backward()
+        optimizer.step()
+    assert torch.equal(fit.theta, mu.detach())
+    assert not torch.allclose(fit.theta, train_map(dataclasses.replace(problem, prior_precision=precision),
+                                                   MapConfig(lr=0.05, steps=40, schedule=Schedule.constant)).theta)

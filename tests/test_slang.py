@@ -1,5 +1,5 @@
 """SLANG (notes-002 §2.3-2.8): its update against the full-Gaussian empirical-Fisher update, the diagonal
-correction, the eigensolvers, and a run that raises the ELBO."""
+correction, the eigensolvers, a run that raises the ELBO, and a short run that learns a small MLP."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import dataclasses
 import pytest
 import torch
 
+from bnnpred.curvature.functional import FlatModel
+from bnnpred.data.toy import TwoMoonsConfig, load_two_moons
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import posterior_trace_row
+from bnnpred.inference.base import Problem, posterior_trace_row
 from bnnpred.inference.slang import (
     Eig,
     SLANGConfig,
@@ -20,6 +22,8 @@ from bnnpred.inference.slang import (
     slang_step,
     top_eigen_factor,
 )
+from bnnpred.likelihoods import Bernoulli
+from bnnpred.models.mlp import MLPConfig, build_mlp
 from bnnpred.posteriors import LowRankDiagPosterior
 from tests.helpers import tiny_problem
 
@@ -105,3 +109,25 @@ def test_epochs_replace_iterations_with_one_trace_row_per_epoch():
     problem, _ = tiny_problem("bernoulli", depth=0, n=60, d=3)  # 60 // 16 = 3 minibatches an epoch
     fit = fit_slang(problem, SLANGConfig(epochs=4, batch_size=16, iterations=999, log_every=999))
     assert fit.info["iterations"] == 12 and [row["step"] for row in fit.trace] == [3, 6, 9, 12]
+
+
+def test_a_short_seeded_slang_run_learns_two_moons_with_a_small_mlp():
+    """SLANG (L = 4, M = 64, S = 4, α₀ = β₀ = 0.1, constant, 400 iterations ≈ 26 epochs) on 1,000 two-moons points
+    (noise 0.2) with a 2-16-16-1 tanh MLP (P = 337, δ = 1): the predictive (50 draws) and the mean network err on
+    ≤ 5 % of 1,000 test points. Why 5 %: MAP (Adam, 2,000 full-batch steps) reaches 3.1 % on the same data and this
+    run 3.0-3.3 % over two seeds, while a boundary that has not bent around the moons (what SLANG reaches on 200
+    points, its posterior there near the prior) errs on 13-14 %; the test set's standard error is about 0.6 %."""
+    data = load_two_moons(TwoMoonsConfig(seed=0, n_train=1000, n_valid=1, n_test=1000, noise=0.2))
+    torch.manual_seed(0)
+    model = FlatModel(build_mlp(MLPConfig(depth=2, width=16, activation="tanh"), (2,), 1))
+    theta0 = model.theta()
+    problem = Problem(model=model, likelihood=Bernoulli(), X=data.X_train, y=data.y_train,
+                      prior_precision=torch.ones_like(theta0), theta0=theta0,
+                      generator=torch.Generator().manual_seed(0))
+    fit = fit_slang(problem, SLANGConfig(rank=4, lr=0.1, iterations=400, n_samples=4, batch_size=64, log_every=400))
+    draws = fit.posterior.sample(50, torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        probs = torch.stack([torch.sigmoid(model(theta, data.X_test)[:, 0]) for theta in draws]).mean(0)
+        mean_logits = model(fit.theta, data.X_test)[:, 0]
+    assert ((probs > 0.5).long() != data.y_test).double().mean() <= 0.05
+    assert ((mean_logits > 0).long() != data.y_test).double().mean() <= 0.05

@@ -34,7 +34,8 @@ class BBBConfig(MeanFieldConfig):
     def validate(self) -> None:
         check_mean_field_config(self)
         if self.n_samples < 1:
-            raise BnnpredError(f"inference.n_samples must be >= 1, got {self.n_samples}")
+            raise BnnpredError(f"inference.n_samples (S) must be >= 1, got {self.n_samples}; e.g. "
+                               "inference.n_samples=1")
 
 
 def local_reparam_forward(model: FlatModel, mu: Tensor, var: Tensor, X: Tensor, generator: torch.Generator) -> Tensor:

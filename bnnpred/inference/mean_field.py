@@ -62,13 +62,18 @@ class MeanFieldConfig(Method):
 
 
 def check_mean_field_config(cfg: MeanFieldConfig) -> None:
-    for key in ("lr", "rho_lr_factor", "sigma_min"):
+    for key in ("lr", "sigma_min"):
         if not getattr(cfg, key) > 0:
             raise BnnpredError(f"inference.{key} must be positive, got {getattr(cfg, key)}")
-    if not cfg.kl_weight > 0:
-        raise BnnpredError(f"inference.kl_weight (β) must be positive, got {cfg.kl_weight}; 1 is the ELBO")
+    if not cfg.rho_lr_factor > 0:
+        raise BnnpredError("inference.rho_lr_factor (the variance parameters' learning-rate multiplier) must be "
+                           f"positive, got {cfg.rho_lr_factor}; e.g. inference.rho_lr_factor=10 (notes-001 §2.8)")
+    if not 0 < cfg.kl_weight <= 1:
+        raise BnnpredError(f"inference.kl_weight (β) must be in (0, 1], got {cfg.kl_weight}; e.g. "
+                           "inference.kl_weight=0.1 (notes-001 Table 1), 1 is the ELBO")
     if cfg.fixed_sigma2 is not None and not cfg.fixed_sigma2 > 0:
-        raise BnnpredError(f"inference.fixed_sigma2 must be positive or null (learned), got {cfg.fixed_sigma2}")
+        raise BnnpredError(f"inference.fixed_sigma2 must be positive or null (learned), got {cfg.fixed_sigma2}; "
+                           "e.g. inference.fixed_sigma2=0.0001")
     for key in ("steps", "log_every", "epochs"):
         value = getattr(cfg, key)
         if value is not None and value < 1:

@@ -76,7 +76,10 @@ class SLANGConfig(Method):
             raise BnnpredError(f"inference.decay must be >= 0, got {self.decay}")
         if not 0 <= self.momentum < 1:
             raise BnnpredError(f"inference.momentum must be in [0, 1), got {self.momentum}")
-        for key in ("rank", "n_samples", "iterations", "log_every", "eig_iterations"):
+        if self.n_samples < 1:
+            raise BnnpredError(f"inference.n_samples (S) must be >= 1, got {self.n_samples}; e.g. "
+                               "inference.n_samples=4 (notes-002's MNIST runs)")
+        for key in ("rank", "iterations", "log_every", "eig_iterations"):
             if getattr(self, key) < 1:
                 raise BnnpredError(f"inference.{key} must be >= 1, got {getattr(self, key)}")
         if self.batch_size is not None and self.batch_size < 1:
