@@ -26,11 +26,11 @@ from bnnpred import metrics
 from bnnpred.curvature import kernel
 from bnnpred.curvature.functional import FlatModel, SubsetModel
 from bnnpred.curvature.jacobians import iter_jacobians
-from bnnpred.curvature.kron import iter_layer_gradients
+from bnnpred.curvature.kron import iter_layer_gradients, jacobian_layers
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Gaussian, Likelihood
 from bnnpred.memory import available_bytes, gigabytes
-from bnnpred.posteriors import KronPosterior, Posterior, SubsetPosterior
+from bnnpred.posteriors import DiagPosterior, KronPosterior, Posterior, SubsetPosterior
 from bnnpred.posteriors.linalg import robust_cholesky
 from bnnpred.prediction import Prediction
 
@@ -167,8 +167,8 @@ def glm_latent(ctx: Context, X: Tensor) -> tuple[Tensor, Tensor]:
     ctx = ctx.within_subset()
     post = ctx.posterior
     shift = post.mean - ctx.theta
-    if isinstance(post, KronPosterior):
-        return kron_glm_latent(ctx, post, X, shift)
+    if isinstance(post, KronPosterior) or (isinstance(post, DiagPosterior) and jacobian_layers(ctx.model)):
+        return layered_glm_latent(ctx, post, X, shift)
     means, covs = [], []
     for _, f, J in iter_jacobians(ctx.model, ctx.theta, X):
         means.append(f + J @ shift)
@@ -176,9 +176,10 @@ def glm_latent(ctx: Context, X: Tensor) -> tuple[Tensor, Tensor]:
     return torch.cat(means), torch.cat(covs)
 
 
-def kron_glm_latent(ctx: Context, post: KronPosterior, X: Tensor, shift: Tensor) -> tuple[Tensor, Tensor]:
-    """:func:`glm_latent` for a Kronecker posterior from each layer's Jacobian factors (C backward passes per
-    batch, no ``[B, C, P]`` Jacobian), the mean shift by a Jacobian-vector product."""
+def layered_glm_latent(ctx: Context, post: KronPosterior | DiagPosterior, X: Tensor,
+                       shift: Tensor) -> tuple[Tensor, Tensor]:
+    """:func:`glm_latent` for a Kronecker or diagonal posterior from each layer's Jacobian factors (C backward
+    passes per batch, no ``[B, C, P]`` Jacobian), the mean shift by a Jacobian-vector product."""
     means, covs = [], []
     for rows, f, factors in iter_layer_gradients(ctx.model, ctx.theta, X):
         covs.append(post.functional_cov_from_layers(factors))

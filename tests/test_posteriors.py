@@ -63,3 +63,37 @@ def test_jitter_rescues_a_semidefinite_precision_and_is_returned_then_errors():
     assert robust_cholesky(torch.eye(3)).jitter == 0.0
     with pytest.raises(BnnpredError, match="not positive definite"):
         robust_cholesky(-torch.eye(3))
+
+
+@pytest.mark.parametrize("which", ["mlp", "cnn", "last_layer"])
+def test_a_diagonal_posteriors_glm_covariance_from_layer_factors_equals_the_jacobian_one(which):
+    """J Σ Jᵀ of a diagonal Σ from each layer's factors (no [B, C, P] Jacobian: the glm predictive of image
+    networks) = (J / π) Jᵀ from the formed Jacobians, float64 to 1e-10 relative; the glm latent mean is shifted by
+    the same J (µ − θ*); a last-layer posterior uses its block's factors."""
+    from bnnpred.curvature.functional import FlatModel
+    from bnnpred.curvature.jacobians import iter_jacobians
+    from bnnpred.likelihoods import Categorical
+    from bnnpred.models import build_model
+    from bnnpred.models.cnn import ThesisCNNConfig
+    from bnnpred.models.mlp import MLPConfig
+    from bnnpred.posteriors import DiagPosterior, SubsetPosterior
+    from bnnpred.predictive import Context, glm_latent
+
+    torch.manual_seed(0)
+    if which == "cnn":
+        module, X = build_model(ThesisCNNConfig(), (1, 28, 28), 3), torch.randn(5, 1, 28, 28)
+    else:
+        module, X = build_model(MLPConfig(depth=2, width=7), (3,), 4), torch.randn(9, 3)
+    model = FlatModel(module.eval())
+    theta = model.theta()
+    P = len(theta)
+    start = P - (7 * 4 + 4) if which == "last_layer" else 0
+    precision = torch.rand(P - start, generator=torch.Generator().manual_seed(1), dtype=theta.dtype) + 0.5
+    inner = DiagPosterior(theta[start:] + 0.01, precision)
+    post = inner if start == 0 else SubsetPosterior(torch.cat([theta[:start], inner.mean]), inner, start, P,
+                                                    model.names[-2:])
+    mean, cov = glm_latent(Context(model, Categorical(), theta, post, torch.ones_like(theta), X), X)
+    (_, f, J), = iter_jacobians(model, theta, X)
+    J = J[..., start:]
+    torch.testing.assert_close(cov, (J / precision) @ J.mT, rtol=1e-10, atol=1e-10 * float(cov.abs().max()))
+    torch.testing.assert_close(mean, f + J @ (inner.mean - theta[start:]), rtol=1e-10, atol=1e-10)

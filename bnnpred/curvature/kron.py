@@ -179,6 +179,7 @@ class LayerJacobian:
     a: Tensor  # input patches [B, I, T]
     g: Tensor  # gradients of every output with respect to the layer's outputs [B, C, out, T]
     has_bias: bool
+    start: int  # where the layer's weight starts in θ (its bias follows it)
 
 
 def iter_layer_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer] | None = None,
@@ -217,7 +218,8 @@ def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: l
     factors = []
     for i, (layer, (a, _)) in enumerate(zip(layers, captured, strict=True)):
         g = torch.stack([grads[i] for grads in per_output], dim=1)  # [B, K, out, ...]
-        factors.append(LayerJacobian(_patches(layer.module, a), g.reshape(*g.shape[:3], -1), layer.bias is not None))
+        factors.append(LayerJacobian(_patches(layer.module, a), g.reshape(*g.shape[:3], -1), layer.bias is not None,
+                                     layer.weight.start))
     return f.detach(), factors
 
 
