@@ -51,12 +51,23 @@ def sweep_all(r: Reproduction) -> pd.DataFrame:
                          "experiment=notes003_fmnist", *overrides, *r.pick(quick=(), cpu=CPU),
                          quick=QUICK)
         frame = collect([folder])
+        frame["posterior"] = posterior
         frame["row"] = [ROWS.get((posterior, kind)) for kind in frame["predictive"]]
         frames.append(frame[frame["row"].notna()])
     frame = pd.concat(frames, ignore_index=True)
     frame["accuracy"] *= 100
     frame["predictive"] = frame["row"]  # δ is chosen per table row
     return frame
+
+
+def code_versions(frame: pd.DataFrame) -> str:
+    """Which code made each posterior's runs (a sweep's runs are of one code; the posteriors' sweeps may differ
+    when one was run again by newer code), with the commit each run records."""
+    made = {}
+    for posterior, runs in frame.drop_duplicates("run_dir").groupby("posterior", sort=False):
+        commits = sorted({document(d)["run"].get("commit") or "?" for d in runs["run_dir"]})
+        made[posterior] = f"{posterior}: code {runs['code'].iloc[0]} (commit {', '.join(commits)})"
+    return "Runs by posterior: " + "; ".join(made.values()) + "."
 
 
 def choose(frame: pd.DataFrame) -> pd.DataFrame:
@@ -225,7 +236,7 @@ def make(r: Reproduction) -> str:
         "MAP) the \"GLM-GGN-Full\" row. δ is chosen per row and seed by validation NLL. Test metrics are means ± "
         f"standard deviations over {seeds} seed{'s' if seeds > 1 else ''}; the paper's Table 5.2 (3c3d) in "
         "brackets. The absolute numbers are not the paper's (another network); the checklist's relative criteria "
-        "are.", "",
+        "are.", "", code_versions(frame), "",
         "## Table 5.2 (checklist item 13)", "", *table(chosen), "",
         r.table(table_claims(stats(chosen))), "",
         "## Fig 5.9: OOD detection by predictive entropy (item 15)", "",
