@@ -12,11 +12,15 @@ in notes-004), three seeds; Fig 5.10 re-evaluates the GP of each seed's MAP netw
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
+from bnnpred.io import load_torch
 from bnnpred.metrics import entropy
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
@@ -62,12 +66,17 @@ def sweep_all(r: Reproduction) -> pd.DataFrame:
 
 def code_versions(frame: pd.DataFrame) -> str:
     """Which code made each posterior's runs (a sweep's runs are of one code; the posteriors' sweeps may differ
-    when one was run again by newer code), with the commit each run records."""
-    made = {}
-    for posterior, runs in frame.drop_duplicates("run_dir").groupby("posterior", sort=False):
-        commits = sorted({document(d)["run"].get("commit") or "?" for d in runs["run_dir"]})
-        made[posterior] = f"{posterior}: code {runs['code'].iloc[0]} (commit {', '.join(commits)})"
-    return "Runs by posterior: " + "; ".join(made.values()) + "."
+    when one was run again by newer code), with the commit each run records, and whether the posteriors of each
+    (δ, seed) sit on the same MAP network (θ* bit for bit)."""
+    runs = frame.drop_duplicates("run_dir")
+    made = []
+    for posterior, own in runs.groupby("posterior", sort=False):
+        commits = sorted({document(d)["run"].get("commit") or "?" for d in own["run_dir"]})
+        made.append(f"{posterior}: code {own['code'].iloc[0]} (commit {', '.join(commits)})")
+    same = [len({hashlib.sha256(load_torch(Path(d) / "posterior.pt")["theta"].numpy().tobytes()).digest()
+                 for d in group["run_dir"]}) == 1 for _, group in runs.groupby(["delta", "seed"])]
+    return (f"Runs by posterior: {'; '.join(made)}. The posteriors of each (δ, seed) sit on the same MAP network "
+            f"(θ* equal bit for bit) in {sum(same)} of {len(same)} cases.")
 
 
 def choose(frame: pd.DataFrame) -> pd.DataFrame:
