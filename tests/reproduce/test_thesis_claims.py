@@ -63,11 +63,13 @@ def evidence_grid() -> pd.DataFrame:
 def test_evidence_claims_of_figs_5_2_and_5_3():
     table = evidence_grid()
     best = table.loc[table["log_marglik"].idxmax()]
-    corner = table.iloc[0]
+    a = table.loc[table["train_ll_map"].idxmax()]
     b = table[(table["delta"] == 100.0) & (table["sigma2"] == 1.0)].iloc[0]
-    fig5_2 = toys.fig5_2_claims(table, best, corner, b)
-    # ★ = (0.4, 0.1); A: train 0.499 > 0.1, test −0.199 < 0.2; B below ★ in both
-    assert verdicts(fig5_2) == ["holds"] * 5
+    fig5_2 = toys.fig5_2_claims(table, best, a, b)
+    # ★ = (0.4, 0.1); A = (0.001, 0.001) below ★ in δ and σ², train 0.499 > 0.1, test −0.199 < 0.2; B below ★
+    assert verdicts(fig5_2) == ["holds"] * 6
+    # a train-ℓℓ argmax at ★'s σ² is not in the low-noise corner
+    assert verdicts(toys.fig5_2_claims(table, best, table.iloc[1], b))[3] == "does not hold"
     curve = table[table["sigma2"] == 0.1].sort_values("delta")
     fig5_3 = toys.fig5_3_claims(curve, best, curve.iloc[0], curve.iloc[-1])
     # δ* = 0.4 ∈ [0.02, 2]; train ℓℓ 0.499 at the smallest δ; the evidence falls at both ends
