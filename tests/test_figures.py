@@ -41,6 +41,14 @@ def test_plot_1d_predictive(tmp_path):
     assert_only_png(tmp_path, path)
 
 
+def test_plot_1d_panels(tmp_path):
+    x = np.linspace(-2, 2, 9)
+    panels = {f"panel {i}": (np.sin(x) * i, np.full(9, 0.1 * i)) for i in range(5)}  # 2 rows of 3, one empty
+    path = figures.plot_1d_panels(tmp_path / "panels.png", x, panels, np.array([-1.5, 1.5]), np.array([-1.0, 1.0]),
+                                  ncols=3, title="structures", ylim=(-2, 2))
+    assert_only_png(tmp_path, path)
+
+
 def test_plot_2d_predictive(tmp_path, grid_2d):
     xx, yy, prob, X, y = grid_2d
     maps = {"aleatoric": prob * (1 - prob), "epistemic": np.abs(yy)}

@@ -75,6 +75,46 @@ def plot_1d_predictive(
     return _save(fig, path)
 
 
+def plot_1d_panels(
+    path: str | Path,
+    x_grid: ArrayLike,
+    panels: Mapping[str, tuple[ArrayLike, ArrayLike]],
+    X_train: ArrayLike,
+    y_train: ArrayLike,
+    ncols: int,
+    title: str = "",
+    ylim: tuple[float, float] | None = None,
+) -> Path:
+    """1-D regression predictives side by side (mean and ±2 std band over the data), ``ncols`` per row.
+
+    Args:
+        path: output PNG file.
+        x_grid: sorted inputs ``[G]``.
+        panels: ``(mean [G], std [G])`` per panel title, row by row.
+        X_train: training inputs ``[N]``.
+        y_train: training targets ``[N]``.
+        ncols: panels per row.
+        title: figure title.
+        ylim: the shared y range (None: matplotlib's, which the widest band sets).
+    """
+    x, X, y = _np(x_grid), _np(X_train), _np(y_train)
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PANEL_SIZE * ncols, 0.75 * PANEL_SIZE * nrows), sharex=True,
+                             sharey=True, squeeze=False, layout="constrained")
+    for ax, (name, (mean, std)) in zip(axes.flat[:len(panels)], panels.items(), strict=True):
+        mu, sd = _np(mean), _np(std)
+        ax.fill_between(x, mu - 2 * sd, mu + 2 * sd, color="C0", alpha=0.25, label="±2 std")
+        ax.plot(x, mu, color="C0", lw=1.5, label="mean")
+        ax.scatter(X, y, s=5, color="C3", zorder=3, label="data")
+        ax.set(title=name, xlabel="x", ylabel="y", ylim=ylim)
+    axes.flat[0].legend(fontsize="small")
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
 def plot_2d_predictive(
     path: str | Path,
     xx: ArrayLike,

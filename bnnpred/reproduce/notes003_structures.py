@@ -1,0 +1,274 @@
+"""notes-003 Figs 5.2, 5.3 and 5.5-5.7 and Table 5.1's diagonal row: one network under the full, Kronecker and
+diagonal Laplace-GGN posteriors (``inference.structure``) on the 1-D regression toy, two moons and banana, with the
+GLM predictive's uncertainty split checked in numbers (checklist items 6, 7, 8, 10 and 11)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bnnpred.report import figures
+from bnnpred.report.tables import collect, select_by_valid_nll, summarize
+from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, every, item, items
+from bnnpred.run_evaluation import predictors
+from bnnpred.saved_runs import restore
+
+STRUCTURES = ("full", "kron", "diag")
+QUICK_MAP = ("inference.map.steps=300",)
+GRID_POINTS = 100
+MOONS_MARGIN = 4.0  # the two-moons grid reaches this far beyond the data, so points > 2 units away exist
+BANANA_MARGIN = 2.0  # banana's inputs are standardised
+
+
+# ------------------------------------------------------------------------------------- Fig. 5.2, 1-D regression
+
+
+def regression(r: Reproduction) -> str:
+    """δ at the overfitting end of the evidence grid, its optimum ★ and the underfitting end, under each structure
+    (the thesis MLP on Snelson with a gap, σ² = 0.1)."""
+    grid = r.train_once(r.runs / "fig5_2_grid", "experiment=thesis_fig5_2", "selection.sigma2_grid=null",
+                        "likelihood.sigma2=0.1", quick=(*QUICK_MAP, "selection.delta_grid=[0.0001,1,100]"))
+    evidence = pd.read_csv(grid / "selection.csv").sort_values("delta")
+    deltas = {"overfit": evidence["delta"].iloc[0], "★": evidence.loc[evidence["log_marglik"].idxmax(), "delta"],
+              "underfit": evidence["delta"].iloc[-1]}
+    runs = {(end, structure): r.train_once(r.runs / f"fig5_2_{end.replace('★', 'star')}_{structure}",
+                                           "experiment=thesis_fig5_2", "selection=none", "likelihood.sigma2=0.1",
+                                           f"prior.delta={delta}", f"inference.structure={structure}",
+                                           "predictive.kinds=[closed]", quick=QUICK_MAP)
+            for end, delta in deltas.items() for structure in STRUCTURES}
+    mse = pd.DataFrame([{"end": end, "structure": structure, "delta": deltas[end],
+                         **{f"{split}_mse": document(run)["metrics"][split]["closed"]["rmse"] ** 2
+                            for split in ("train", "test")}}
+                        for (end, structure), run in runs.items()])
+    s, _ = restore(runs["★", "full"])
+    x = torch.linspace(float(s.data.X_train.min()) - 1, float(s.data.X_train.max()) + 1, 400, dtype=s.dtype)[:, None]
+    panels = {}
+    for (end, structure), run in runs.items():
+        pred = predictors(*restore(run))["closed"](x)
+        panels[f"{structure}, {end} (δ = {deltas[end]:.3g})"] = (pred.mean.reshape(-1), pred.variance.reshape(-1).sqrt())
+    figures.plot_1d_panels(r.out / "fig5_2_structures.png", x[:, 0], panels, s.data.X_train[:, 0], s.data.y_train,
+                           ncols=3, title="GLM (closed form) predictive; columns full / kron / diag",
+                           ylim=(float(s.data.y_train.min()) - 3, float(s.data.y_train.max()) + 3))
+    table = mse.pivot_table(index="structure", columns="end", values=["train_mse", "test_mse"]).reindex(STRUCTURES)
+    lines = ["| structure | " + " | ".join(f"{end} train / test MSE" for end in deltas) + " |",
+             "|---|" + "---|" * len(deltas)]
+    lines += [f"| {st} | " + " | ".join(f"{table.loc[st, ('train_mse', end)]:.4f} / "
+                                         f"{table.loc[st, ('test_mse', end)]:.4f}" for end in deltas) + " |"
+              for st in STRUCTURES]
+    return "\n".join([
+        "## Fig. 5.2: over- and underfitting under full, Kronecker and diagonal posteriors",
+        "",
+        f"The thesis MLP (P = 2676) on Snelson with a gap (150 training points), σ² = 0.1; δ at the ends of the "
+        f"evidence grid ({len(evidence)} δ in [{evidence['delta'].min():g}, {evidence['delta'].max():g}], full "
+        f"posterior) and at its argmax ★ = {deltas['★']:.3g}; one MAP per δ shared by the three structures; the "
+        "closed-form GLM predictive (its mean is the MAP's, so the MSEs agree across structures).",
+        "",
+        *lines,
+        "",
+        r.table(regression_claims(mse)),
+        "",
+        "![structures](fig5_2_structures.png)",
+    ])
+
+
+def regression_claims(mse: pd.DataFrame) -> list[Claim]:
+    """notes-003 item 6 on ``mse`` (one row per end ∈ {overfit, ★, underfit} and structure: train_mse, test_mse)."""
+    def at(end: str) -> dict[str, pd.Series]:
+        return {row["structure"]: row for _, row in mse[mse["end"] == end].iterrows()}
+
+    over, star, under = at("overfit"), at("★"), at("underfit")
+    return [
+        every(item(3, 6), Compare("overfit δ: test MSE", "≥", "train MSE", factor=1.2),
+              {k: (row["test_mse"], row["train_mse"]) for k, row in over.items()}, over="structure"),
+        every(item(3, 6), Compare("underfit δ: train MSE", "≥", "★'s train MSE", factor=1.5),
+              {k: (row["train_mse"], star[k]["train_mse"]) for k, row in under.items() if k in star},
+              over="structure"),
+    ]
+
+
+# ------------------------------------------------------------------------------------- Fig. 5.3, two moons
+
+
+def grid_around(X: torch.Tensor, margin: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A ``GRID_POINTS``² grid over the inputs' bounding box widened by ``margin``: ``xx``, ``yy`` ``[H, W]`` and
+    the points ``[H·W, 2]``."""
+    axes = [torch.linspace(float(X[:, i].min()) - margin, float(X[:, i].max()) + margin, GRID_POINTS,
+                           dtype=X.dtype) for i in range(2)]
+    xx, yy = torch.meshgrid(*axes, indexing="xy")
+    return xx, yy, torch.stack([xx.reshape(-1), yy.reshape(-1)], 1)
+
+
+def nearest_distance(points: torch.Tensor, X: torch.Tensor) -> np.ndarray:
+    """Distance from each point ``[G, 2]`` to the nearest of ``X`` ``[N, 2]`` (itself excluded when ``points`` is
+    ``X``): ``[G]``."""
+    d = torch.cdist(points, X)
+    if points is X:
+        d.fill_diagonal_(float("inf"))
+    return d.min(1).values.numpy()
+
+
+def uncertainty_split(run: Path, margin: float) -> dict[str, float]:
+    """The GLM predictive of ``run`` on a grid and at its training inputs (notes-003 item 10): mean aleatoric part
+    where ``|p − 0.5| < 0.1`` and where ``> 0.4``; mean epistemic part far from the data (nearest training point
+    further than 3x the 95th percentile of the training points' nearest-neighbour distances) and at the training
+    inputs; mean confidence ``max(p, 1 − p)`` more than 2 units from every training point (item 7)."""
+    s, ctx = restore(run)
+    glm = predictors(s, ctx)["glm"]
+    X = s.data.X_train
+    _, _, points = grid_around(X, margin)
+    on_grid, at_data = glm(points), glm(X)
+    p = on_grid.probs[:, 1].numpy()
+    aleatoric, epistemic = on_grid.aleatoric.numpy(), on_grid.epistemic.numpy()
+    distance = nearest_distance(points, X)
+    far = distance > 3 * np.quantile(nearest_distance(X, X), 0.95)
+    return {"aleatoric_boundary": float(aleatoric[np.abs(p - 0.5) < 0.1].mean()),
+            "aleatoric_confident": float(aleatoric[np.abs(p - 0.5) > 0.4].mean()),
+            "epistemic_far": float(epistemic[far].mean()), "epistemic_data": float(at_data.epistemic.mean()),
+            "confidence_beyond_2": float(np.maximum(p, 1 - p)[distance > 2].mean())}
+
+
+def moons(r: Reproduction) -> tuple[str, dict[str, float]]:
+    """Each structure's evidence-optimal δ on two moons (the thesis MLP), its GLM and NN predictives."""
+    runs = {structure: r.train_once(r.runs / f"fig5_3_{structure}", "experiment=thesis_fig5_3",
+                                    f"inference.structure={structure}", "predictive.kinds=[glm,nn]",
+                                    quick=(*QUICK_MAP, "selection.delta_grid=[0.01,1,100]"))
+            for structure in STRUCTURES}
+    metrics = {k: document(run)["metrics"] for k, run in runs.items()}
+    train_acc = {k: m["train"]["glm"]["accuracy"] for k, m in metrics.items()}
+    split = {k: uncertainty_split(run, MOONS_MARGIN) for k, run in runs.items()}
+    s, _ = restore(runs["full"])
+    xx, yy, points = grid_around(s.data.X_train, MOONS_MARGIN)
+    means = {f"GLM, {k}": predictors(*restore(run))["glm"](points).probs[:, 1].reshape(xx.shape).numpy()
+             for k, run in runs.items()}
+    figures.plot_panels_2d(r.out / "fig5_3_structures.png", xx, yy, means, s.data.X_train, s.data.y_train,
+                           title="two moons: GLM predictive mean per structure")
+    deltas = {k: document(run)["run"]["delta"] for k, run in runs.items()}
+    lines = ["| structure | δ (evidence argmax) | GLM train accuracy | GLM test NLL | NN test NLL | GLM training NLL "
+             "| NN training NLL | mean confidence > 2 units from the data |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {k} | {deltas[k]:.3g} | {train_acc[k]:.3f} | {m['test']['glm']['nll']:.3f} | "
+              f"{m['test']['nn']['nll']:.3f} | {m['train']['glm']['nll']:.3f} | {m['train']['nn']['nll']:.3f} | "
+              f"{split[k]['confidence_beyond_2']:.3f} |" for k, m in metrics.items()]
+    page = "\n".join([
+        "## Fig. 5.3: two moons under full, Kronecker and diagonal posteriors",
+        "",
+        "The thesis MLP (P = 2701), 150 training points, noise 0.3; each structure at the δ its own Laplace "
+        "evidence picks on 21 δ in [0.01, 100]; GLM and NN sampling predictives, 1000 samples.",
+        "",
+        *lines,
+        "",
+        r.table(moons_claims(train_acc, {k: v["confidence_beyond_2"] for k, v in split.items()})),
+        "",
+        "![structures](fig5_3_structures.png)",
+    ])
+    return page, {**split["full"], "nn_train_nll": metrics["full"]["train"]["nn"]["nll"],
+                  "glm_train_nll": metrics["full"]["train"]["glm"]["nll"]}
+
+
+def moons_claims(train_acc: dict[str, float], far_confidence: dict[str, float]) -> list[Claim]:
+    """notes-003 item 7: the full posterior's GLM training accuracy, and every structure's mean GLM confidence on
+    grid points more than 2 units from the data."""
+    return [
+        claim(item(3, 7), Compare("GLM (full) training accuracy", "≥", 0.85), train_acc.get("full", float("nan"))),
+        every(item(3, 7), Compare("mean GLM confidence > 2 units from the data", "≤", 0.9), far_confidence,
+              over="structure", note="uncertainty grows away from the data"),
+    ]
+
+
+# ------------------------------------------------------------------------------------- banana
+
+
+def banana(r: Reproduction) -> tuple[str, dict[str, float]]:
+    """Banana (notes-003 Table 5.1 / Fig. 5.7 settings) under each structure, δ per predictive by validation NLL."""
+    seeds = r.pick(quick="0", cpu="0,1")
+    folder = r.sweep(r.runs / "banana", "${hydra.job.num}", "experiment=banana", f"seed={seeds}",
+                     f"inference.structure={','.join(STRUCTURES)}", "predictive.kinds=[nn,glm]", "plot.enabled=false",
+                     quick=(*QUICK_MAP, "dataset.n_train=300", "predictive.n_samples=100", "prior.delta=0.1,10"))
+    everything = collect([folder])
+    frame = select_by_valid_nll(everything)
+    table = summarize(frame, "test", ["structure", "predictive"]).set_index(["structure", "predictive"])
+    glm = table.xs("glm", level="predictive").reindex(list(STRUCTURES))
+    chosen = frame[(frame["split"] == "valid") & (frame["predictive"] == "glm") & (frame["structure"] == "full")
+                   & (frame["seed"] == 0)].iloc[0]
+    run, delta = Path(chosen["run_dir"]), chosen["delta"]
+    split = uncertainty_split(run, BANANA_MARGIN)
+    train = document(run)["metrics"]["train"]
+    s, _ = restore(run)
+    xx, yy, points = grid_around(s.data.X_train, BANANA_MARGIN)
+    at_delta = everything[(everything["delta"] == delta) & (everything["seed"] == 0)]
+    same_delta = {k: Path(at_delta[at_delta["structure"] == k].iloc[0]["run_dir"]) for k in STRUCTURES}
+    means = {f"GLM, {k}": predictors(*restore(d))["glm"](points).probs[:, 1].reshape(xx.shape).numpy()
+             for k, d in same_delta.items()}
+    figures.plot_panels_2d(r.out / "fig5_7_structures.png", xx, yy, means, s.data.X_train, s.data.y_train,
+                           title=f"banana: GLM predictive mean per structure (δ = {delta:g}, seed 0)")
+    lines = ["| structure | predictive | NLL | accuracy | ECE |", "|---|---|---|---|---|"]
+    lines += [f"| {st} | {kind} | {t['nll']:.4f} ± {t['nll_se']:.4f} | {t['accuracy']:.4f} ± "
+              f"{t['accuracy_se']:.4f} | {t['ece']:.4f} ± {t['ece_se']:.4f} |"
+              for (st, kind), t in table.reindex(STRUCTURES, level=0).iterrows()]
+    page = "\n".join([
+        "## Fig. 5.7 and Table 5.1's diagonal row: banana under full, Kronecker and diagonal posteriors",
+        "",
+        f"2x50 tanh (P = 2751), 80/10/10 stratified split, δ ∈ logspace(−2, 2, 9) chosen per structure, predictive "
+        f"and seed by validation NLL (the MAPs are shared by the structures), 1000 samples; mean ± s.e. over seeds "
+        f"{seeds} (test set). The notes read Table 5.1's 'GP-GGN-diag' as the GLM predictive of the diagonal "
+        "posterior (notes-003 §6): the row diag / glm.",
+        "",
+        *lines,
+        "",
+        r.table(banana_claims(glm["nll"].to_dict())),
+        "",
+        "![structures](fig5_7_structures.png)",
+    ])
+    return page, {**split, "nn_train_nll": train["nn"]["nll"], "glm_train_nll": train["glm"]["nll"]}
+
+
+def banana_claims(glm_nll: dict[str, float]) -> list[Claim]:
+    """notes-003 items 8 (the diagonal row) and 11 on the GLM test NLL per structure."""
+    full, kron, diag = (glm_nll.get(k, float("nan")) for k in STRUCTURES)
+    return [
+        claim(item(3, 8), Compare("GLM-diag NLL", "≥", "GLM-full's"), (diag, full),
+              note="Table 5.1's GP-GGN-diag row"),
+        all_of(claim(item(3, 11), Compare("GLM NLL full", "≤", "KFAC's", margin=0.01), (full, kron)),
+               claim(item(3, 11), Compare("GLM NLL KFAC", "≤", "diag's", margin=0.01), (kron, diag)),
+               note="full ≤ KFAC ≤ diag, inversions within 0.01"),
+    ]
+
+
+# ------------------------------------------------------------------------------------- Figs 5.5 / 5.6
+
+
+def decomposition_claims(data: str, split: dict[str, float]) -> list[Claim]:
+    """notes-003 item 10 (a)-(c) on one data set's :func:`uncertainty_split` of the full posterior's GLM predictive,
+    with the training NLLs of its NN and GLM predictives at the same δ."""
+    return [
+        claim(item(3, 10, "a"), Compare(f"{data}: GLM aleatoric where |p − 0.5| < 0.1", "≥", "where > 0.4", factor=2),
+              (split["aleatoric_boundary"], split["aleatoric_confident"])),
+        claim(item(3, 10, "b"), Compare(f"{data}: GLM epistemic far from the data", "≥", "at the training inputs",
+                                        factor=3), (split["epistemic_far"], split["epistemic_data"])),
+        claim(item(3, 10, "c"), Compare(f"{data}: NN training NLL", "≥", "GLM's", factor=1.5),
+              (split["nn_train_nll"], split["glm_train_nll"]), note="the BNN underfits"),
+    ]
+
+
+def make(r: Reproduction) -> str:
+    moons_page, moons_split = moons(r)
+    banana_page, banana_split = banana(r)
+    decomposition = [*decomposition_claims("two moons", moons_split), *decomposition_claims("banana", banana_split)]
+    return "\n\n".join([
+        "# Second thesis (notes-003): full, Kronecker and diagonal posteriors on the toys",
+        r.provenance("bnnpred reproduce notes003_structures"),
+        regression(r), moons_page, banana_page,
+        "\n".join(["## Figs. 5.5 / 5.6: the GLM predictive's aleatoric and epistemic parts, in numbers", "",
+                   "Full posterior, GLM predictive (Kwon et al. 2020 split) on a 100 x 100 grid around the data "
+                   f"(two moons ± {MOONS_MARGIN:g}, banana ± {BANANA_MARGIN:g} standardised units) and at the "
+                   "training inputs; two moons at its evidence-optimal δ, banana at the GLM's validation-NLL δ "
+                   "(seed 0).", "", r.table(decomposition)]),
+    ]) + "\n"
+
+
+STUDY = Study(name="notes003_structures", title="second thesis (notes-003) Figs 5.2, 5.3, 5.5-5.7 and Table 5.1's "
+              "diagonal row: full, Kronecker and diagonal posteriors on the toys", make=make,
+              cpu_cost="about 40 min", items=items(3, 6, 7, 8, 10, 11))

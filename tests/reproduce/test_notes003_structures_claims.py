@@ -1,0 +1,62 @@
+"""The structures study's claims (notes-003 items 6, 7, 8, 10, 11) on small synthetic numbers, including empty
+ones, and its two geometric helpers."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+from helpers import answered, declared, verdicts
+
+from bnnpred.reproduce import notes003_structures as study
+
+NA = "not applicable"
+
+
+def mse_frame(over_test: float = 0.3, under_train: float = 0.7) -> pd.DataFrame:
+    rows = []
+    for structure in study.STRUCTURES:
+        rows += [{"end": "overfit", "structure": structure, "train_mse": 0.2, "test_mse": over_test},
+                 {"end": "★", "structure": structure, "train_mse": 0.25, "test_mse": 0.28},
+                 {"end": "underfit", "structure": structure, "train_mse": under_train, "test_mse": 0.7}]
+    return pd.DataFrame(rows)
+
+
+def test_regression_claims():
+    assert verdicts(study.regression_claims(mse_frame())) == ["holds", "holds"]  # 0.3 ≥ 1.2·0.2; 0.7 ≥ 1.5·0.25
+    # test MSE 0.23 < 1.2 · 0.2 = 0.24: not overfitting by 20 %; 0.37 < 1.5 · 0.25
+    assert verdicts(study.regression_claims(mse_frame(0.23, 0.37))) == ["does not hold", "does not hold"]
+    assert set(verdicts(study.regression_claims(mse_frame().iloc[:0]))) == {NA}
+
+
+def test_moons_and_banana_claims():
+    far = {"full": 0.86, "kron": 0.88, "diag": 0.78}
+    assert verdicts(study.moons_claims({"full": 0.9}, far)) == ["holds", "holds"]
+    assert verdicts(study.moons_claims({"full": 0.82}, {**far, "kron": 0.95})) == ["does not hold", "does not hold"]
+    assert set(verdicts(study.moons_claims({}, {}))) == {NA}
+    assert verdicts(study.banana_claims({"full": 0.20, "kron": 0.21, "diag": 0.26})) == ["holds", "holds"]
+    # KFAC 0.015 better than full: an inversion beyond 0.01
+    assert verdicts(study.banana_claims({"full": 0.22, "kron": 0.205, "diag": 0.26})) == ["holds", "does not hold"]
+    assert set(verdicts(study.banana_claims({}))) == {NA}
+
+
+def test_decomposition_claims():
+    split = {"aleatoric_boundary": 0.2, "aleatoric_confident": 0.05, "epistemic_far": 0.3, "epistemic_data": 0.01,
+             "nn_train_nll": 0.69, "glm_train_nll": 0.39}
+    claims = study.decomposition_claims("moons", split)
+    assert verdicts(claims) == ["holds"] * 3
+    assert verdicts(study.decomposition_claims("moons", {**split, "nn_train_nll": 0.5})) == ["holds", "holds",
+                                                                                                "does not hold"]
+    assert set(verdicts(study.decomposition_claims("moons", dict.fromkeys(split, math.nan)))) == {NA}
+    every = [*study.regression_claims(mse_frame()), *study.moons_claims({"full": 0.9}, {"full": 0.8}),
+             *study.banana_claims({"full": 0.2, "kron": 0.21, "diag": 0.26}), *claims]
+    assert answered(every) == declared("notes003_structures")
+
+
+def test_nearest_distance_excludes_the_point_itself():
+    X = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])
+    assert study.nearest_distance(X, X).tolist() == [1.0, math.sqrt(9 + 9), 1.0]
+    assert study.nearest_distance(torch.tensor([[0.0, 2.0]]), X).tolist() == [1.0]
+    xx, yy, points = study.grid_around(X, 1.0)
+    assert points.shape == (study.GRID_POINTS**2, 2) and float(points.min()) == -1.0 and float(points.max()) == 5.0
