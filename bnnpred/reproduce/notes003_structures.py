@@ -14,12 +14,12 @@ from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, every, item, items
+from bnnpred.reproduce.grids import grid_around, nearest_distance
 from bnnpred.run_evaluation import predictors
 from bnnpred.saved_runs import restore
 
 STRUCTURES = ("full", "kron", "diag")
 QUICK_MAP = ("inference.map.steps=300",)
-GRID_POINTS = 100
 MOONS_MARGIN = 4.0  # the two-moons grid reaches this far beyond the data, so points > 2 units away exist
 BANANA_MARGIN = 2.0  # banana's inputs are standardised
 
@@ -49,7 +49,8 @@ def regression(r: Reproduction) -> str:
     panels = {}
     for (end, structure), run in runs.items():
         pred = predictors(*restore(run))["closed"](x)
-        panels[f"{structure}, {end} (δ = {deltas[end]:.3g})"] = (pred.mean.reshape(-1), pred.variance.reshape(-1).sqrt())
+        panels[f"{structure}, {end} (δ = {deltas[end]:.3g})"] = (pred.mean.reshape(-1),
+                                                                 pred.variance.reshape(-1).sqrt())
     figures.plot_1d_panels(r.out / "fig5_2_structures.png", x[:, 0], panels, s.data.X_train[:, 0], s.data.y_train,
                            ncols=3, title="GLM (closed form) predictive; columns full / kron / diag",
                            ylim=(float(s.data.y_train.min()) - 3, float(s.data.y_train.max()) + 3))
@@ -91,24 +92,6 @@ def regression_claims(mse: pd.DataFrame) -> list[Claim]:
 
 
 # ------------------------------------------------------------------------------------- Fig. 5.3, two moons
-
-
-def grid_around(X: torch.Tensor, margin: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A ``GRID_POINTS``² grid over the inputs' bounding box widened by ``margin``: ``xx``, ``yy`` ``[H, W]`` and
-    the points ``[H·W, 2]``."""
-    axes = [torch.linspace(float(X[:, i].min()) - margin, float(X[:, i].max()) + margin, GRID_POINTS,
-                           dtype=X.dtype) for i in range(2)]
-    xx, yy = torch.meshgrid(*axes, indexing="xy")
-    return xx, yy, torch.stack([xx.reshape(-1), yy.reshape(-1)], 1)
-
-
-def nearest_distance(points: torch.Tensor, X: torch.Tensor) -> np.ndarray:
-    """Distance from each point ``[G, 2]`` to the nearest of ``X`` ``[N, 2]`` (itself excluded when ``points`` is
-    ``X``): ``[G]``."""
-    d = torch.cdist(points, X)
-    if points is X:
-        d.fill_diagonal_(float("inf"))
-    return d.min(1).values.numpy()
 
 
 def uncertainty_split(run: Path, margin: float) -> dict[str, float]:

@@ -8,11 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sklearn.linear_model import LogisticRegression
 
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
-from bnnpred.reproduce.base import Reproduction, Study
+from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Between, Claim, Compare, all_of, claim, item, items
+from bnnpred.reproduce.grids import grid_around
+from bnnpred.run_evaluation import predictors
+from bnnpred.saved_runs import restore
 
 QUICK_MAP = ("inference.map.steps=300",)
 BANANA_PAPER = {  # notes-003 Table 5.1 (no error bars in the thesis)
@@ -101,16 +105,20 @@ def fig5_3(r: Reproduction) -> str:
     table = pd.read_csv(main / "selection.csv").sort_values("delta")
     best = table.loc[table["log_marglik"].idxmax()]
     low, high = table.iloc[0], table.iloc[-1]
-    for name, delta in [("A", low["delta"]), ("B", high["delta"])]:
-        run = r.train_once(runs / f"thesis_fig5_3_{name}", "experiment=thesis_fig5_3", "selection=none",
-                           f"prior.delta={delta}", quick=QUICK_MAP)
+    ends = {name: r.train_once(runs / f"thesis_fig5_3_{name}", "experiment=thesis_fig5_3", "selection=none",
+                               f"prior.delta={delta}", quick=QUICK_MAP)
+            for name, delta in [("A", low["delta"]), ("B", high["delta"])]}
+    for name, run in [("star", main), *ends.items()]:
         shutil.copyfile(run / "predictive_glm.png", out / f"fig5_3_predictive_{name}.png")
-    shutil.copyfile(main / "predictive_glm.png", out / "fig5_3_predictive_star.png")
+    metrics = {name: document(run)["metrics"] for name, run in [("★", main), *ends.items()]}
     figures.plot_evidence_1d(out / "fig5_3_evidence.png", table["delta"].to_numpy(), {
         "log evidence / N": table["log_marglik_per_n"].to_numpy(),
         "train log-lik": table["train_ll_map"].to_numpy(), "test log-lik": table["test_ll_map"].to_numpy(),
     }, marks={"★ evidence argmax": float(best["delta"])})
     rows = fig5_3_claims(table, best, low, high)
+    a_errors = round((1 - metrics["A"]["train"]["glm"]["accuracy"]) * document(ends["A"])["run"]["n_train"])
+    rows += fig5_3_map_claims(a_errors, boundary_agreement(ends["B"]),
+                              {name: -m["test"]["glm"]["nll"] for name, m in metrics.items()})
     return "\n".join([
         "## Thesis Fig. 5.3: evidence over δ, two moons",
         "",
@@ -142,6 +150,32 @@ def fig5_3_claims(table: pd.DataFrame, best: pd.Series, low: pd.Series, high: pd
         all_of(*[claim(item(0, 13, "d"), Compare(f"log evidence at the {end} δ", "<", "★'s"),
                        (row["log_marglik"], best["log_marglik"]))
                  for end, row in (("smallest", low), ("largest", high))], note="the evidence falls off at both ends"),
+    ]
+
+
+def boundary_agreement(run: Path) -> float:
+    """How straight the GLM predictive's 0.5-contour of ``run`` is: the share of points of a grid around the data
+    on which a logistic regression on the inputs, fitted to the predictive's labels ``p > 0.5``, agrees with them
+    (NaN when the grid holds one label only: no contour)."""
+    s, ctx = restore(run)
+    _, _, points = grid_around(s.data.X_train, 0.5)
+    labels = predictors(s, ctx)["glm"](points).probs[:, 1].numpy() > 0.5
+    if labels.all() or not labels.any():
+        return float("nan")
+    linear = LogisticRegression(C=1e6, max_iter=1000).fit(points.numpy(), labels)
+    return float((linear.predict(points.numpy()) == labels).mean())
+
+
+def fig5_3_map_claims(a_errors: int, b_agreement: float, test_ll: dict[str, float]) -> list[Claim]:
+    """notes-000 checklist item 14 on the GLM predictive maps: A's training errors (of 150), the share of the
+    grid on which a linear boundary agrees with B's (:func:`boundary_agreement`) and the test ℓℓ of ★, A and B."""
+    others = [test_ll.get(name, float("nan")) for name in ("A", "B")]
+    return [
+        claim(item(0, 14), Compare("A: training misclassifications", "≤", 2), a_errors, note="'almost zero'"),
+        claim(item(0, 14), Compare("B: grid share where a linear boundary agrees with its 0.5-contour", "≥", 0.95),
+              b_agreement),
+        claim(item(0, 14), Compare("★'s GLM test ℓℓ", ">", "the better of A's and B's"),
+              (test_ll.get("★", float("nan")), max(others))),
     ]
 
 
@@ -230,4 +264,4 @@ def make(r: Reproduction) -> str:
 
 STUDY = Study(name="toys", title="thesis (notes-000) Figs 5.2 and 5.3: Laplace-GGN evidence; banana predictives "
               "(notes-003 Table 5.1, notes-004 Fig. 4)", make=make, cpu_cost="about 60 min",
-              items=(*items(0, 11, 12, 13), *items(3, 8, 9)))
+              items=(*items(0, 11, 12, 13, 14), *items(3, 8, 9)))

@@ -9,6 +9,7 @@ import pandas as pd
 import torch
 from helpers import answered, declared, verdicts
 
+from bnnpred.reproduce import grids
 from bnnpred.reproduce import notes003_structures as study
 
 NA = "not applicable"
@@ -56,7 +57,7 @@ def test_decomposition_claims():
 
 def test_nearest_distance_excludes_the_point_itself():
     X = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])
-    assert study.nearest_distance(X, X).tolist() == [1.0, math.sqrt(9 + 9), 1.0]
-    assert study.nearest_distance(torch.tensor([[0.0, 2.0]]), X).tolist() == [1.0]
-    xx, yy, points = study.grid_around(X, 1.0)
-    assert points.shape == (study.GRID_POINTS**2, 2) and float(points.min()) == -1.0 and float(points.max()) == 5.0
+    assert grids.nearest_distance(X, X).tolist() == [1.0, math.sqrt(9 + 9), 1.0]
+    assert grids.nearest_distance(torch.tensor([[0.0, 2.0]]), X).tolist() == [1.0]
+    xx, yy, points = grids.grid_around(X, 1.0)
+    assert points.shape == (grids.GRID_POINTS**2, 2) and float(points.min()) == -1.0 and float(points.max()) == 5.0

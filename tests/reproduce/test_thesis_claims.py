@@ -77,6 +77,16 @@ def test_evidence_claims_of_figs_5_2_and_5_3():
     assert answered([*fig5_2, *fig5_3]) == {("notes-000", n) for n in (11, 12, 13)}
 
 
+def test_fig5_3_map_claims():
+    claims = toys.fig5_3_map_claims(1, 0.97, {"★": -0.26, "A": -1.6, "B": -0.5})
+    assert verdicts(claims) == ["holds"] * 3
+    # 3 training errors, a curved boundary (90 % linear agreement), ★ below B
+    assert verdicts(toys.fig5_3_map_claims(3, 0.9, {"★": -0.6, "A": -1.6, "B": -0.5})) == ["does not hold"] * 3
+    # B predicts one class everywhere: no contour to call straight; no runs at all
+    assert verdicts(toys.fig5_3_map_claims(0, float("nan"), {}))[1:] == [NA, NA]
+    assert answered(claims) == {("notes-000", 14)}
+
+
 def test_banana_claims():
     table = pd.DataFrame.from_dict({"map": (0.25, 0.89, 0.03), "nn": (0.325, 0.88, 0.09), "glm": (0.202, 0.904, 0.02),
                                     "gp": (0.205, 0.90, 0.02)}, orient="index", columns=["nll", "accuracy", "ece"])
@@ -92,4 +102,4 @@ def test_banana_claims_without_a_delta_are_not_applicable_not_passed():
                                 pd.DataFrame(columns=["nn", "glm"]))
     assert set(verdicts(claims)) == {NA}
     assert claims[2].text.startswith("δ values where GLM NLL > NN NLL ≤ 1")
-    assert answered(claims) | {("notes-000", n) for n in (11, 12, 13)} == declared("toys")
+    assert answered(claims) | {("notes-000", n) for n in (11, 12, 13, 14)} == declared("toys")
