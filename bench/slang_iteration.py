@@ -5,17 +5,20 @@ against BBB per epoch on the CPU MNIST MLP (784-100-100-10 ReLU, 10k images, M =
 The update (``slang_step``: the top-L eigen-factor of the L + M·S columns, the diagonal correction, the Woodbury
 mean step) is timed on random gradient columns with M·S = 16, so its O(D (L + MS)²) cost shows without the
 per-example gradients; the full update is ``prec ← (1−β) prec + β (G Gᵀ + λ)``, its Cholesky and one solve,
-O(D² MS + D³). The epoch comparison runs both trainers end to end (per-example gradients by ``vmap(grad)`` for
-SLANG, one reparameterised draw for BBB), one thread, float32.
+O(D² MS + D³). The epoch comparison runs both trainers end to end (SLANG's per-example gradients from the linear
+layers' factors, and formed by ``vmap(grad)`` as before; one reparameterised draw for BBB), one thread, float32.
 
-    python bench/slang_iteration.py
+    python bench/slang_iteration.py [--epochs-only]
 
 Results are recorded in bench/README.md.
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 import torch
 
@@ -23,8 +26,9 @@ from bnnpred.curvature.functional import FlatModel
 from bnnpred.data.images import MNISTConfig, load_images
 from bnnpred.data.root import data_root
 from bnnpred.errors import BnnpredError
-from bnnpred.inference import Problem
+from bnnpred.inference import Problem, gradient_rows
 from bnnpred.inference.bbb import BBBConfig, fit_bbb
+from bnnpred.inference.gradient_rows import DenseRows
 from bnnpred.inference.slang import Eig, SLANGConfig, SLANGState, fit_slang, slang_step
 from bnnpred.likelihoods import Categorical
 from bnnpred.models.mlp import MLPConfig, build_mlp
@@ -50,7 +54,7 @@ def slang_update_seconds(D: int, L: int) -> float:
                        d=torch.ones(D), momentum=torch.zeros(D))
     G, g_hat, prior = torch.randn(MS, D, generator=gen), torch.randn(D, generator=gen), torch.ones(D)
     cfg = SLANGConfig(rank=L, eig=Eig.exact)
-    return best_of(lambda: slang_step(state, G, g_hat, prior, 0.1, 0.1, cfg, gen))
+    return best_of(lambda: slang_step(state, DenseRows(G), g_hat, prior, 0.1, 0.1, cfg, gen))
 
 
 def full_update_seconds(D: int) -> float:
@@ -79,16 +83,42 @@ def mnist_problem() -> tuple[Problem, str]:
                    theta0=theta, generator=torch.Generator().manual_seed(0)), source
 
 
+@contextmanager
+def formed_rows() -> Iterator[None]:
+    """SLANG with the per-example gradients formed by ``vmap(grad)``, as before the layer factors."""
+    covered = gradient_rows.linear_layers
+    gradient_rows.linear_layers = lambda model: None
+    try:
+        yield
+    finally:
+        gradient_rows.linear_layers = covered
+
+
 def epoch_seconds(problem: Problem) -> dict[str, float]:
-    """One epoch of M = 100 per method, the faster of two."""
-    runs = {f"SLANG L={rank}": lambda rank=rank: fit_slang(problem, SLANGConfig(rank=rank, batch_size=100, epochs=1))
-            for rank in (1, 8)}
+    """One epoch of M = 100 per method, the faster of two; SLANG from the layer factors and from formed rows."""
+    def slang(rank: int, formed: bool) -> None:
+        with formed_rows() if formed else nullcontext():
+            fit_slang(problem, SLANGConfig(rank=rank, batch_size=100, epochs=1))
+
+    runs = {f"SLANG L={rank}{' (formed rows)' if formed else ''}": lambda rank=rank, formed=formed: slang(rank, formed)
+            for formed in (False, True) for rank in (1, 8)}
     runs["BBB"] = lambda: fit_bbb(problem, BBBConfig(epochs=1, batch_size=100))
     return {name: best_of(run, repeats=2) for name, run in runs.items()}
 
 
 def main() -> None:
     torch.set_num_threads(1)
+    if "--epochs-only" not in sys.argv:
+        update_table()
+    problem, source = mnist_problem()
+    epochs = epoch_seconds(problem)
+    print(f"one epoch, 784-100-100-10 on {source} (10k, M = 100): "
+          + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in epochs.items())
+          + "; SLANG / BBB: " + ", ".join(f"{name} {seconds / epochs['BBB']:.1f}" for name, seconds in epochs.items()
+                                         if name != "BBB"))
+
+
+def update_table() -> None:
     print(f"SLANG update seconds (exact eigen-factor, M·S = {MS}, float32, one thread)")
     print("| D | " + " | ".join(f"L = {L}" for L in RANKS) + " |")
     print("|---|" + "---|" * len(RANKS))
@@ -97,11 +127,6 @@ def main() -> None:
     slang, full = slang_update_seconds(FULL_D, 8), full_update_seconds(FULL_D)
     print(f"D = {FULL_D}: full-Gaussian update {full * 1e3:.1f} ms, SLANG L = 8 {slang * 1e3:.2f} ms, "
           f"ratio {full / slang:.0f}")
-    problem, source = mnist_problem()
-    epochs = epoch_seconds(problem)
-    print(f"one epoch, 784-100-100-10 on {source} (10k, M = 100): "
-          + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in epochs.items())
-          + f"; SLANG L=1 / BBB {epochs['SLANG L=1'] / epochs['BBB']:.1f}")
 
 
 if __name__ == "__main__":

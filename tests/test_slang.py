@@ -12,6 +12,7 @@ from bnnpred.curvature.functional import FlatModel
 from bnnpred.data.toy import TwoMoonsConfig, load_two_moons
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Problem, posterior_trace_row
+from bnnpred.inference.gradient_rows import DenseRows
 from bnnpred.inference.slang import (
     Eig,
     SLANGConfig,
@@ -46,7 +47,7 @@ def dense_ef_step(state: SLANGState, G, g_hat, prior, alpha: float, beta: float)
 def test_full_rank_slang_is_the_full_gaussian_ef_update():
     state, G, g_hat, prior = state_and_gradients(rank=P)
     cfg = SLANGConfig(rank=P, momentum=0.0)
-    new = slang_step(state, G, g_hat, prior, 0.3, 0.2, cfg, torch.Generator())
+    new = slang_step(state, DenseRows(G.clone()), g_hat, prior, 0.3, 0.2, cfg, torch.Generator())
     precision, mean = dense_ef_step(state, G, g_hat, prior, 0.3, 0.2)
     torch.testing.assert_close(new.U @ new.U.T + torch.diag(new.d), precision)
     torch.testing.assert_close(new.mean, mean)
@@ -55,7 +56,8 @@ def test_full_rank_slang_is_the_full_gaussian_ef_update():
 @pytest.mark.parametrize("eig", [Eig.exact, Eig.randomized])
 def test_low_rank_slang_keeps_the_full_updates_diagonal(eig):
     state, G, g_hat, prior = state_and_gradients(rank=2)
-    new = slang_step(state, G, g_hat, prior, 0.3, 0.2, SLANGConfig(rank=2, eig=eig), torch.Generator().manual_seed(1))
+    new = slang_step(state, DenseRows(G.clone()), g_hat, prior, 0.3, 0.2, SLANGConfig(rank=2, eig=eig),
+                     torch.Generator().manual_seed(1))
     precision, _ = dense_ef_step(state, G, g_hat, prior, 0.3, 0.2)
     torch.testing.assert_close((new.U @ new.U.T + torch.diag(new.d)).diagonal(), precision.diagonal())
 
@@ -71,8 +73,8 @@ def test_the_new_factor_is_the_top_eigen_part_of_the_weighted_sum(eig, n_gradien
     target = 0.8 * state.U @ state.U.T + 0.2 * G.T @ G
     values, vectors = torch.linalg.eigh(target)
     best = (vectors[:, -2:] * values[-2:]) @ vectors[:, -2:].T
-    new = slang_step(state, G, torch.zeros(P), torch.ones(P), 0.1, 0.2, SLANGConfig(rank=2, eig=eig, eig_iterations=60),
-                     torch.Generator().manual_seed(5))
+    new = slang_step(state, DenseRows(G.clone()), torch.zeros(P), torch.ones(P), 0.1, 0.2,
+                     SLANGConfig(rank=2, eig=eig, eig_iterations=60), torch.Generator().manual_seed(5))
     torch.testing.assert_close(new.U @ new.U.T, best, rtol=1e-8, atol=1e-8)
 
 
@@ -83,7 +85,7 @@ def test_eigensolvers_recover_the_top_eigenpairs_of_a_known_spectrum(n_rows):
     spectrum = torch.tensor([100.0, 50.0, 20.0, 1.0, 0.5, 0.2, 0.1, 0.05], dtype=torch.float64)
     R, _ = torch.linalg.qr(torch.randn(n_rows, 8, generator=gen, dtype=torch.float64))
     rows = R @ (Q * spectrum.sqrt()).T  # [n_rows, 40] with rowsᵀ rows = Q diag(spectrum) Qᵀ
-    W = StackedRows(U=rows[:2].T, G=rows[2:], a=1.0, b=1.0)
+    W = StackedRows(U=rows[:2].T, G=DenseRows(rows[2:]), a=1.0, b=1.0)
     best = (Q[:, :3] * spectrum[:3]) @ Q[:, :3].T
     for U in (top_eigen_factor(W, 3), randomized_eigen_factor(W, 3, 6, gen)):
         torch.testing.assert_close(U @ U.T, best, atol=1e-8, rtol=1e-8)

@@ -2,8 +2,9 @@ r"""SLANG: natural-gradient Gaussian VI with a low-rank-plus-diagonal precision 
 2018; notes-002 §2.3-2.9, following the reference implementation's order of operations and the notes' errata).
 
 One step at ``θ_s ~ q`` (S draws) on a minibatch of M examples, with per-example log-likelihood gradients
-``g_{is}`` (``torch.func.vmap(grad)``), ``ĝ = −(N/MS) Σ g_{is}`` and ``G = √(N/MS) [g_{is}]`` (one row each, so
-``GᵀG`` is the N/M-scaled empirical Fisher):
+``g_{is}`` (as layer factors for MLPs, else ``torch.func.vmap(grad)``: :mod:`bnnpred.inference.gradient_rows`),
+``ĝ = −(N/MS) Σ g_{is}`` and ``G = √(N/MS) [g_{is}]`` (one row each, so ``GᵀG`` is the N/M-scaled empirical
+Fisher):
 
 1. ``U ← top-L eigen-factor of (1−β) U Uᵀ + β GᵀG`` (``fast_eig``; exact from the smaller of the ``(L + MS)²`` and
    ``P²`` Gram matrices, or randomised as in the reference for large ``MS``);
@@ -23,7 +24,6 @@ from enum import Enum
 
 import torch
 from torch import Tensor, nn
-from torch.func import grad, vmap
 
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import (
@@ -37,6 +37,7 @@ from bnnpred.inference.base import (
 )
 from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.contract import Budget, Method
+from bnnpred.inference.gradient_rows import GradientRows, per_example_rows
 from bnnpred.models import n_params
 from bnnpred.posteriors import LowRankDiagPosterior
 from bnnpred.progress import progress
@@ -114,42 +115,40 @@ class SLANGState:
 class StackedRows:
     r"""The rows ``W = [a Uᵀ; b G]`` ``[L + MS, P]``, never formed: ``WᵀW = a² U Uᵀ + b² GᵀG`` is the matrix SLANG
     factorises (notes-002 eq. 22 with ``a² = 1 − β``, ``b² = β``), used only through products with ``U`` ``[P, L]``
-    and ``G`` ``[MS, P]`` (copies of ``G``, the largest array, would cost more than the products)."""
+    and the gradient rows ``G`` (:mod:`bnnpred.inference.gradient_rows`: formed, or as layer factors)."""
 
     U: Tensor
-    G: Tensor
+    G: GradientRows
     a: float
     b: float
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.U.shape[1] + self.G.shape[0], self.U.shape[0]
+        return self.U.shape[1] + self.G.n_rows, self.U.shape[0]
 
     def row_gram(self) -> Tensor:
         """``W Wᵀ`` ``[L + MS, L + MS]``."""
-        cross = self.a * self.b * (self.G @ self.U)
+        cross = self.a * self.b * self.G.times(self.U)
         return torch.cat([torch.cat([self.a**2 * (self.U.T @ self.U), cross.T], 1),
-                          torch.cat([cross, self.b**2 * (self.G @ self.G.T)], 1)])
+                          torch.cat([cross, self.b**2 * self.G.gram()], 1)])
 
     def column_gram(self) -> Tensor:
         """``WᵀW`` ``[P, P]``."""
-        return torch.addmm((self.a**2 * self.U) @ self.U.T, self.G.T, self.G, alpha=self.b**2)
+        G = self.G.dense()
+        return torch.addmm((self.a**2 * self.U) @ self.U.T, G.T, G, alpha=self.b**2)
 
     def times(self, Q: Tensor) -> Tensor:
         """``W Q`` ``[L + MS, r]`` for ``Q`` ``[P, r]``."""
-        return torch.cat([self.a * (self.U.T @ Q), self.b * (self.G @ Q)])
+        return torch.cat([self.a * (self.U.T @ Q), self.b * self.G.times(Q)])
 
     def transpose_times(self, V: Tensor) -> Tensor:
         """``Wᵀ V`` ``[P, r]`` for ``V`` ``[L + MS, r]``."""
         L = self.U.shape[1]
-        return self.a * (self.U @ V[:L]) + self.b * (V[L:].T @ self.G).T
+        return self.a * (self.U @ V[:L]) + self.b * self.G.transpose_times(V[L:])
 
     def column_square_norms(self) -> Tensor:
-        """``diag(WᵀW)`` ``[P]``, a block of rows of ``G`` at a time."""
-        norms = self.a**2 * torch.linalg.vector_norm(self.U, dim=1).square()  # no [P, L] temporary
-        for rows in self.G.split(max(1, 2**20 // self.G.shape[1])):
-            norms += self.b**2 * rows.square().sum(0)
-        return norms
+        """``diag(WᵀW)`` ``[P]``."""
+        return self.a**2 * torch.linalg.vector_norm(self.U, dim=1).square() + self.b**2 * self.G.square_norms()
 
 
 def top_eigen_factor(W: StackedRows, rank: int) -> Tensor:
@@ -166,7 +165,7 @@ def top_eigen_factor(W: StackedRows, rank: int) -> Tensor:
 
 def randomized_eigen_factor(W: StackedRows, rank: int, iterations: int, generator: torch.Generator) -> Tensor:
     """The same as :func:`top_eigen_factor` by subspace iteration with ``L + 2`` vectors (notes-002 §2.4)."""
-    Q = torch.rand(W.shape[1], rank + 2, generator=generator, dtype=W.G.dtype, device=W.G.device) * 2 - 1
+    Q = torch.rand(W.shape[1], rank + 2, generator=generator, dtype=W.U.dtype, device=W.U.device) * 2 - 1
     for _ in range(iterations):
         Q, _ = torch.linalg.qr(W.transpose_times(W.times(Q)))
     WQ = W.times(Q)
@@ -174,10 +173,10 @@ def randomized_eigen_factor(W: StackedRows, rank: int, iterations: int, generato
     return Q @ (vectors[:, -rank:].flip(-1) * values[-rank:].flip(-1).clamp_min(0).sqrt())
 
 
-def slang_step(state: SLANGState, G: Tensor, g_hat: Tensor, prior_precision: Tensor, alpha: float, beta: float,
+def slang_step(state: SLANGState, G: GradientRows, g_hat: Tensor, prior_precision: Tensor, alpha: float, beta: float,
                cfg: SLANGConfig, generator: torch.Generator) -> SLANGState:
-    """One update from the scaled per-example gradients ``G`` ``[MS, P]`` (one row each, so ``GᵀG`` is the N/M-scaled
-    empirical Fisher) and ``ĝ`` ``[P]`` (see the module docstring)."""
+    """One update from the scaled per-example gradient rows ``G`` ``[MS, P]`` (one row each, so ``GᵀG`` is the
+    N/M-scaled empirical Fisher) and ``ĝ`` ``[P]`` (see the module docstring)."""
     W = StackedRows(state.U, G, (1 - beta) ** 0.5, beta**0.5)  # WᵀW = (1−β) U Uᵀ + β GᵀG
     U = (top_eigen_factor(W, cfg.rank) if cfg.eig is Eig.exact
          else randomized_eigen_factor(W, cfg.rank, cfg.eig_iterations, generator))
@@ -189,15 +188,6 @@ def slang_step(state: SLANGState, G: Tensor, g_hat: Tensor, prior_precision: Ten
     new = LowRankDiagPosterior(state.mean, U, d)
     mean = state.mean - alpha * new.cov_mv(direction)
     return SLANGState(mean=mean, U=U, d=d, momentum=momentum, t=t, posterior=new.shifted(mean))
-
-
-def per_example_grads(problem: Problem, thetas: Tensor, X: Tensor, y: Tensor) -> Tensor:
-    """``∇_θ log p(y_i | f(x_i; θ_s))`` for every draw and example, ``[S·M, P]``."""
-    def loglik(theta: Tensor, x: Tensor, target: Tensor) -> Tensor:
-        return problem.likelihood.log_prob(problem.model(theta, x.unsqueeze(0)), target.unsqueeze(0)).sum()
-
-    per_draw = vmap(vmap(grad(loglik), in_dims=(None, 0, 0)), in_dims=(0, None, None))
-    return per_draw(thetas, X, y).reshape(-1, thetas.shape[1])
 
 
 def step_sizes(cfg: SLANGConfig, t: int) -> tuple[float, float]:
@@ -228,9 +218,10 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
         thetas = state.q().sample(cfg.n_samples, problem.generator)
         rows = next(rows_stream)
         X, y = problem.X[rows], problem.y[rows]
-        grads = per_example_grads(problem, thetas, X, y)  # [MS, P]
-        scale = N / len(grads)
-        g_hat, G = -scale * grads.sum(0), grads.mul_(scale**0.5)  # in place: G is the largest array of a step
+        grads = per_example_rows(problem, thetas, X, y)  # [MS, P], formed or as layer factors
+        scale = N / grads.n_rows
+        g_hat = -scale * grads.column_sums()
+        G = grads.scaled(scale**0.5)
         alpha, beta = step_sizes(cfg, t)
         state = slang_step(state, G, g_hat, problem.prior_precision, alpha, beta, cfg, problem.generator)
         if not bool(torch.isfinite(state.mean).all()):
