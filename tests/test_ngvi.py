@@ -19,7 +19,8 @@ from bnnpred.inference.ngvi_factor import sampled_gradient_and_factor
 from bnnpred.inference.ngvi_precision import DiagPrecision, LowRankPrecision
 from bnnpred.inference.oggn import OGGNConfig, estimate_oggn, fit_oggn
 from bnnpred.inference.plateau import first_plateau, plateau_reached
-from bnnpred.inference.slang import SLANGConfig, fit_slang, per_example_grads
+from bnnpred.inference.gradient_rows import per_example_rows
+from bnnpred.inference.slang import SLANGConfig, fit_slang
 from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
 from bnnpred.posteriors import DiagPosterior, FullPosterior, LowRankDiagPosterior
 from tests.helpers import tiny_problem
@@ -114,7 +115,7 @@ def test_empirical_fisher_option_is_the_sum_of_per_example_gradient_outer_produc
     problem, lik = tiny_problem("bernoulli", depth=1, n=10)
     theta = problem.theta0
     _, G, _ = gradient_and_ggn(problem.model, lik, theta, problem.X, problem.y, kind=Curvature.ef)
-    grads = per_example_grads(problem, theta.unsqueeze(0), problem.X, problem.y)  # [N, P]
+    grads = per_example_rows(problem, theta.unsqueeze(0), problem.X, problem.y).dense()  # [N, P]
     torch.testing.assert_close(G, grads.T @ grads)
 
 
@@ -176,7 +177,8 @@ def test_how_often_a_run_logs_does_not_change_its_training(method):
 @pytest.mark.parametrize("kind", ["categorical", "bernoulli"])
 def test_curvature_factors_give_the_accumulated_ggn_of_each_method(kind):
     """OGGN's, VOGGN's (GGN and empirical Fisher) and LGVA's factors ``A`` satisfy ``AᵀA = Ĝ`` of the dense
-    accumulation, with the same gradient, to rounding; LGVA's has ``N·C`` rows for any S."""
+    accumulation, with the same gradient, to rounding; LGVA's has ``N·r`` rows for any S, ``r`` the rank of Λ
+    (``C − 1`` for the softmax, 1 for the Bernoulli)."""
     problem, lik = tiny_problem(kind, depth=1, n=10)
     P = problem.theta0.numel()
     post = FullPosterior(problem.theta0, torch.eye(P) * 20.0)
@@ -190,8 +192,8 @@ def test_curvature_factors_give_the_accumulated_ggn_of_each_method(kind):
     shifts = post.sample(5, torch.Generator().manual_seed(2)) - post.mean
     g_d, G_d, ll_d = gradient_and_ggn(problem.model, lik, post.mean, problem.X, problem.y,
                                       outputs=lambda f, J: f + torch.einsum("bcp,sp->sbc", J, shifts))
-    C = problem.model(problem.theta0, problem.X[:1]).shape[1]
-    assert A.shape == (len(problem.X) * C, P)
+    rank = {"categorical": 2, "bernoulli": 1}[kind]  # C = 3 classes; one logit
+    assert A.shape == (len(problem.X) * rank, P)
     for got, want in ((g, g_d), (A.T @ A, G_d), (ll, ll_d)):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 

@@ -8,13 +8,18 @@ from torch import Tensor
 
 def reduced_sqrt(L: Tensor) -> Tensor:
     """A factor ``R`` ``[B, r, C]`` with ``RᵀR = LᵀL`` for ``L`` ``[B, C, C]`` and ``r`` the largest rank of the
-    ``LᵀL`` (eigenvalues at or below ``C·ε·λ_max`` count as zero, a rounding-level change); ``L`` itself when they
-    all have full rank. ``R = diag(√λ) Vᵀ`` over the top ``r`` eigenpairs of ``LᵀL = V diag(λ) Vᵀ``."""
-    C = L.shape[-1]
-    if C == 1 or len(L) == 0:
+    ``LᵀL`` (:func:`psd_root`); ``L`` itself when they all have full rank."""
+    if L.shape[-1] == 1 or len(L) == 0:
         return L
-    lam, V = torch.linalg.eigh(L.mT @ L)  # ascending
-    rank = int((lam > C * torch.finfo(L.dtype).eps * lam[:, -1:]).sum(-1).max())
-    if rank == C:
-        return L
+    R = psd_root(L.mT @ L)
+    return L if R.shape[1] == L.shape[-1] else R
+
+
+def psd_root(M: Tensor) -> Tensor:
+    """``R = diag(√λ) Vᵀ`` ``[B, r, C]`` over the top ``r`` eigenpairs of the PSD ``M = V diag(λ) Vᵀ`` ``[B, C, C]``,
+    so ``RᵀR = M``, with ``r`` the largest rank of the ``M`` (eigenvalues at or below ``C·ε·λ_max`` count as zero,
+    a rounding-level change)."""
+    C = M.shape[-1]
+    lam, V = torch.linalg.eigh(M)  # ascending
+    rank = int((lam > C * torch.finfo(M.dtype).eps * lam[:, -1:]).sum(-1).max()) if len(M) else C
     return (V[:, :, C - rank :] * lam[:, None, C - rank :].clamp_min(0).sqrt()).mT

@@ -1,7 +1,8 @@
 r"""The NGVI precision update ``Π ← (1 − γ) Π + γ (Δ + Ĝ)`` (notes-000 §4.3) in three representations.
 
 - ``DiagPrecision``: the diagonal ``[P]`` (VOGN).
-- ``DensePrecision``: ``Π`` ``[P, P]`` and its Cholesky factor, refactorised every step (``O(P³)``).
+- ``DensePrecision``: ``Π`` ``[P, P]`` and its Cholesky factor, refactorised every step (``O(P³)``); the
+  curvature added one triangle at a time (``?syrk``, :mod:`bnnpred.curvature.syrk`).
 - ``LowRankPrecision``: ``Π = diag(d) + Σ_j w_j A_jᵀ A_j`` with the batch factors ``A_j`` ``[k, P]`` of the last
   steps (``Ĝ_j = A_jᵀA_j``, rank ``k ≤ N·K·S``) and their weights ``w_j = γ_j Π_{i>j} (1 − γ_i)``. ``Δ`` and the
   initial ``I / init_var`` are diagonal, so ``d ← (1 − γ) d + γ δ`` carries them exactly. A factor whose weight
@@ -20,6 +21,7 @@ import torch
 from torch import Tensor
 
 from bnnpred.curvature.ggn import Structure
+from bnnpred.curvature.syrk import mirror_lower_, syrk_lower_
 from bnnpred.posteriors import DiagPosterior, FullPosterior, LowRankDiagPosterior, Posterior
 
 NEGLIGIBLE_WEIGHT = 2.0**-53  # relative to the newest factor's weight
@@ -56,9 +58,9 @@ class DensePrecision(PrecisionState):
 
     def update(self, gamma: float, delta: Tensor, curv: Tensor, scale: float) -> DensePrecision:
         new = self.precision * (1 - gamma)
-        new.addmm_(curv.T, curv, alpha=gamma * scale)
+        syrk_lower_(new, curv * (gamma * scale) ** 0.5)  # one triangle of γ·scale·AᵀA: half a general product
         new.diagonal().add_(gamma * delta)
-        return DensePrecision(new)
+        return DensePrecision(mirror_lower_(new))
 
     def posterior(self, mean: Tensor) -> Posterior:
         return FullPosterior(mean, self.precision)
