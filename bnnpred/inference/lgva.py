@@ -26,7 +26,7 @@ class LGVAConfig(NGVIConfig):
 
 def estimate_lgva(problem: Problem, post: Posterior, X: Tensor, y: Tensor, n_samples: int,
                   generator: torch.Generator, structure: Structure) -> tuple[Tensor, Tensor, Tensor]:
-    """LGVA's estimates: a factor ``[N·C, P]`` of ``Ĝ`` (full) or its diagonal."""
+    """LGVA's estimates: a factor ``[N·r, P]`` of ``Ĝ`` (full; ``r`` the rank of ``Λ``) or its diagonal."""
     shifts = post.sample(n_samples, generator) - post.mean  # [S, P]
     if structure is Structure.full:
         return linearised_gradient_and_factor(problem.model, problem.likelihood, post.mean, shifts, X, y)
