@@ -11,6 +11,7 @@ from bnnpred.curvature.jacobians import jacobians
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Fit
 from bnnpred.inference.base import posterior_trace_row
+from bnnpred.inference.gradient_rows import per_example_rows
 from bnnpred.inference.laplace_ggn import laplace_at
 from bnnpred.inference.lgva import LGVAConfig, estimate_lgva, fit_lgva
 from bnnpred.inference.map import neg_log_joint
@@ -19,7 +20,6 @@ from bnnpred.inference.ngvi_factor import sampled_gradient_and_factor
 from bnnpred.inference.ngvi_precision import DiagPrecision, LowRankPrecision
 from bnnpred.inference.oggn import OGGNConfig, estimate_oggn, fit_oggn
 from bnnpred.inference.plateau import first_plateau, plateau_reached
-from bnnpred.inference.gradient_rows import per_example_rows
 from bnnpred.inference.slang import SLANGConfig, fit_slang
 from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
 from bnnpred.posteriors import DiagPosterior, FullPosterior, LowRankDiagPosterior

@@ -53,6 +53,6 @@ def linearised_gradient_and_factor(model: FlatModel, likelihood: Likelihood, the
         g += torch.einsum("bc,bcp->p", r.to(J.dtype), J).to(dtype)
         roots = torch.stack([likelihood.hessian_sqrt(fs) for fs in f_hat])  # [S, B, C, C]
         root = psd_root((roots.mT @ roots).mean(0))  # [B, r, C] with rootᵀ root = Λ̄, r its rank (C − 1: softmax)
-        rows_out.append((root.to(J.dtype) @ J).reshape(-1, P).to(dtype))
+        rows_out.append((root.to(J.dtype) @ J).reshape(-1, P))  # in J's dtype: the precision's product in it
         loglik += sum(likelihood.log_prob(fs, targets).sum() for fs in f_hat) / S
     return g, torch.cat(rows_out), loglik

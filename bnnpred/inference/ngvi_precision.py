@@ -2,7 +2,7 @@ r"""The NGVI precision update ``Π ← (1 − γ) Π + γ (Δ + Ĝ)`` (notes-000
 
 - ``DiagPrecision``: the diagonal ``[P]`` (VOGN).
 - ``DensePrecision``: ``Π`` ``[P, P]`` and its Cholesky factor, refactorised every step (``O(P³)``); the
-  curvature added one triangle at a time (``?syrk``, :mod:`bnnpred.curvature.syrk`).
+  curvature added one triangle at a time (``?syrk``, :mod:`bnnpred.curvature.syrk`), in the factor's dtype.
 - ``LowRankPrecision``: ``Π = diag(d) + Σ_j w_j A_jᵀ A_j`` with the batch factors ``A_j`` ``[k, P]`` of the last
   steps (``Ĝ_j = A_jᵀA_j``, rank ``k ≤ N·K·S``) and their weights ``w_j = γ_j Π_{i>j} (1 − γ_i)``. ``Δ`` and the
   initial ``I / init_var`` are diagonal, so ``d ← (1 − γ) d + γ δ`` carries them exactly. A factor whose weight
@@ -58,7 +58,11 @@ class DensePrecision(PrecisionState):
 
     def update(self, gamma: float, delta: Tensor, curv: Tensor, scale: float) -> DensePrecision:
         new = self.precision * (1 - gamma)
-        syrk_lower_(new, curv * (gamma * scale) ** 0.5)  # one triangle of γ·scale·AᵀA: half a general product
+        scaled = curv * (gamma * scale) ** 0.5
+        if scaled.dtype == new.dtype:
+            syrk_lower_(new, scaled)  # one triangle of γ·scale·AᵀA: half a general product
+        else:  # a float32 factor in a float64 run (glm_refine's jacobian_dtype): the product in float32
+            new += syrk_lower_(scaled.new_zeros(new.shape), scaled)
         new.diagonal().add_(gamma * delta)
         return DensePrecision(mirror_lower_(new))
 
@@ -79,7 +83,7 @@ class LowRankPrecision(PrecisionState):
     def update(self, gamma: float, delta: Tensor, curv: Tensor, scale: float) -> PrecisionState:
         weights = [w * (1 - gamma) for w in self.weights] + [gamma * scale]
         kept = [j for j, w in enumerate(weights) if w >= NEGLIGIBLE_WEIGHT * weights[-1]]
-        factors = [*self.factors, curv]
+        factors = [*self.factors, curv.to(self.d.dtype)]
         new = LowRankPrecision(torch.lerp(self.d, delta, gamma), [weights[j] for j in kept],
                                [factors[j] for j in kept])
         return new if new.rank <= len(self.d) // 4 else new.dense()

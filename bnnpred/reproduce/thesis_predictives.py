@@ -37,13 +37,13 @@ def slug(method: str) -> str:
 
 def sweep_method(r: Reproduction, experiment: str, method: str) -> Path:
     return r.sweep(r.runs / experiment / slug(method), "seed${seed}", f"experiment={experiment}", *METHODS[method],
-                   *PER_EXPERIMENT.get((experiment, method), []), f"seed={seeds(r, method)}",
+                   *PER_EXPERIMENT.get((experiment, method), []), f"seed={seeds(r)}",
                    quick=(*QUICK[method], "predictive.n_samples=100", "plot.grid_points=20"))
 
 
-def seeds(r: Reproduction, method: str = "") -> str:
-    """Five seeds; VOGGN three (its dense P x P steps cost ~1 s each on the shared 2 cores)."""
-    return str(r.pick(quick="0,1", cpu="0,1,2" if method == "VOGGN" else "0,1,2,3,4"))
+def seeds(r: Reproduction) -> str:
+    """Five seeds for every method."""
+    return str(r.pick(quick="0,1", cpu="0,1,2,3,4"))
 
 
 def run_extras(run_dir: str) -> dict[str, float]:
@@ -178,7 +178,7 @@ def section(r: Reproduction, experiment: str) -> str:
     failed, learned = learned_claim(table, experiment)
     checks = [learned, *(snelson_claims(table) if experiment == "thesis_fig5_4" else moons_claims(table))]
     lines = [f"## {EXPERIMENTS[experiment]}", "", f"`bnnpred train -m experiment={experiment} <method> "
-             f"seed={seeds(r)}` (VOGGN: seed={seeds(r, 'VOGGN')}); test set, mean ± s.e. over the seeds, "
+             f"seed={seeds(r)}`; test set, mean ± s.e. over the seeds, "
              "1000 predictive samples.", "",
              *results_table(table, score), "", r.table(checks), "",
              per_seed_glm_nll(runs, experiment), "",
