@@ -15,6 +15,7 @@ The dense stages' flop floors are printed at the GEMM rate measured in the same 
 softmax, so it can go below it), the Cholesky ``P³/3``, the eigendecomposition ``≈ 4P³/3`` (tridiagonal reduction).
 
     python bench/laplace_torch.py [--dtype float32|float64] [--threads 2] [--n-fit-3c3d 1000] [--n-test-3c3d 10]
+                                   [--only-3c3d]
 
 laplace-torch is an optional extra (``pip install -e '.[bench]'``); without it the script says so and stops.
 Results are recorded in bench/README.md.
@@ -177,6 +178,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4500, help="training inputs of the MLP")
     parser.add_argument("--n-fit-3c3d", type=int, default=1000)
     parser.add_argument("--n-test-3c3d", type=int, default=10)
+    parser.add_argument("--only-3c3d", action="store_true", help="skip the MLP stages")
     args = parser.parse_args()
     try:
         import laplace  # noqa: F401
@@ -184,6 +186,20 @@ def main() -> None:
         print("laplace-torch is not installed (pip install -e '.[bench]'): nothing to compare against")
         return
     torch.set_num_threads(args.threads)
+    if not args.only_3c3d:
+        mlp_stages(args)
+    if args.n_fit_3c3d > 0:
+        rows = c3d3(args.n_fit_3c3d, args.n_test_3c3d)
+        print(f"\n3c3d, float32, {torch.get_num_threads()} threads: seconds per image ({args.n_fit_3c3d} fitted, "
+              f"{args.n_test_3c3d} predicted)")
+        print("| stage | bnnpred | laplace-torch | ratio |\n|---|---|---|---|")
+        for stage in rows["bnnpred"]:
+            mine, other = rows["bnnpred"][stage], rows["laplace-torch"][stage]
+            print(f"| {stage} | {mine * 1e3:.1f} ms | {other * 1e3:.1f} ms | {other / mine:.2f} |")
+
+
+def mlp_stages(args: argparse.Namespace) -> None:
+    """The MLP's stages side by side, printed as a table with the dense stages' floors."""
     dtype = getattr(torch, args.dtype)
     net, X, y, X_test = mlp_problem(dtype, args.n)
     N = args.n
@@ -205,14 +221,6 @@ def main() -> None:
         floor = f"{floors[stage]:.2f} s" if stage in floors else ""
         print(f"| {stage} | {a[stage]:.2f} s | {detail or (f'{other:.2f} s' if other else 'failed')} | "
               f"{other / a[stage]:.1f} | {floor} |" if other else f"| {stage} | {a[stage]:.2f} s | failed | | |")
-    if args.n_fit_3c3d > 0:
-        rows = c3d3(args.n_fit_3c3d, args.n_test_3c3d)
-        print(f"\n3c3d, float32, {torch.get_num_threads()} threads: seconds per image ({args.n_fit_3c3d} fitted, "
-              f"{args.n_test_3c3d} predicted)")
-        print("| stage | bnnpred | laplace-torch | ratio |\n|---|---|---|---|")
-        for stage in rows["bnnpred"]:
-            mine, other = rows["bnnpred"][stage], rows["laplace-torch"][stage]
-            print(f"| {stage} | {mine * 1e3:.1f} ms | {other * 1e3:.1f} ms | {other / mine:.2f} |")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,14 @@ import torch
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature, gradient_and_ggn, reduced_sqrt, sampled_gradient_and_ggn
 from bnnpred.curvature.jacobians import stacked_jacobians
-from bnnpred.curvature.syrk import BLAS_MIN_SIZE, _blas_syrk_lower_, _blocked_syrk_lower_, mirror_lower_, syrk_lower_
+from bnnpred.curvature.syrk import (
+    BLAS_MIN_SIZE,
+    _blas_syrk_lower_,
+    _blocked_syrk_lower_,
+    gram_lower_,
+    mirror_lower_,
+    syrk_lower_,
+)
 from bnnpred.likelihoods import Categorical
 from bnnpred.models.mlp import MLPConfig, build_mlp
 from tests.helpers import tiny_problem
@@ -39,6 +46,18 @@ def test_one_triangle_updates_equal_the_general_product(update, dtype):
     tol = 1e-13 if dtype is torch.float64 else 1e-5
     torch.testing.assert_close(G, expected, rtol=tol, atol=tol * float(expected.abs().max()))
     assert torch.equal(G, G.mT)  # exactly symmetric, and the stale upper triangle never read
+
+
+@pytest.mark.parametrize("shape", [(7, 5, 9), (7, 9, 5), (7, 6, 1)], ids=["batched", "stacked", "linear layer"])
+def test_gram_of_column_blocks_equals_the_stacked_columns_product(shape):
+    """``Σ_n X_n X_nᵀ`` in either path (batched when ``T ≥ d``, in chunks smaller than the batch here; stacked
+    columns otherwise) equals the product of the stacked columns, added to what ``G`` held."""
+    X = torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    start = torch.randn(shape[1], shape[1], dtype=torch.float64)
+    G = mirror_lower_(gram_lower_(start.clone(), X, max_elems=2 * shape[1] ** 2))
+    stacked = X.mT.reshape(-1, shape[1])
+    want = start.tril() + start.tril(-1).mT + stacked.T @ stacked
+    torch.testing.assert_close(G, want, rtol=1e-12, atol=1e-12)
 
 
 def test_mirror_copies_the_lower_triangle_across_blocks():

@@ -6,8 +6,8 @@ a_n aₙᵀ`` and ``B = (1/N) Σ_n G_n`` (one factor carries the 1/N, so the pro
 example). ``G_n`` is accumulated without Jacobians: back-propagating each row ``k`` of the factor ``L_n`` (``L_nᵀ
 L_n = Λ_n``) from the outputs gives ``g⁽ᵏ⁾ = J_sᵀ L_n[k]ᵀ`` and ``Σ_k g⁽ᵏ⁾ g⁽ᵏ⁾ᵀ = G_n``: one backward pass per
 row per batch (the rows of ``L_n`` as :func:`layer_output_gradients`' seeds; ``L_n`` with as many rows as ``Λ_n`` has
-rank, ``C − 1`` for the softmax). Both factors are symmetric products accumulated one triangle at a time
-(:mod:`bnnpred.curvature.syrk`). A convolution is the same with
+rank, ``C − 1`` for the softmax). Both factors are symmetric products accumulated into one triangle
+(:func:`bnnpred.curvature.syrk.gram_lower_`). A convolution is the same with
 every output position ``t`` as an example ("expand" KFAC, Grosse & Martens 2016): ``A = Σ_{n,t} a_{nt} a_{nt}ᵀ`` of
 the unfolded input patches, ``B = Σ_{n,t} G_{nt} / (N T)``. Bias blocks are exact and dense: ``Σ_n Σ_k (Σ_t
 g⁽ᵏ⁾_{nt})(Σ_t g⁽ᵏ⁾_{nt})ᵀ``.
@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from bnnpred.curvature.chunks import DEFAULT_CHUNK_ELEMS
 from bnnpred.curvature.factor import reduced_sqrt
 from bnnpred.curvature.functional import FlatModel
-from bnnpred.curvature.syrk import mirror_lower_, syrk_lower_
+from bnnpred.curvature.syrk import gram_lower_, mirror_lower_
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Likelihood
 from bnnpred.progress import progress
@@ -122,9 +122,9 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
         loglik += likelihood.log_prob(f, y[rows]).sum()
         for i, (layer, factor) in enumerate(zip(layers, factors, strict=True)):
             a, g = factor.a, factor.g  # [B, I, T], [B, K, out, T]
-            syrk_lower_(layer.weight.A, a.mT.reshape(-1, a.shape[1]))  # Σ_{b,t} a_bt a_btᵀ, one triangle
+            gram_lower_(layer.weight.A, a)  # Σ_{b,t} a_bt a_btᵀ
             positions[i] = g.shape[-1]
-            syrk_lower_(layer.weight.B, g.mT.reshape(-1, g.shape[2]))  # Σ_{b,k,t} g_bkt g_bktᵀ, one triangle
+            gram_lower_(layer.weight.B, g.flatten(0, 1))  # Σ_{b,k,t} g_bkt g_bktᵀ
             if layer.bias is not None:
                 summed = g.sum(-1).flatten(0, 1)  # [B·K, out]
                 layer.bias.dense += summed.T @ summed
