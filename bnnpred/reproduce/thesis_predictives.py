@@ -246,9 +246,9 @@ TRIED = "\n".join([
     "| OGGN | γ = ρ = 0.999 (the thesis read literally) | θ ≈ 0, constant predictions on both toys (issue 22) |",
     "| OGGN | γ = 1, ρ = 0.1 | two moons 84.4 % (plateau at 130-320 steps); Snelson GLM ELBO oscillating, RMSE 0.54 |",
     "| OGGN | **γ = 1, ρ = 0.02** | two moons 91.1 % at 600 steps, Snelson GLM RMSE 0.314 |",
-    "| LGVA | γ = 1, ρ = 0.1, S = 10 (the page of 2026-11-24, five seeds) | two moons 91.1 % at seed 0; Snelson GLM "
-    "NLL "
-    "0.356 / 0.338 / 1.990 / 0.314 / 0.298: seed 2 swung to the 3000-step cap (2 of 5 runs stopped by the plateau) |",
+    "| LGVA | γ = 1, ρ = 0.1, S = 10 (the page of 2026-11-24, five seeds) | two moons 91.1 % at seed 0; Snelson "
+    "GLM NLL 0.356 / 0.338 / 1.990 / 0.314 / 0.298: seed 2 swung to the 3000-step cap (2 of 5 stopped by the "
+    "plateau) |",
     "| LGVA | **γ = 1, ρ = 0.05, S = 10** | Snelson GLM NLL 0.271 / 0.297 / 0.366 at seeds 0 / 2 / 3, all stopped by "
     "the plateau (1490-2500 steps, 38-59 s); ρ = 0.02: seed 2 0.261 (1660 steps); two moons seeds 1 / 2 GLM NLL "
     "0.339 / 0.340, as at ρ = 0.1 and as OGGN's (another mode than seed 0's) |",
