@@ -8,17 +8,19 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 from sklearn.linear_model import LogisticRegression
 
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce.base import Reproduction, Study, document
-from bnnpred.reproduce.claims import Between, Claim, Compare, all_of, claim, item, items
-from bnnpred.reproduce.grids import grid_around
+from bnnpred.reproduce.claims import Between, Claim, Compare, all_of, any_of, claim, item, items, lookup
+from bnnpred.reproduce.grids import GRID_POINTS, grid_around, nearest_distance
 from bnnpred.run_evaluation import predictors
 from bnnpred.saved_runs import restore
 
 QUICK_MAP = ("inference.map.steps=300",)
+FAR = 2.0  # notes-004 item 5: grid points "more than 2 units from any training point"
 BANANA_PAPER = {  # notes-003 Table 5.1 (no error bars in the thesis)
     "nn": (0.4289, 0.8251, 0.1295), "glm": (0.2151, 0.8955, 0.0288), "gp": (0.2137, 0.8968, 0.0251),
 }
@@ -210,6 +212,7 @@ def banana(r: Reproduction) -> str:
         lines.append(f"| {kind} | {t['nll']:.4f} ± {t['nll_se']:.4f} | {t['accuracy']:.4f} ± {t['accuracy_se']:.4f} | "
                      f"{t['ece']:.4f} ± {t['ece_se']:.4f} | {paper} | {', '.join(f'{d:g}' for d in chosen[kind])} |")
     rows = banana_claims(table, by_delta)
+    fig4 = fig4_claims(table, fig4_numbers(figure_run))
     return "\n".join([
         "## Banana: MAP / NN / GLM / GP predictives on one full Laplace-GGN posterior",
         "",
@@ -224,6 +227,11 @@ def banana(r: Reproduction) -> str:
         "split (Kwon et al. 2020):",
         "",
         "![means](banana_means.png)",
+        "",
+        f"notes-004 Fig. 4 in numbers, on the same run (a {GRID_POINTS} x {GRID_POINTS} grid reaching {2 * FAR:g} "
+        "beyond the standardised inputs' bounding box; accuracies from the table above):",
+        "",
+        r.table(fig4),
         "",
         "Test NLL against δ (notes-003 Fig 5.4):",
         "",
@@ -256,6 +264,40 @@ def banana_claims(table: pd.DataFrame, by_delta: pd.DataFrame) -> list[Claim]:
     ]
 
 
+def fig4_numbers(run: Path) -> dict[str, float]:
+    """notes-004 item 5's numbers for the full Laplace-GGN ``run``: the mean sharpness ``|p − 0.5|`` of its glm and
+    bnn (NN sampling) predictives on a grid around the training inputs, and the median glm epistemic variance at
+    the grid points further than ``FAR`` from every training input and at the training inputs."""
+    s, ctx = restore(run)
+    predict = predictors(s, ctx)
+    X = s.data.X_train
+    _, _, points = grid_around(X, 2 * FAR)
+    glm, nn = predict["glm"](points), predict["nn"](points)
+    far = torch.from_numpy(nearest_distance(points, X) > FAR)
+    return {"glm_sharpness": float((glm.probs[:, 1] - 0.5).abs().mean()),
+            "nn_sharpness": float((nn.probs[:, 1] - 0.5).abs().mean()),
+            "epistemic_far": float(glm.epistemic[far].median()) if bool(far.any()) else float("nan"),
+            "epistemic_data": float(predict["glm"](X).epistemic.median())}
+
+
+def fig4_claims(table: pd.DataFrame, numbers: dict[str, float]) -> list[Claim]:
+    """notes-004 checklist item 5 (banana, Fig. 4) on the test accuracies per predictive at the chosen δ (``table``)
+    and :func:`fig4_numbers`."""
+    def accuracy(kind: str) -> float:
+        return lookup(table, kind, "accuracy")
+
+    return [
+        claim(item(4, 5), Compare("|glm − MAP test accuracy|", "≤", 0.02), abs(accuracy("glm") - accuracy("map"))),
+        any_of(claim(item(4, 5), Compare("bnn mean |p − 0.5| on the grid", "<", "glm's", factor=0.5),
+                     (numbers["nn_sharpness"], numbers["glm_sharpness"])),
+               claim(item(4, 5), Compare("MAP − bnn test accuracy", "≥", 0.05), accuracy("map") - accuracy("nn")),
+               note="bnn washed out"),
+        claim(item(4, 5), Compare(f"median glm epistemic variance further than {FAR:g} from the data", "≥",
+                                  "at the training inputs", factor=2),
+              (numbers["epistemic_far"], numbers["epistemic_data"])),
+    ]
+
+
 def make(r: Reproduction) -> str:
     sections = [fig5_3(r), fig5_2(r), banana(r)]
     return "\n\n".join(["# Toy problems: Laplace-GGN evidence and predictives",
@@ -264,4 +306,4 @@ def make(r: Reproduction) -> str:
 
 STUDY = Study(name="toys", title="thesis (notes-000) Figs 5.2 and 5.3: Laplace-GGN evidence; banana predictives "
               "(notes-003 Table 5.1, notes-004 Fig. 4)", make=make, cpu_cost="about 60 min",
-              items=(*items(0, 11, 12, 13, 14), *items(3, 8, 9)))
+              items=(*items(0, 11, 12, 13, 14), *items(3, 8, 9), *items(4, 5)))

@@ -102,4 +102,24 @@ def test_banana_claims_without_a_delta_are_not_applicable_not_passed():
                                 pd.DataFrame(columns=["nn", "glm"]))
     assert set(verdicts(claims)) == {NA}
     assert claims[2].text.startswith("δ values where GLM NLL > NN NLL ≤ 1")
-    assert answered(claims) | {("notes-000", n) for n in (11, 12, 13, 14)} == declared("toys")
+    fig4 = toys.fig4_claims(pd.DataFrame(columns=["accuracy"]), dict.fromkeys(FIG4_NUMBERS, float("nan")))
+    assert set(verdicts(fig4)) == {NA}  # no run: no verdict, never a pass
+    assert answered([*claims, *fig4]) | {("notes-000", n) for n in (11, 12, 13, 14)} == declared("toys")
+
+
+FIG4_NUMBERS = {"glm_sharpness": 0.4, "nn_sharpness": 0.1, "epistemic_far": 0.01, "epistemic_data": 0.001}
+
+
+def test_banana_fig4_claims():
+    """notes-004 item 5: glm within 2 accuracy points of MAP; bnn washed out (sharpness below half the glm's, or
+    5 points less accurate than MAP); far epistemic variance at least twice that at the data."""
+    table = pd.DataFrame({"accuracy": [0.89, 0.88, 0.904]}, index=["map", "nn", "glm"])
+    claims = toys.fig4_claims(table, FIG4_NUMBERS)
+    assert verdicts(claims) == ["holds"] * 3
+    assert claims[1].text == "bnn mean |p − 0.5| on the grid < 0.5 × glm's or MAP − bnn test accuracy ≥ 0.05 " \
+                             "(bnn washed out)"
+    sharp = toys.fig4_claims(table, {**FIG4_NUMBERS, "nn_sharpness": 0.3, "epistemic_far": 0.0015})
+    assert verdicts(sharp) == ["holds", "does not hold", "does not hold"]
+    assert verdicts(toys.fig4_claims(table.assign(accuracy=[0.93, 0.8, 0.904]), FIG4_NUMBERS))[0] == "does not hold"
+    no_far_points = toys.fig4_claims(table, {**FIG4_NUMBERS, "epistemic_far": float("nan")})
+    assert verdicts(no_far_points)[2] == NA
