@@ -13,9 +13,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bnnpred.report.run_figures import blr_uncertainty  # noqa: E402
 from bnnpred.report.tables import collect, summarize  # noqa: E402
 from bnnpred.reproduce.base import Reproduction, Study, document  # noqa: E402
 from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, every, item, items, lookup  # noqa: E402
+from bnnpred.reproduce.grids import grid_around, nearest_distance  # noqa: E402
+from bnnpred.saved_runs import restore  # noqa: E402
 
 # Each NGVI method runs at its shipped defaults (bnnpred/conf/inference/{oggn,lgva,voggn}.yaml: the recipe, its
 # deviations from the thesis and the evidence for them); the page's intro and "what was tried" rows repeat them.
@@ -168,6 +171,47 @@ def moons_claims(t: pd.DataFrame) -> list[Claim]:
     ]
 
 
+FAR = 2.0  # notes-000 item 18: grid points "at distance > 2 from the data"
+BAND = 0.1  # the boundary band |p − 0.5| < BAND; "far from the boundary": |p − 0.5| > 0.5 − BAND
+
+
+def blr_numbers(run: Path) -> dict[str, float]:
+    """notes-000 item 18's numbers for the L-GGN ``run`` (Fig. 5.5b's BLR maps on a grid reaching ``2·FAR`` beyond
+    the training inputs): max √Λ and the distance of the BLR mean from 0.5 where √Λ peaks; the median model std
+    √V[f̂_GP] at the training inputs, on the boundary band further than ``FAR`` from the data, and on confident
+    points further than ``FAR`` from the data."""
+    s, ctx = restore(run)
+    X = s.data.X_train
+    _, _, points = grid_around(X, 2 * FAR)
+    prob, maps = blr_uncertainty(ctx, points)
+    noise, model = maps["noise √Λ"], maps["model √V[f̂] = Λ√(JΣJᵀ)"]
+    _, at_data = blr_uncertainty(ctx, X)
+    far = nearest_distance(points, X) > FAR
+    band, confident = np.abs(prob - 0.5) < BAND, np.abs(prob - 0.5) > 0.5 - BAND
+
+    def median(values: np.ndarray) -> float:
+        return float(np.median(values)) if len(values) else float("nan")
+
+    return {"max_noise": float(noise.max()), "peak_offset": float(abs(prob[np.argmax(noise)] - 0.5)),
+            "model_data": median(at_data["model √V[f̂] = Λ√(JΣJᵀ)"]), "model_far_band": median(model[far & band]),
+            "model_far_confident": median(model[far & confident])}
+
+
+def blr_claims(numbers: dict[str, float]) -> list[Claim]:
+    """notes-000 checklist item 18 (Fig. 5.5b) on :func:`blr_numbers`."""
+    return [
+        all_of(claim(item(0, 18), Compare("max √Λ", "≤", 0.5), numbers["max_noise"]),
+               claim(item(0, 18), Compare("|BLR mean − 0.5| where √Λ peaks", "≤", 0.05), numbers["peak_offset"]),
+               note="√Λ peaks on the 0.5-contour"),
+        claim(item(0, 18), Compare("median model std √V[f̂_GP] at the training inputs", "<",
+                                   f"on the boundary band further than {FAR:g} from the data"),
+              (numbers["model_data"], numbers["model_far_band"])),
+        claim(item(0, 18), Compare(f"median model std further than {FAR:g} from the data and the boundary", "<",
+                                   "on the boundary band there"),
+              (numbers["model_far_confident"], numbers["model_far_band"]), note="small far from both"),
+    ]
+
+
 def section(r: Reproduction, experiment: str) -> str:
     for method in METHODS:
         sweep_method(r, experiment, method)
@@ -187,11 +231,15 @@ def section(r: Reproduction, experiment: str) -> str:
              "Seed 0, rows NN / GLM sampling (mean ± 2 std and three joint function samples for Snelson; "
              "p(y = 1 | x) for two moons):", "", f"![grid]({experiment}_grid.png)"]
     if experiment == "thesis_fig5_5":
-        blr = runs / experiment / "l_ggn" / "seed0" / "blr_uncertainty.png"
+        run = runs / experiment / "l_ggn" / "seed0"
+        blr = run / "blr_uncertainty.png"
         if blr.is_file():
             (out / "thesis_fig5_5b_blr_uncertainty.png").write_bytes(blr.read_bytes())
             lines += ["", "Fig. 5.5b, L-GGN's BLR model uncertainty √V[f̂_GP] and observation noise √Λ:", "",
                       "![blr](thesis_fig5_5b_blr_uncertainty.png)"]
+        lines += ["", f"Fig. 5.5b in numbers (L-GGN, seed 0, a grid reaching {2 * FAR:g} beyond the training inputs; "
+                  f"boundary band |p − 0.5| < {BAND:g}, confident |p − 0.5| > {0.5 - BAND:g}):", "",
+                  r.table(blr_claims(blr_numbers(run)))]
     return "\n".join(lines)
 
 
@@ -278,4 +326,4 @@ TRIED = "\n".join([
 
 
 STUDY = Study(name="thesis_predictives", title="thesis Figs 5.4 and 5.5: NN vs GLM sampling for L-GGN, OGGN, LGVA "
-              "and VOGGN, five seeds", make=make, cpu_cost="about 60 min", items=items(0, 15, 17))
+              "and VOGGN, five seeds", make=make, cpu_cost="about 60 min", items=items(0, 15, 17, 18))

@@ -51,7 +51,22 @@ def test_snelson_and_moons_claims():
     empty = t.iloc[:0]
     assert set(verdicts([*thesis_predictives.snelson_claims(empty), *thesis_predictives.moons_claims(empty),
                          thesis_predictives.learned_claim(empty, "thesis_fig5_5")[1]])) == {NA}
-    assert answered([*snelson, *moons]) == declared("thesis_predictives")
+    blr = thesis_predictives.blr_claims(BLR_NUMBERS)
+    assert answered([*snelson, *moons, *blr]) == declared("thesis_predictives")
+
+
+BLR_NUMBERS = {"max_noise": 0.5, "peak_offset": 0.01, "model_data": 0.05, "model_far_band": 0.4,
+               "model_far_confident": 0.02}
+
+
+def test_blr_claims_of_fig_5_5b():
+    """notes-000 item 18: √Λ at most 0.5 and peaking on the 0.5-contour; the model std smaller at the data than far
+    along the boundary, and small far from both."""
+    assert verdicts(thesis_predictives.blr_claims(BLR_NUMBERS)) == ["holds"] * 3
+    off_boundary = thesis_predictives.blr_claims({**BLR_NUMBERS, "peak_offset": 0.2, "model_far_band": 0.01})
+    assert verdicts(off_boundary) == ["does not hold"] * 3
+    no_far_band = thesis_predictives.blr_claims({**BLR_NUMBERS, "model_far_band": float("nan")})
+    assert verdicts(no_far_band) == ["holds", NA, NA]  # a grid without far boundary points gives no verdict
 
 
 def evidence_grid() -> pd.DataFrame:
