@@ -4,6 +4,7 @@ correction, the eigensolvers, a run that raises the ELBO, and a short run that l
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -21,6 +22,7 @@ from bnnpred.inference.slang import (
     fit_slang,
     randomized_eigen_factor,
     slang_step,
+    step_sizes,
     top_eigen_factor,
 )
 from bnnpred.likelihoods import Bernoulli
@@ -105,6 +107,16 @@ def test_rank_above_the_parameter_count_is_an_error():
     problem, _ = tiny_problem("bernoulli", depth=0)
     with pytest.raises(BnnpredError, match="exceeds the 3 parameters"):
         fit_slang(problem, dataclasses.replace(SLANGConfig(), rank=5))
+
+
+def test_step_sizes_decay_with_their_own_powers():
+    """The reference's toy schedule: α 10 → 0.1 (ω = 0.5) and β 0.5 → 0.05 (ω_β = log 9 / log 10⁴) at t = 10⁴."""
+    cfg = SLANGConfig(lr=10.0, precision_lr=0.5, decay=0.5, precision_decay=math.log(9) / math.log(1e4))
+    alpha, beta = step_sizes(cfg, 10_000)
+    assert alpha == pytest.approx(10 / 101) and beta == pytest.approx(0.05)
+    assert step_sizes(dataclasses.replace(cfg, precision_decay=None), 10_000)[1] == pytest.approx(0.5 / 101)
+    with pytest.raises(BnnpredError, match="inference.precision_decay must be >= 0, got -1"):
+        dataclasses.replace(cfg, precision_decay=-1.0).validate()
 
 
 def test_epochs_replace_iterations_with_one_trace_row_per_epoch():

@@ -22,11 +22,13 @@ from bnnpred.data.logreg import LogRegConfig, load_logreg
 from bnnpred.data.root import data_root
 from bnnpred.data.toy import (
     BananaConfig,
+    CubicConfig,
     SnelsonConfig,
     SnelsonGapConfig,
     StepConfig,
     TwoMoonsConfig,
     load_banana,
+    load_cubic,
     load_snelson,
     load_snelson_gap,
     load_step,
@@ -48,6 +50,7 @@ DATASETS: dict[str, tuple[type, Callable[..., Dataset]]] = {
     "snelson_gap": (SnelsonGapConfig, load_snelson_gap),
     "banana": (BananaConfig, load_banana),
     "step": (StepConfig, load_step),
+    "cubic": (CubicConfig, load_cubic),
     "mnist": (MNISTConfig, load_images),
     "fashion_mnist": (FashionMNISTConfig, load_images),
     "cifar10": (CIFAR10Config, load_images),

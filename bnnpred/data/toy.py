@@ -1,4 +1,5 @@
-"""Low-dimensional datasets: two moons, Snelson (real and generated with a gap) and banana.
+"""Low-dimensional datasets: two moons, the step and cubic toys, Snelson (real and generated with a gap) and
+banana.
 
 Each dataset has one config dataclass (omegaconf-compatible; ``seed`` follows the run seed through the
 interpolation ``${seed}``) and one loader ``load_<name>(cfg, root) -> Dataset``. Loaders that read files
@@ -228,6 +229,36 @@ def load_step(cfg: StepConfig, root: Path | None = None) -> Dataset:
     splits = [_classification_split(x.reshape(-1, 1), (x >= 0).astype(np.int64))
               for x in (x_train, x_train[:0], x_test)]
     return _dataset("step", Task.binary, 2, (1,), splits)
+
+
+@dataclass
+class CubicConfig:
+    """The SLANG paper's toy regression (notes-002 §3.4, Fig. 8): ``x ~ U[-x_max, x_max]``, ``y = x³ + ε`` with
+    ``ε ~ N(0, noise_var)``, unnormalised; test points on an even grid over ``[-test_max, test_max]``, which
+    reaches beyond the data (the figure shows ``|x| ≤ 6``), with noisy targets."""
+
+    name: str = "cubic"
+    seed: int = II("seed")
+    n_train: int = 30
+    n_test: int = 241
+    x_max: float = 4.0
+    test_max: float = 6.0
+    noise_var: float = 9.0
+
+
+def load_cubic(cfg: CubicConfig, root: Path | None = None) -> Dataset:
+    """Dataset with X ``[N, 1]`` and y ``[N]`` float64; no validation split."""
+    seed = _check_seed(cfg.name, cfg.seed)
+    _check_counts(cfg.name, n_train=cfg.n_train, n_test=cfg.n_test)
+    for key in ("x_max", "test_max", "noise_var"):
+        if not getattr(cfg, key) > 0:
+            raise BnnpredError(f"dataset '{cfg.name}': {key} must be positive, got {getattr(cfg, key)}")
+    rng = np.random.default_rng(seed)
+    x_train = rng.uniform(-cfg.x_max, cfg.x_max, cfg.n_train)
+    x_test = np.linspace(-cfg.test_max, cfg.test_max, cfg.n_test)
+    splits = [_regression_split(x, x**3 + np.sqrt(cfg.noise_var) * rng.standard_normal(len(x)))
+              for x in (x_train, x_train[:0], x_test)]
+    return _dataset("cubic", Task.regression, 1, (1,), splits)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ class SLANGConfig(Method):
     lr: float = 0.05  # α₀, the mean's step
     precision_lr: float | None = None  # β₀, the precision's step; None: lr
     decay: float = 0.0  # ω in α₀ / (1 + t^ω); 0: constant step sizes
+    precision_decay: float | None = None  # β's own ω (the reference's toy: α 10 → 0.1, β 0.5 → 0.05); None: decay
     momentum: float = 0.9  # γ
     n_samples: int = 1  # S
     batch_size: int | None = None  # M; None: full batch
@@ -73,8 +74,9 @@ class SLANGConfig(Method):
                 raise BnnpredError(f"inference.{key} must be positive, got {getattr(self, key)}")
         if self.precision_lr is not None and not 0 < self.precision_lr <= 1:
             raise BnnpredError(f"inference.precision_lr must be in (0, 1] or null, got {self.precision_lr}")
-        if self.decay < 0:
-            raise BnnpredError(f"inference.decay must be >= 0, got {self.decay}")
+        for key in ("decay", "precision_decay"):
+            if (getattr(self, key) or 0.0) < 0:
+                raise BnnpredError(f"inference.{key} must be >= 0, got {getattr(self, key)}")
         if not 0 <= self.momentum < 1:
             raise BnnpredError(f"inference.momentum must be in [0, 1), got {self.momentum}")
         if self.n_samples < 1:
@@ -191,10 +193,11 @@ def slang_step(state: SLANGState, G: GradientRows, g_hat: Tensor, prior_precisio
 
 
 def step_sizes(cfg: SLANGConfig, t: int) -> tuple[float, float]:
-    """``(α_t, β_t)`` = ``(α₀, β₀) / (1 + t^ω)``, or constant for ``ω = 0``."""
-    factor = decay_factor(cfg.decay, t)
+    """``(α_t, β_t)`` = ``(α₀ / (1 + t^ω), β₀ / (1 + t^ω_β))`` (``ω_β = ω`` unless ``precision_decay``), constant
+    for ``ω = 0``."""
     beta0 = cfg.lr if cfg.precision_lr is None else cfg.precision_lr
-    return cfg.lr * factor, min(1.0, beta0 * factor)
+    beta_decay = cfg.decay if cfg.precision_decay is None else cfg.precision_decay
+    return cfg.lr * decay_factor(cfg.decay, t), min(1.0, beta0 * decay_factor(beta_decay, t))
 
 
 def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
