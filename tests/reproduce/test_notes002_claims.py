@@ -1,4 +1,4 @@
-"""The SLANG studies' claims (notes-002 items 9-15, 17-20, 22) on small synthetic frames, including empty ones; the
+"""The SLANG studies' claims (notes-002 items 9-15, 17-20, 22, 24) on small synthetic frames, including empty ones; the
 vacuous passes of notes002_logreg on an empty set of sets are gone."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import torch
 from helpers import answered, declared, verdicts
 
-from bnnpred.reproduce import notes002_convergence, notes002_logreg, notes002_mnist, notes002_uci
+from bnnpred.reproduce import notes002_convergence, notes002_cubic, notes002_logreg, notes002_mnist, notes002_uci
 
 NA = "not applicable"
 
@@ -133,3 +134,23 @@ def test_convergence_claims_answer_the_declared_items():
     claims = [*notes002_convergence.logreg_claims(frame, ("australian",), (1,)),
               *notes002_convergence.bnn_claims(frame, pd.DataFrame(columns=["mean", "sem"]), {}, 1)]
     assert answered(claims) == declared("notes002_convergence")
+
+
+def test_cubic_std_ratios_read_the_grid_at_both_edges_and_the_centre():
+    x = torch.linspace(-6, 6, 241, dtype=torch.float64)
+    std = 3 + x.abs()  # 9 at the edges, 3 at the centre
+    ratios = notes002_cubic.std_ratios(x, std)
+    assert list(ratios) == ["x = -6", "x = 6"]
+    for edge, centre in ratios.values():
+        assert edge == 9.0 and abs(centre - 3.0) < 1e-12  # linspace's middle point is 0 to rounding
+
+
+def test_cubic_claim_needs_both_sides_of_every_method():
+    """notes-002 item 24: the predictive std at |x| = 6 at least twice the one at x = 0, for every method and side."""
+    wide = {"x = -6": (7.0, 3.2), "x = 6": (9.0, 3.2)}
+    claims = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": wide})
+    assert verdicts(claims) == ["holds"]
+    one_side = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": {**wide, "x = -6": (6.0, 3.2)}})
+    assert verdicts(one_side) == ["does not hold"]  # 6.0 < 6.4
+    assert verdicts(notes002_cubic.cubic_claims({})) == ["not applicable"]
+    assert answered(claims) == declared("notes002_cubic")

@@ -1,0 +1,92 @@
+"""SLANG paper (notes-002 §3.4, App. F.1) Fig. 8: SLANG at ranks 1 and 5 and BBB on the toy cubic, their NN-sampling
+predictives beyond the data and the negative ELBO over the iterations; checklist item 24 checked (the predictive std
+at |x| = 6 at least twice the std at x = 0, for every method).
+
+Settings: presets ``notes002_cubic`` (SLANG) and ``notes002_cubic_bbb`` over ``notes002_cubic_problem``. Tiers:
+``cpu`` is the reference's (100 Monte Carlo samples a SLANG step, 25 a BBB step, 10,000 full-batch iterations), one
+seed as the paper's figure; ``quick`` is a smoke run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from bnnpred.report import figures
+from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.claims import Claim, Compare, every, item, items
+from bnnpred.run_evaluation import predictors
+from bnnpred.saved_runs import restore
+
+RANKS = (1, 5)  # the paper's starred SLANG panels
+EDGE = 6.0  # |x| where item 24 compares the predictive std with x = 0
+QUICK_SLANG = ("inference.iterations=200", "inference.n_samples=10", "predictive.n_samples=100")
+QUICK_BBB = ("inference.steps=200", "inference.n_samples=5", "predictive.n_samples=100")
+
+
+def runs(r: Reproduction) -> dict[str, Path]:
+    """The finished run of each method, by its label."""
+    slang = r.sweep(r.runs / "notes002_cubic" / "slang", "rank${inference.rank}", "experiment=notes002_cubic",
+                    f"inference.rank={','.join(map(str, RANKS))}", quick=QUICK_SLANG)
+    bbb = r.train_once(r.runs / "notes002_cubic" / "bbb", "experiment=notes002_cubic_bbb", quick=QUICK_BBB)
+    return {**{f"SLANG L={rank}": slang / f"rank{rank}" for rank in RANKS}, "BBB": bbb}
+
+
+def predictive_band(run: Path, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The run's NN-sampling predictive (its own samples and seed) at inputs ``x`` ``[G]``: mean and std ``[G]``."""
+    s, ctx = restore(run)
+    prediction = predictors(s, ctx)["nn"](x.to(s.data.X_train.dtype)[:, None])
+    return prediction.mean, prediction.variance.sqrt()
+
+
+def std_ratios(x: torch.Tensor, std: torch.Tensor) -> dict[str, tuple[float, float]]:
+    """``(std at x = ±EDGE, std at x = 0)`` for each side, at the grid points ``x`` nearest to the three."""
+    def at(value: float) -> float:
+        return float(std[(x - value).abs().argmin()])
+
+    return {f"x = {side:g}": (at(side), at(0.0)) for side in (-EDGE, EDGE)}
+
+
+def cubic_claims(ratios: dict[str, dict[str, tuple[float, float]]]) -> list[Claim]:
+    """notes-002 checklist item 24 over every (method, side) of ``ratios`` (``{method: std_ratios(...)}``)."""
+    pairs = {f"{method}, {side}": pair for method, sides in ratios.items() for side, pair in sides.items()}
+    return [every(item(2, 24), Compare(f"predictive std at |x| = {EDGE:g}", "≥", "the std at x = 0", factor=2),
+                  pairs, over="(method, side)")]
+
+
+def make(r: Reproduction) -> str:
+    by_method = runs(r)
+    s, _ = restore(by_method["BBB"])
+    x = torch.linspace(-EDGE, EDGE, 241, dtype=torch.float64)  # step 0.05
+    bands = {method: predictive_band(run, x) for method, run in by_method.items()}
+    ratios = {method: std_ratios(x, std) for method, (_, std) in bands.items()}
+    figures.plot_1d_panels(r.out / "fig8.png", x, bands, s.data.X_train[:, 0], s.data.y_train, ncols=len(bands),
+                           title="toy cubic: NN-sampling predictive, mean ± 2 std")
+    traces = pd.concat([pd.read_csv(run / "trace.csv").assign(method=method, panel="negative ELBO")
+                        for method, run in by_method.items()], ignore_index=True).assign(neg_elbo=lambda t: -t["elbo"])
+    figures.plot_mean_curves(r.out / "fig8_elbo.png", traces, x="step", panel="panel", hue="method",
+                             metrics={"neg_elbo": "negative ELBO per example"}, log_y=("neg_elbo",))
+    lines = ["| method | std at x = −6 | std at x = 0 | std at x = 6 | final negative ELBO per example | test RMSE |",
+             "|---|---|---|---|---|---|"]
+    for method, run in by_method.items():
+        (left, zero), (right, _) = ratios[method].values()
+        test = document(run)["metrics"]["test"]["nn"]
+        final = traces[traces["method"] == method]["neg_elbo"].iloc[-1]
+        lines.append(f"| {method} | {left:.2f} | {zero:.2f} | {right:.2f} | {final:.3f} | {test['rmse']:.2f} |")
+    return "\n".join([
+        "# SLANG paper, Fig. 8: the toy cubic", "", r.provenance("bnnpred reproduce notes002_cubic"), "",
+        f"`bnnpred train -m experiment=notes002_cubic inference.rank={','.join(map(str, RANKS))}` and `bnnpred train "
+        "experiment=notes002_cubic_bbb`: 30 points x ~ U[−4, 4], y = x³ + N(0, 9), 1x10 ReLU, prior precision 0.01, "
+        "noise variance 10, full batch; SLANG with 100 Monte Carlo samples a step and the reference's decays "
+        "(α 10 → 0.1, β 0.5 → 0.05 over 10,000 iterations, no momentum), BBB with Adam (0.1, ÷10 at 50 % and 75 %) "
+        "and 25 samples a step; 1000 predictive samples. The paper keeps each SLANG run's iterate of best ELBO; "
+        "these are the last iterates. The noise std √10 = 3.16 is part of every predictive std below.", "",
+        *lines, "", r.table(cubic_claims(ratios)), "",
+        "![fig8](fig8.png)", "", "![negative ELBO](fig8_elbo.png)",
+    ]) + "\n"
+
+
+STUDY = Study(name="notes002_cubic", title="SLANG paper (notes-002) Fig. 8: SLANG and BBB predictives on the toy "
+              "cubic", make=make, cpu_cost="about 20 min (3 runs)", items=items(2, 24))
