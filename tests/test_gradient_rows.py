@@ -1,6 +1,6 @@
 """SLANG's per-example gradient rows from linear layers' factors equal the formed rows (float64, every product SLANG
-uses, several draws, with and without biases); networks the factors do not cover fall back to the formed rows; a
-SLANG run takes the same iterates either way."""
+uses, several draws, with and without biases; all draws in one pass for an MLP, one draw at a time otherwise);
+networks the factors do not cover fall back to the formed rows; a SLANG run takes the same iterates either way."""
 
 from __future__ import annotations
 
@@ -43,6 +43,30 @@ def test_layer_factors_give_the_formed_rows_products(kind, bias):
         torch.testing.assert_close(getattr(factored, name)(*args), getattr(formed, name)(*args), rtol=1e-12,
                                    atol=1e-12, msg=name)
     torch.testing.assert_close(factored.scaled(2.0).gram(), 4 * formed.gram(), rtol=1e-12, atol=1e-12)
+
+
+class TwoLayers(nn.Module):
+    """Linear layers applied once each, but not an ``nn.Sequential``: the factors come one draw at a time."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = nn.Linear(3, 4), nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.second(torch.tanh(self.first(x)))
+
+
+def test_the_per_draw_factors_of_a_non_sequential_network_and_the_batched_ones_give_the_formed_rows(monkeypatch):
+    problem, _ = tiny_problem("gaussian", depth=1, n=6, d=3)
+    for model in (FlatModel(TwoLayers()), problem.model):  # per draw; an MLP with the batched path switched off
+        if model is problem.model:
+            monkeypatch.setattr(gradient_rows, "_sequential_factors", lambda *args: None)
+        case = dataclasses.replace(problem, model=model, theta0=model.theta())
+        thetas = draws(case, S=3)
+        rows = per_example_rows(case, thetas, case.X, case.y)
+        assert isinstance(rows, LinearFactorRows)
+        torch.testing.assert_close(rows.dense(), gradient_rows._formed_rows(case, thetas, case.X, case.y),
+                                   rtol=1e-12, atol=1e-12)
 
 
 class Shared(nn.Module):
