@@ -19,7 +19,7 @@ class ThesisCNNConfig:
     name: str = "thesis_cnn"
     channels: tuple[int, int] = (3, 8)
     width: int = 25
-    activation: str = "relu"  # tanh, relu, softplus, sigmoid
+    activation: str = "relu"  # tanh, relu, softplus, sigmoid, gelu
 
 
 def build_thesis_cnn(cfg: ThesisCNNConfig, input_shape: tuple[int, ...], out_features: int) -> nn.Sequential:

@@ -9,7 +9,7 @@ from torch import nn
 
 from bnnpred.errors import unknown_choice
 
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "softplus": nn.Softplus, "sigmoid": nn.Sigmoid}
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "softplus": nn.Softplus, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
 
 
 def activation(name: str) -> type[nn.Module]:
