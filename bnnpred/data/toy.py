@@ -118,6 +118,19 @@ def _check_counts(dataset: str, **counts: int) -> None:
             )
 
 
+def _check_positive(dataset: str, **values: float) -> None:
+    for key, value in values.items():
+        if not value > 0:
+            raise BnnpredError(f"dataset '{dataset}': {key} must be positive, got {value}; set dataset.{key}")
+
+
+def _uniform_and_grid(rng: np.random.Generator, n_train: int, train_max: float, n_test: int,
+                      test_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """1-D training inputs ``~ U[-train_max, train_max]`` ``[n_train]`` and test inputs on an even grid over
+    ``[-test_max, test_max]`` ``[n_test]``."""
+    return rng.uniform(-train_max, train_max, n_train), np.linspace(-test_max, test_max, n_test)
+
+
 def _check_fractions(dataset: str, valid_fraction: float, test_fraction: float) -> None:
     for key, value in (("valid_fraction", valid_fraction), ("test_fraction", test_fraction)):
         if not 0.0 <= value < 1.0:
@@ -222,10 +235,8 @@ def load_step(cfg: StepConfig, root: Path | None = None) -> Dataset:
     """Dataset with X ``[N, 1]`` float64 and y ``[N]`` int64 in {0, 1}; no validation split."""
     seed = _check_seed(cfg.name, cfg.seed)
     _check_counts(cfg.name, n_train=cfg.n_train, n_test=cfg.n_test)
-    if not cfg.x_max > 0:
-        raise BnnpredError(f"dataset '{cfg.name}': x_max must be positive, got {cfg.x_max}")
-    x_train = np.random.default_rng(seed).uniform(-cfg.x_max, cfg.x_max, cfg.n_train)
-    x_test = np.linspace(-cfg.x_max, cfg.x_max, cfg.n_test)
+    _check_positive(cfg.name, x_max=cfg.x_max)
+    x_train, x_test = _uniform_and_grid(np.random.default_rng(seed), cfg.n_train, cfg.x_max, cfg.n_test, cfg.x_max)
     splits = [_classification_split(x.reshape(-1, 1), (x >= 0).astype(np.int64))
               for x in (x_train, x_train[:0], x_test)]
     return _dataset("step", Task.binary, 2, (1,), splits)
@@ -250,12 +261,9 @@ def load_cubic(cfg: CubicConfig, root: Path | None = None) -> Dataset:
     """Dataset with X ``[N, 1]`` and y ``[N]`` float64; no validation split."""
     seed = _check_seed(cfg.name, cfg.seed)
     _check_counts(cfg.name, n_train=cfg.n_train, n_test=cfg.n_test)
-    for key in ("x_max", "test_max", "noise_var"):
-        if not getattr(cfg, key) > 0:
-            raise BnnpredError(f"dataset '{cfg.name}': {key} must be positive, got {getattr(cfg, key)}")
+    _check_positive(cfg.name, x_max=cfg.x_max, test_max=cfg.test_max, noise_var=cfg.noise_var)
     rng = np.random.default_rng(seed)
-    x_train = rng.uniform(-cfg.x_max, cfg.x_max, cfg.n_train)
-    x_test = np.linspace(-cfg.test_max, cfg.test_max, cfg.n_test)
+    x_train, x_test = _uniform_and_grid(rng, cfg.n_train, cfg.x_max, cfg.n_test, cfg.test_max)
     splits = [_regression_split(x, x**3 + np.sqrt(cfg.noise_var) * rng.standard_normal(len(x)))
               for x in (x_train, x_train[:0], x_test)]
     return _dataset("cubic", Task.regression, 1, (1,), splits)
