@@ -111,7 +111,7 @@ def test_function_space_evidence_equals_the_expanded_laplace_evidence_at_a_stati
     from bnnpred.inference.map import MapConfig, train_map
     from bnnpred.marglik import function_space_log_marglik
     problem, lik = tiny_problem(kind, depth=1, n=20, width=6, delta=0.7)
-    fit = train_map(problem, MapConfig(steps=200, lr=0.01, lbfgs_tol=1e-6))
+    fit = train_map(problem, MapConfig(steps=200, lr=0.01, finish_tol=1e-6))
     assert fit.info["grad_norm"] <= 1e-6
     N = len(problem.X)
     gaps = []
@@ -131,7 +131,7 @@ def test_laplace_fit_reports_the_selected_evidence_form(subset):
     from bnnpred.inference.map import MapConfig
     problem, _ = tiny_problem("bernoulli", depth=1, n=20, width=6, delta=0.7)
     cfg = LaplaceGGNConfig(evidence=EvidenceForm.function, subset_of_weights=SubsetOfWeights(subset),
-                           map=MapConfig(steps=200, lr=0.01, lbfgs_tol=1e-6))
+                           map=MapConfig(steps=200, lr=0.01, finish_tol=1e-6))
     fit = fit_laplace_ggn(problem, cfg)
     assert abs(fit.info["log_marglik"] - fit.info["log_marglik_weight"]) < 1e-6 * len(problem.X)
     assert fit.info["log_marglik"] != fit.info["log_marglik_weight"]  # computed, not copied

@@ -14,7 +14,7 @@ from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.models import build_model, n_params
-from bnnpred.models.cnn import ThesisCNNConfig, build_thesis_cnn
+from bnnpred.models.cnn import Pooling, ThesisCNNConfig, build_thesis_cnn
 from bnnpred.models.resnet import PreActResNetConfig, build_preact_resnet18
 from tests.helpers import tiny_problem
 
@@ -41,6 +41,17 @@ def test_softplus_thesis_cnn_keeps_the_thesis_parameter_count():
     module = build_thesis_cnn(ThesisCNNConfig(activation="softplus"), (1, 28, 28), 1)
     assert n_params(module) == 4587
     assert sum(isinstance(m, nn.Softplus) for m in module.modules()) == 4
+
+
+def test_smooth_thesis_cnn_averages_instead_of_max_pooling():
+    """thesis Fig. 5.6's smooth variant (GELU, average pooling): the thesis's P, and the pooling of a 2x2 block is
+    its mean (a smooth function of the block, where max-pooling has kinks)."""
+    module = build_thesis_cnn(ThesisCNNConfig(activation="gelu", pooling=Pooling.avg), (1, 28, 28), 1)
+    assert n_params(module) == 4587
+    pools = [m for m in module.modules() if isinstance(m, nn.AvgPool2d)]
+    assert len(pools) == 2 and not any(isinstance(m, nn.MaxPool2d) for m in module.modules())
+    block = torch.tensor([[[[1.0, 2.0], [3.0, 6.0]]]])
+    assert float(pools[0](block)) == 3.0
 
 
 def batchnorm_problem(tmp_path):

@@ -57,7 +57,7 @@ class LaplaceGGNConfig(Method):
     curvature: Curvature = Curvature.ggn
     dampen: bool = False  # kron only: (B + √δ I) ⊗ (A + √δ I) instead of B ⊗ A + δ I
     kron_batch_size: int = 128  # examples per batch of the Kronecker factors' C backward passes
-    evidence: EvidenceForm = EvidenceForm.weight  # the two agree at a stationary MAP (map.lbfgs_tol)
+    evidence: EvidenceForm = EvidenceForm.weight  # the two agree at a stationary MAP (map.finish_tol)
     map: MapConfig = field(default_factory=MapConfig)
 
     def validate(self) -> None:

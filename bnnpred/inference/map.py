@@ -1,11 +1,12 @@
-r"""MAP estimation with Adam (notes-000 eq. 2.2; notes-004 eq. 3), optionally finished by full-batch L-BFGS.
+r"""MAP estimation with Adam (notes-000 eq. 2.2; notes-004 eq. 3), optionally finished on the full batch.
 
 Objective (sum form): ``Σ_i log p(y_i | f(x_i; θ)) - ½ θᵀ diag(δ) θ``. Each step minimises the per-example
 average ``-(1/B) Σ_{i∈batch} log p - (1/2N) θᵀ diag(δ) θ``, an unbiased rescaling with the same optimum.
 
-With ``lbfgs_tol`` set, L-BFGS (strong-Wolfe line search) continues on the full batch until the gradient norm of the
-sum-form objective is at most ``lbfgs_tol``: a stationary MAP, which the Laplace evidence and the representer
-identity (notes-000 §5.2, Fig. 5.6) assume. ``info["grad_norm"]`` records the final norm either way.
+With ``finish_tol`` set, L-BFGS or Newton-CG (:mod:`bnnpred.inference.map_finish`) continues on the full
+batch until the gradient norm of the sum-form objective is at most ``finish_tol``: a stationary MAP, which the
+Laplace evidence and the representer identity (notes-000 §5.2, Fig. 5.6) assume. ``info["grad_norm"]`` records the
+final norm either way.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, train
 from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.contract import POINT_KINDS, Budget, Method
 from bnnpred.inference.fit_cache import cached_fit
+from bnnpred.inference.map_finish import Finish, finish_to_tolerance, log_joint_grad_norm
 from bnnpred.progress import progress
 
 
@@ -40,9 +42,11 @@ class MapConfig:
     batch_size: int | None = None  # None: full batch
     log_every: int = 100
     epochs: int | None = None  # if set: this many passes over the data (replaces steps), a trace row per epoch
-    # Finish with full-batch L-BFGS until ‖∇ (Σ log p + log prior)‖ ≤ lbfgs_tol (null: Adam only)
-    lbfgs_tol: float | None = None
-    lbfgs_iterations: int = 2000  # at most, L-BFGS iterations of the finish
+    # Finish on the full batch until ‖∇ (Σ log p + log prior)‖ ≤ finish_tol (null: Adam only), with L-BFGS or
+    # Newton-CG steps (inference.map_finish; Newton forms the [P, P] GGN: P up to a few thousand)
+    finish: Finish = Finish.lbfgs
+    finish_tol: float | None = None
+    finish_iterations: int = 2000  # at most, iterations of the finish
 
     def validate(self) -> None:
         _check_map_config(self)
@@ -72,14 +76,6 @@ def neg_log_joint(problem: Problem, theta: Tensor, rows: Tensor | slice, augment
     X, y = problem.training_batch(rows) if augment else (problem.X[rows], problem.y[rows])
     nll = -problem.likelihood.log_prob(problem.model(theta, X), y).mean()
     return nll + 0.5 * (problem.prior_precision * theta.square()).sum() / len(problem.X)
-
-
-def log_joint_grad_norm(problem: Problem, theta: Tensor) -> float:
-    """``‖∇_θ [Σ log p + log prior]‖`` over the full data in bounded memory (the stationarity check of notes-000 §7
-    F.21): the health check's objective, computed in chunks of examples."""
-    from bnnpred.health import objective_at  # bnnpred.health imports the inference package
-
-    return objective_at(problem, theta).grad_norm
 
 
 def train_map(problem: Problem, cfg: MapConfig) -> Fit:
@@ -133,45 +129,11 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
 
 
 def _finish(problem: Problem, cfg: MapConfig, fit: Fit) -> Fit:
-    """The L-BFGS finish of ``fit`` when ``cfg.lbfgs_tol`` is set, else ``fit``."""
-    if cfg.lbfgs_tol is None:
+    """The full-batch finish of ``fit`` when ``cfg.finish_tol`` is set, else ``fit``."""
+    if cfg.finish_tol is None:
         return fit
-    theta, info = lbfgs_to_tolerance(problem, fit.theta, cfg.lbfgs_tol, cfg.lbfgs_iterations)
+    theta, info = finish_to_tolerance(problem, fit.theta, cfg.finish, cfg.finish_tol, cfg.finish_iterations)
     return Fit(theta=theta, posterior=None, info={**fit.info, **info}, trace=fit.trace)
-
-
-def lbfgs_to_tolerance(problem: Problem, theta0: Tensor, tol: float, max_iterations: int) -> tuple[Tensor, dict]:
-    """Full-batch L-BFGS on the sum-form negative log joint from ``θ0`` until its gradient norm is ``≤ tol``.
-
-    Returns ``θ`` ``[P]`` and ``{"grad_norm", "lbfgs_iterations", "lbfgs_converged"}``. Restarts the optimiser's
-    memory when a line search stalls (torch's L-BFGS stops on ``tolerance_change``), at most ``max_iterations`` in
-    all; the best point seen is kept."""
-    theta = theta0.detach().clone().requires_grad_(True)
-    N = len(problem.X)
-
-    def closure() -> Tensor:
-        optimizer.zero_grad(set_to_none=True)
-        loss = neg_log_joint(problem, theta, slice(None)) * N
-        loss.backward()
-        return loss
-
-    used, norm = 0, log_joint_grad_norm(problem, theta.detach())
-    while norm > tol and used < max_iterations:
-        optimizer = torch.optim.LBFGS([theta], lr=1.0, max_iter=min(200, max_iterations - used), history_size=50,
-                                      tolerance_grad=tol / math.sqrt(theta.numel()),  # its test is on max |g_j|
-                                      tolerance_change=1e-15, line_search_fn="strong_wolfe")
-        optimizer.step(closure)
-        steps = optimizer.state[theta]["n_iter"]
-        used += max(steps, 1)
-        new_norm = log_joint_grad_norm(problem, theta.detach())
-        if not math.isfinite(new_norm):
-            raise BnnpredError("the L-BFGS finish of the MAP diverged; raise inference.map.lbfgs_tol or "
-                               "inference.map.steps")
-        if steps <= 1 and new_norm >= norm:  # no progress from a fresh memory: give up at the best point
-            norm = new_norm
-            break
-        norm = new_norm
-    return theta.detach(), {"grad_norm": norm, "lbfgs_iterations": float(used), "lbfgs_converged": float(norm <= tol)}
 
 
 def lr_scheduler(optimizer: torch.optim.Optimizer, schedule: Schedule, steps: int,
@@ -196,11 +158,11 @@ def _check_map_config(cfg: MapConfig) -> None:
         raise BnnpredError(f"inference.map.epochs must be >= 1 or null (use steps), got {cfg.epochs}")
     if cfg.batch_size is not None and cfg.batch_size < 1:
         raise BnnpredError(f"inference.map.batch_size must be >= 1 or null, got {cfg.batch_size}")
-    if cfg.lbfgs_tol is not None and not cfg.lbfgs_tol > 0:
-        raise BnnpredError(f"inference.map.lbfgs_tol must be positive or null (Adam only), got {cfg.lbfgs_tol}; "
+    if cfg.finish_tol is not None and not cfg.finish_tol > 0:
+        raise BnnpredError(f"inference.map.finish_tol must be positive or null (Adam only), got {cfg.finish_tol}; "
                            "e.g. 1e-6")
-    if cfg.lbfgs_iterations < 1:
-        raise BnnpredError(f"inference.map.lbfgs_iterations must be >= 1, got {cfg.lbfgs_iterations}")
+    if cfg.finish_iterations < 1:
+        raise BnnpredError(f"inference.map.finish_iterations must be >= 1, got {cfg.finish_iterations}")
 
 
 def fit_map(problem: Problem, cfg: MapOnlyConfig) -> Fit:

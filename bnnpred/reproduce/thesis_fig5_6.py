@@ -41,7 +41,7 @@ def make(r: Reproduction) -> str:
     s, ctx = restore(run_dir)
     theta, delta = ctx.theta, float(ctx.prior_precision[0])
     info = document(run_dir)["info"]
-    grad_norm, lbfgs_steps, converged = info["grad_norm"], info.get("lbfgs_iterations"), info.get("lbfgs_converged")
+    grad_norm, finish_steps, converged = info["grad_norm"], info.get("finish_iterations"), info.get("finish_converged")
     X, y = s.data.X_train, s.data.y_train.to(s.dtype)
     f, J = logit_and_jacobians(s.model, theta, X)
     a = y - torch.sigmoid(f)  # residual importances, digit 9 = 1
@@ -86,11 +86,13 @@ def make(r: Reproduction) -> str:
     fig.savefig(out / "similar_training_images.png", dpi=110)
     plt.close(fig)
 
-    finish = ("" if lbfgs_steps is None else
-              f", then full-batch L-BFGS ({lbfgs_steps:.0f} iterations) " +
+    finisher = {"lbfgs": "L-BFGS", "newton": "Newton-CG, GGN-preconditioned"}[s.cfg.inference.map.finish.value]
+    finish = ("" if finish_steps is None else
+              f", then full-batch {finisher} ({finish_steps:.0f} iterations) " +
               ("to its gradient-norm tolerance" if converged else "stopped before its gradient-norm tolerance"))
-    act = s.cfg.model.activation
-    network = "thesis CNN" if act == "relu" else f"thesis CNN with {act} for ReLU (a smooth log joint)"
+    act, pooling = s.cfg.model.activation, s.cfg.model.pooling.value
+    network = ("thesis CNN" if (act, pooling) == ("relu", "max") else
+               f"thesis CNN with {act} for ReLU and {pooling}- for max-pooling (a smooth log joint)")
     max_a = float(a.abs().max())
     fours, nines = int((y[order[:ENDS]] == 0).sum()), int((y[order[-ENDS:]] == 1).sum())
     checks = importance_claims(train_acc, max_a, fours, nines, rel_error, grad_norm)
