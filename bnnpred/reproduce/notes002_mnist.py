@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 
+from bnnpred.inference.mean_field import initial_rho, sigma_of
 from bnnpred.report import figures
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Between, Claim, Compare, claim, every, item, items, standardised
+from bnnpred.saved_runs import restore
 
 PAPER = {"BBB": 1.82, "SLANG L=1": 2.00, "SLANG L=2": 1.95, "SLANG L=4": 1.81, "SLANG L=8": 1.92,
          "SLANG L=16": 1.77, "SLANG L=32": 1.73}  # notes-002 Table 3, test error %
 FULL_DECAY = {1: 0.60, 2: 0.60, 4: 0.58, 8: 0.60, 16: 0.56, 32: 0.60}  # the reference's selected ω per L (§2.9)
+CPU_RANKS = (1, 8, 32)
 QUICK = ("dataset.n_train=500", "dataset.n_test=400", "inference.iterations=10", "inference.log_every=5",
          "predictive.n_samples=5")
 QUICK_BBB = ("dataset.n_train=500", "dataset.n_test=400", "inference.steps=10", "inference.log_every=5",
@@ -36,17 +40,28 @@ def runs(r: Reproduction) -> dict[str, Path]:
         return {f"SLANG L={rank}": r.train_once(base / f"slang_L{rank}", "experiment=notes002_mnist",
                                                  f"inference.rank={rank}", f"inference.decay={decay}")
                 for rank, decay in FULL_DECAY.items()}
-    chosen = {f"SLANG L={rank}": r.train_once(base / f"slang_L{rank}", "experiment=notes002_mnist_cpu",
-                                              f"inference.rank={rank}", quick=QUICK) for rank in (1, 8)}
-    chosen["BBB"] = r.train_once(base / "bbb", "experiment=notes002_mnist_cpu_bbb", quick=QUICK_BBB)
+    chosen = {f"SLANG L={rank}": r.train_once(base / f"slang_60k_L{rank}", "experiment=notes002_mnist_cpu",
+                                              f"inference.rank={rank}", quick=QUICK) for rank in CPU_RANKS}
+    chosen["BBB"] = r.train_once(base / "bbb_60k", "experiment=notes002_mnist_cpu_bbb", quick=QUICK_BBB)
     return chosen
 
 
 def summary(run_dir: Path) -> dict[str, float]:
-    """Test error (%), NLL and training seconds of one run."""
+    """Test error (%) of the predictive and of the mean network, the predictive's NLL, and training seconds."""
     doc = document(run_dir)
-    test = doc["metrics"]["test"]["nn"]
-    return {"error": 100 * (1 - test["accuracy"]), "nll": test["nll"], "seconds": doc["run"]["seconds"]}
+    test = doc["metrics"]["test"]
+    return {"error": 100 * (1 - test["nn"]["accuracy"]), "mean_error": 100 * (1 - test["map"]["accuracy"]),
+            "nll": test["nn"]["nll"], "seconds": doc["run"]["seconds"], "n_train": doc["run"]["n_train"]}
+
+
+def variance_change(run_dir: Path) -> float:
+    """Median ``|log σ − log σ₀|`` over the weights of a BBB run (σ₀ its initial softplus(ρ₀)): how far the
+    variances trained."""
+    s, ctx = restore(run_dir)
+    sigma = ctx.posterior.precision.rsqrt()
+    start = SimpleNamespace(theta0=ctx.theta, prior_precision=ctx.prior_precision)  # what ρ₀ is computed from
+    sigma0 = sigma_of(initial_rho(start, s.cfg.inference), s.cfg.inference)
+    return float((sigma.log() - sigma0.log()).abs().median())
 
 
 def make(r: Reproduction) -> str:
@@ -59,18 +74,24 @@ def make(r: Reproduction) -> str:
     figures.plot_mean_curves(r.out / "convergence.png", traces, x="epoch", panel="set", hue="method",
                              metrics={"neg_elbo": "negative ELBO per example", "test_error": "test error % (mean)"},
                              log_y=("neg_elbo", "test_error"))
-    lines = ["| method | test error (%) | test NLL | training time (s) | paper (GPU, 784-400-400-10) |",
-             "|---|---|---|---|---|"]
+    lines = ["| method | test error (%), predictive | test error (%), mean network | test NLL | training time (s) | "
+             "paper (GPU, 784-400-400-10) |", "|---|---|---|---|---|---|"]
     for method, row in rows.items():
-        lines.append(f"| {method} | {row['error']:.2f} | {row['nll']:.4f} | {row['seconds']:.0f} | "
-                     f"{PAPER[method]:.2f} |")
+        lines.append(f"| {method} | {row['error']:.2f} | {row['mean_error']:.2f} | {row['nll']:.4f} | "
+                     f"{row['seconds']:.0f} | {PAPER[method]:.2f} |")
+    n_train = {int(row["n_train"]) for row in rows.values()}
+    if "SLANG L=32" in chosen and r.pick(quick=False, cpu=False, full=True):
+        checks = full_claims(errors)
+    else:
+        checks = cpu_claims(errors, {rank: paired_se(chosen["SLANG L=1"], chosen[f"SLANG L={rank}"])
+                                     for rank in CPU_RANKS[1:]}, variance_change(chosen["BBB"]))
     return "\n".join([
         "# SLANG paper, Table 3: MNIST", "", r.provenance("bnnpred reproduce notes002_mnist"), "",
-        "Settings: the study's docstring (`bnnpred/reproduce/notes002_mnist.py`) and the presets it names. Test "
-        "error of the predictive (weight samples); the paper's numbers are for its larger network and 400 epochs "
-        "on a GPU.", "", *lines, "", "![ELBO and test error per epoch](convergence.png)", "",
-        r.table(full_claims(errors) if "SLANG L=32" in chosen
-                else cpu_claims(errors, paired_se(chosen["SLANG L=1"], chosen["SLANG L=8"]))),
+        f"Trained on {'all 60,000' if n_train == {60000} else ', '.join(f'{n:,}' for n in sorted(n_train))} MNIST "
+        "training images. Settings: the study's docstring (`bnnpred/reproduce/notes002_mnist.py`) and the presets it "
+        "names. Test error of the predictive (weight samples) and of the mean network; the paper's numbers are for "
+        "its larger network and 400 epochs on a GPU.", "", *lines, "",
+        "![ELBO and test error per epoch](convergence.png)", "", r.table(checks),
     ]) + "\n"
 
 
@@ -86,17 +107,23 @@ def full_claims(errors: dict[str, float]) -> list[Claim]:
     ]
 
 
-def cpu_claims(errors: dict[str, float], se: float) -> list[Claim]:
-    """notes-002 item 22 at the CPU plan's scale (§6.3 item 5): L = 8 against L = 1 on the same test images
-    (``se``: the standard error of their paired difference, %), and the notes' expected error range."""
+def cpu_claims(errors: dict[str, float], se: dict[int, float], bbb_log_sigma_change: float) -> list[Claim]:
+    """notes-002 item 22 at CPU scale (§6.3 item 5, on all 60k images): every L ∈ ``CPU_RANKS`` above 1 against
+    L = 1 on the same test images (``se[L]``: the standard error of their paired difference, %), SLANG's error
+    against issue 18's 3 % target, and the BBB control's variances trained (median ``|log σ − log σ₀|`` ≥ log 2)."""
     nan = float("nan")
-    one, eight = errors.get("SLANG L=1", nan), errors.get("SLANG L=8", nan)
+    one = errors.get("SLANG L=1", nan)
+    not_worse = [claim(item(2, 22), Compare(f"(test error L = {rank} − L = 1) / paired s.e.", "≤", 2),
+                       standardised(errors.get(f"SLANG L={rank}", nan) - one, se.get(rank, nan)),
+                       note=f"L = {rank} not worse than L = 1",
+                       numbers=f"{errors.get(f'SLANG L={rank}', nan):.2f} vs {one:.2f} (s.e. {se.get(rank, nan):.2f})")
+                 for rank in CPU_RANKS[1:]]
     return [
-        claim(item(2, 22), Compare("(test error L = 8 − L = 1) / paired s.e.", "≤", 2), standardised(eight - one, se),
-              note="L = 8 not worse than L = 1", numbers=f"{eight:.2f} vs {one:.2f} (s.e. {se:.2f})"),
-        every(item(2, 22), Between("test error (%)", 2.5, 4),
-              {m: e for m, e in errors.items() if m.startswith("SLANG")}, over="L",
-              note="the notes' guess for the CPU plan, not a paper number"),
+        *not_worse,
+        every(item(2, 22), Compare("test error (%)", "≤", 3), {m: e for m, e in errors.items() if m.startswith("SLANG")},
+              over="L", note="issue 18's target; the notes' CPU guess is 2.5-4 %, the paper's GPU numbers 1.7-2.0 %"),
+        claim(item(2, 22), Compare("BBB control: median |log σ − log σ₀|", "≥", round(math.log(2), 4)),
+              bbb_log_sigma_change, note="its variances trained, so it is not a MAP network in disguise"),
     ]
 
 

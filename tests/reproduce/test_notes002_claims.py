@@ -98,11 +98,16 @@ def test_mnist_claims():
     # 2.4 % is outside [1.5, 2.3] and above 1.95 %; min(L = 16, 32) = 1.77 ≤ 2.00 still holds
     assert verdicts(notes002_mnist.full_claims({**full, "SLANG L=32": 2.4})) == ["does not hold", "holds",
                                                                                  "does not hold"]
-    cpu = notes002_mnist.cpu_claims({"SLANG L=1": 11.6, "SLANG L=8": 10.1, "BBB": 6.5}, se=0.4)
-    assert verdicts(cpu) == ["holds", "does not hold"]  # L = 8 not worse; 10-12 % is outside 2.5-4 %
-    assert cpu[0].numbers == "10.10 vs 11.60 (s.e. 0.40)"
-    assert cpu[1].numbers.startswith("0/2:")  # BBB is not in the range's criterion
-    assert set(verdicts([*notes002_mnist.full_claims({}), *notes002_mnist.cpu_claims({}, math.nan)])) == {NA}
+    errors = {"SLANG L=1": 2.9, "SLANG L=8": 2.7, "SLANG L=32": 3.8, "BBB": 6.5}
+    cpu = notes002_mnist.cpu_claims(errors, {8: 0.15, 32: 0.2}, bbb_log_sigma_change=0.3)
+    # L = 8 not worse; L = 32 worse by 4.5 s.e.; 3.8 % is above the 3 % target; log σ moved by 0.3 < log 2
+    assert verdicts(cpu) == ["holds", "does not hold", "does not hold", "does not hold"]
+    assert cpu[0].numbers == "2.70 vs 2.90 (s.e. 0.15)"
+    assert cpu[2].numbers.startswith("2/3:")  # BBB is not in the target's criterion
+    assert verdicts(notes002_mnist.cpu_claims({**errors, "SLANG L=32": 2.8}, {8: 0.15, 32: 0.2}, 1.2)) == \
+        ["holds"] * 4
+    assert set(verdicts([*notes002_mnist.full_claims({}),
+                         *notes002_mnist.cpu_claims({}, {}, math.nan)])) == {NA}
     assert answered(cpu) == declared("notes002_mnist")
 
 
