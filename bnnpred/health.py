@@ -3,9 +3,12 @@
 A point estimate ``θ*`` is checked against the random start ``θ₀`` on the objective every method's mean is
 meant to improve, the full-data negative log joint per example
 ``L(θ) = -(1/N) [Σ_i log p(y_i | f(x_i; θ)) - ½ θᵀ diag(δ) θ]`` (notes-000 eq. 2.2): a fit that ends with a
-non-finite or a higher ``L`` than it started from has diverged. A method that trains to a stationary point (the
-MAP, whose fit records ``grad_norm``) must also end with a smaller gradient norm than it started with. Metrics
-must be finite. Jitter added to a precision is never a failure but always a flag.
+non-finite or a higher ``L`` than it started from has diverged. A method that trains to a stationary point on the
+full batch (a MAP by full-batch Adam or with a full-batch finish: its info records ``grad_norm`` and
+``full_batch = 1``) must also end with a smaller gradient norm than it started with. A minibatch-trained MAP's final
+gradient norm measures the noise of its last steps, not a breakage (3c3d on 8,000 Fashion-MNIST images, six epochs
+at a constant step: 3.7e3 at the start, 1.0e4 at the end), so only its objective is checked. Metrics must be
+finite. Jitter added to a precision is never a failure but always a flag.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def fit_problems(start: Objective, end: Objective, fit: Fit) -> list[str]:
     elif end.value > start.value:
         found.append(f"the fit ended worse than it started (negative log joint per example {start.value:.4g} → "
                      f"{end.value:.4g})")
-    if "grad_norm" in fit.info and not end.grad_norm < start.grad_norm:
+    if fit.info.get("full_batch") and not end.grad_norm < start.grad_norm:
         found.append(f"the gradient norm did not fall ({start.grad_norm:.3g} at the start, {end.grad_norm:.3g} at "
                      "the end)")
     return found

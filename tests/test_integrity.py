@@ -19,6 +19,8 @@ import torch
 from bnnpred import run_files
 from bnnpred.cli import compose
 from bnnpred.errors import BnnpredError
+from bnnpred.health import Objective, fit_problems
+from bnnpred.inference.base import Fit
 from bnnpred.io import strict_json
 from bnnpred.run_record import NotFinished, read_finished
 from bnnpred.runner import train
@@ -214,6 +216,21 @@ def test_a_healthy_map_records_its_start_and_end(tmp_path):
     assert rows["objective_end"].iloc[0] < rows["objective_start"].iloc[0]
     assert rows["grad_norm"].iloc[0] < rows["grad_norm_start"].iloc[0]
     assert document["run"]["flags"] == []
+
+
+def test_a_rising_gradient_norm_fails_a_full_batch_map_and_not_a_minibatch_one():
+    """A full-batch MAP aims at a stationary point, so a gradient norm above the start's is broken; a minibatch MAP's
+    last steps leave gradient noise (3c3d: 3.7e3 at the start, 1.0e4 at the end with the objective down), so only
+    its objective is checked."""
+    start, end = Objective(value=2.3, grad_norm=3.7e3), Objective(value=0.4, grad_norm=1.0e4)
+    theta = torch.zeros(3)
+    full, minibatch = ({"grad_norm": 1.0e4, "full_batch": flag} for flag in (1.0, 0.0))
+    assert fit_problems(start, end, Fit(theta=theta, posterior=None, info=full)) == [
+        "the gradient norm did not fall (3.7e+03 at the start, 1e+04 at the end)"]
+    assert fit_problems(start, end, Fit(theta=theta, posterior=None, info=minibatch)) == []
+    worse = Objective(value=2.5, grad_norm=1.0e4)
+    assert fit_problems(start, worse, Fit(theta=theta, posterior=None, info=minibatch)) == [
+        "the fit ended worse than it started (negative log joint per example 2.3 → 2.5)"]
 
 
 # float32 and δ = 1e-7 on a network with more parameters (105) than data (30): the GGN has rank ≤ 30, so

@@ -6,7 +6,8 @@ average ``-(1/B) Σ_{i∈batch} log p - (1/2N) θᵀ diag(δ) θ``, an unbiased 
 With ``finish_tol`` set, L-BFGS or Newton-CG (:mod:`bnnpred.inference.map_finish`) continues on the full
 batch until the gradient norm of the sum-form objective is at most ``finish_tol``: a stationary MAP, which the
 Laplace evidence and the representer identity (notes-000 §5.2, Fig. 5.6) assume. ``info["grad_norm"]`` records the
-final norm either way.
+final norm either way, ``info["full_batch"]`` whether the last optimiser ran on the full batch (1) or on minibatches
+(0: the health check then does not expect the gradient norm to fall).
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
                               "scheduler": scheduler.state_dict(), "generator": problem.generator.get_state(),
                               "buffers": problem.model.buffer_state(), "trace": trace})
     theta = theta.detach()
-    return Fit(theta=theta, posterior=None, info={"grad_norm": log_joint_grad_norm(problem, theta)}, trace=trace)
+    info = {"grad_norm": log_joint_grad_norm(problem, theta), "full_batch": float(cfg.batch_size is None)}
+    return Fit(theta=theta, posterior=None, info=info, trace=trace)
 
 
 def _finish(problem: Problem, cfg: MapConfig, fit: Fit) -> Fit:
@@ -133,7 +135,7 @@ def _finish(problem: Problem, cfg: MapConfig, fit: Fit) -> Fit:
     if cfg.finish_tol is None:
         return fit
     theta, info = finish_to_tolerance(problem, fit.theta, cfg.finish, cfg.finish_tol, cfg.finish_iterations)
-    return Fit(theta=theta, posterior=None, info={**fit.info, **info}, trace=fit.trace)
+    return Fit(theta=theta, posterior=None, info={**fit.info, **info, "full_batch": 1.0}, trace=fit.trace)
 
 
 def lr_scheduler(optimizer: torch.optim.Optimizer, schedule: Schedule, steps: int,
