@@ -1,7 +1,8 @@
 r"""Full-batch finishes of a MAP to a stationary point: ``‖∇ (−Σ log p − log prior)‖ ≤ tol``.
 
 The Laplace evidence and the representer identity (notes-000 §5.2, §6.4, Fig. 5.6) assume a stationary MAP, which
-Adam's minibatch steps do not reach. Two finishes, both keeping the best point seen:
+Adam's minibatch steps do not reach. Two finishes, both descent methods with a line search (each step lowers the
+log joint), ending at their last point:
 
 * ``lbfgs``: torch's L-BFGS with a strong-Wolfe line search, restarted when a line search stalls. Cheap per step;
   slow in the long, ill-conditioned valleys of a nearly separable classifier.
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 ARMIJO = 1e-4  # sufficient decrease: f(θ + t d) ≤ f(θ) + ARMIJO · t · gᵀd
 CG_STEPS = 50  # at most, conjugate-gradient steps per Newton step
 HALVINGS = 30  # line-search halvings before the damping is raised
-MAX_DAMPING = 1e12  # λ / mean diagonal of the curvature at which Newton gives up at the best point
+MAX_DAMPING = 1e12  # λ / mean diagonal of the curvature at which Newton gives up (no descent found)
 
 
 class Finish(str, Enum):
@@ -93,7 +94,7 @@ def _lbfgs(problem: Problem, theta0: Tensor, tol: float, max_iterations: int) ->
         steps = optimizer.state[theta]["n_iter"]
         used += max(steps, 1)
         new_norm = _gradient_norm(problem, theta)
-        if steps <= 1 and new_norm >= norm:  # no progress from a fresh memory: give up at the best point
+        if steps <= 1 and new_norm >= norm:  # no progress from a fresh memory: give up here
             return theta.detach(), new_norm, used
         norm = new_norm
     return theta.detach(), norm, used
@@ -101,8 +102,8 @@ def _lbfgs(problem: Problem, theta0: Tensor, tol: float, max_iterations: int) ->
 
 def _newton(problem: Problem, theta0: Tensor, tol: float, max_iterations: int) -> tuple[Tensor, float, int]:
     """Newton-CG steps preconditioned by the GGN with an Armijo line search; ``λ`` ×10 when a line search fails,
-    ÷10 after a full step, and the loop ends at the best point when ``λ`` passes ``MAX_DAMPING`` times the mean
-    curvature."""
+    ÷10 after a full step, and the loop ends where it is when ``λ`` passes ``MAX_DAMPING`` times the mean
+    curvature (no descent left that the line search can see)."""
     theta = theta0.detach().clone()
     prior = torch.broadcast_to(problem.prior_precision, theta.shape)
     damping, used = 0.0, 0
