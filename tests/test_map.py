@@ -1,4 +1,5 @@
-"""MAP training's full-batch finishes, L-BFGS and Newton-CG (issue 22, Build 4), and notes-001's tempered MAP control (issue 18)."""
+"""MAP training's full-batch finishes, L-BFGS and Newton-CG (issue 22, Build 4), and notes-001's tempered MAP
+control (issue 18)."""
 
 import dataclasses
 
