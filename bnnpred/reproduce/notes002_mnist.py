@@ -121,7 +121,8 @@ def cpu_claims(errors: dict[str, float], se: dict[int, float], bbb_log_sigma_cha
     slang = {m: e for m, e in errors.items() if m.startswith("SLANG")}
     return [
         *not_worse,
-        every(item(2, 22), Compare("test error (%)", "≤", 3), slang, over="L", note="issue 18's target; the notes' CPU guess is 2.5-4 %, the paper's GPU numbers 1.7-2.0 %"),
+        every(item(2, 22), Compare("test error (%)", "≤", 3), slang, over="L",
+              note="issue 18's target; the notes' CPU guess is 2.5-4 %, the paper's GPU numbers 1.7-2.0 %"),
         claim(item(2, 22), Compare("BBB control: median |log σ − log σ₀|", "≥", round(math.log(2), 4)),
               bbb_log_sigma_change, note="its variances trained, so it is not a MAP network in disguise"),
     ]
