@@ -126,7 +126,7 @@ class Fitted:
         return self._evidence
 
     def _noise(self, sigma2: float | None) -> Tensor | None:
-        """``σ²`` as the evidence takes it: the given value, else this fit's (None for classification)."""
+        """``σ²`` as the evidence takes it: the given value, else this fit's (None for classification and counts)."""
         if not isinstance(self.likelihood, Gaussian):
             if sigma2 is not None:
                 raise BnnpredError("sigma2 applies to regression only; drop it")
@@ -137,9 +137,9 @@ class Fitted:
 
     def predict(self, X: Tensor, kind: str = "glm", *, n_samples: int = 1000, seed: int = 0,
                 gp_subset_size: int | None = None, gp_subset: str = "random") -> Prediction:
-        """The predictive ``kind`` at inputs ``X`` ``[B, ...]``: a ``ClassPrediction`` (``.probs`` ``[B, C]``) or a
-        ``RegPrediction`` (``.mean`` / ``.variance`` ``[B]``); sampled predictives draw ``n_samples`` from a
-        generator seeded by ``seed``, so the same call gives the same numbers."""
+        """The predictive ``kind`` at inputs ``X`` ``[B, ...]``: a ``ClassPrediction`` (``.probs`` ``[B, C]``), a
+        ``RegPrediction`` or a ``CountPrediction`` (``.mean`` / ``.variance`` ``[B]``); sampled predictives draw
+        ``n_samples`` from a generator seeded by ``seed``, so the same call gives the same numbers."""
         kinds = {k.value: k for k in PredictiveKind}
         if kind not in kinds:
             raise unknown_choice("predictive", kind, kinds)
@@ -174,8 +174,10 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
 
     Args:
         model: the network; its outputs are the likelihood's parameters ``[N, C]`` (one logit for ``binary``, the
-            mean for ``regression``). Its parameters are the start point; it is not changed.
-        task: ``regression`` (Gaussian, noise ``sigma2``), ``binary`` (one logit) or ``multiclass`` (softmax).
+            mean for ``regression``, the log rate for ``count``). Its parameters are the start point; it is not
+            changed.
+        task: ``regression`` (Gaussian, noise ``sigma2``), ``binary`` (one logit), ``multiclass`` (softmax) or
+            ``count`` (Poisson, log link; targets are whole numbers ≥ 0).
         method: one of ``bnnpred.METHODS`` (``map``, ``laplace_ggn``, ``oggn``, ``lgva``, ``voggn``, ``bbb``,
             ``vl``, ``slang``, ``glm_refine``, ...).
         prior_precision: δ, a float (with ``prior_scale``: ``isotropic``, or ``fan_in`` for δ·fan-in on weights;
@@ -194,9 +196,10 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
     flat = FlatModel(model)
     theta0 = flat.theta()
     X = X.to(device=theta0.device, dtype=theta0.dtype)
-    y = y.to(device=theta0.device, dtype=theta0.dtype if task == "regression" else torch.int64)
+    y = y.to(device=theta0.device, dtype=torch.int64 if TASKS[task].classification else theta0.dtype)
     prior = _prior(flat, prior_precision, prior_scale, prior_groups, bias_precision)
     likelihood = likelihood_for(TASKS[task], sigma2)
+    likelihood.check_targets(y)
     cfg = _method_config(method, options or {})
     problem = Problem(model=flat, likelihood=likelihood, X=X, y=y, prior_precision=prior.precision(theta0),
                       theta0=theta0,
@@ -213,8 +216,8 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
 
 
 def evaluate(prediction: Prediction, y: Tensor) -> dict[str, float]:
-    """NLL, accuracy, ECE and Brier score (classification) or NLL, RMSE and log-likelihoods (regression) of a
-    prediction on the targets ``y`` ``[B]``."""
+    """NLL, accuracy, ECE and Brier score (classification), NLL, RMSE and log-likelihoods (regression) or NLL and
+    RMSE (counts) of a prediction on the targets ``y`` ``[B]``."""
     return metrics.evaluate(prediction, y.to(prediction[0].device))
 
 

@@ -6,8 +6,9 @@ parameter or a block) was computed once, at the fit's noise ``σ²₀``. For ano
 
 .. math:: Π(Δ, σ²) = c·H + Δ, \qquad c = (σ²₀ / σ²)^k
 
-(``k = 1`` for the GGN of a Gaussian likelihood, ``k = 2`` for its empirical Fisher; ``c = 1`` for classification),
-and the log evidence is :func:`bnnpred.marglik.log_marglik` with ``log det Π(Δ, σ²)`` from the structure:
+(``k = 1`` for the GGN of a Gaussian likelihood, ``k = 2`` for its empirical Fisher; ``c = 1`` for classification
+and counts), and the log evidence is :func:`bnnpred.marglik.log_marglik` with ``log det Π(Δ, σ²)`` from the
+structure:
 
 - full: ``Σ_j log(c μ_j + r)`` over the eigenvalues of ``S^{-1/2} H S^{-1/2}`` for a prior ``Δ = r·S`` proportional to
   a fixed scale (a shared δ), a Cholesky factor otherwise;
@@ -36,8 +37,8 @@ from bnnpred.prior import Prior
 
 @dataclass
 class LaplaceCurvature(ABC):
-    """The data curvature ``H`` at ``θ*`` over ``θ[block]``, computed at noise ``sigma2`` (None: classification),
-    scaling with the noise as ``σ^{-2·power}``."""
+    """The data curvature ``H`` at ``θ*`` over ``θ[block]``, computed at noise ``sigma2`` (None: no noise, as for
+    classification and counts), scaling with the noise as ``σ^{-2·power}``."""
 
     sigma2: float | None
     power: int
@@ -48,7 +49,7 @@ class LaplaceCurvature(ABC):
         return slice(None)
 
     def factor(self, sigma2: Tensor | float | None) -> Tensor | float:
-        """``c = (σ²₀ / σ²)^k``: 1 for classification or at the fit's own noise."""
+        """``c = (σ²₀ / σ²)^k``: 1 without a noise (classification, counts) or at the fit's own noise."""
         if self.sigma2 is None or sigma2 is None:
             return 1.0
         return (self.sigma2 / sigma2) ** self.power

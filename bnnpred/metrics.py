@@ -15,18 +15,19 @@ from torch import Tensor
 
 from bnnpred.errors import BnnpredError
 from bnnpred.posteriors.base import Posterior
-from bnnpred.prediction import ClassPrediction, Prediction, RegPrediction
+from bnnpred.prediction import ClassPrediction, CountPrediction, Prediction, RegPrediction
 
 
 def nll(pred: Prediction, y: Tensor) -> float:
     """Mean negative log predictive density ``-(1/B) Σ_i log p(y_i | x_i, D)`` (notes-004 §3.6).
 
     For a :class:`ClassPrediction` the probabilities are already MC-averaged, so the log is taken of the
-    averaged probability; for a :class:`RegPrediction` it is the log density of the full Gaussian mixture.
+    averaged probability; for a :class:`RegPrediction` it is the log density of the full Gaussian mixture, for a
+    :class:`CountPrediction` the log pmf of the full Poisson mixture.
 
     Args:
         pred: predictive distribution over ``B`` points.
-        y: targets ``[B]`` (integer labels or real values).
+        y: targets ``[B]`` (integer labels, real values or counts).
     """
     return -pred.log_prob(y).mean().item()
 
@@ -147,7 +148,8 @@ def evaluate(pred: Prediction, y: Tensor) -> dict[str, float]:
     Returns:
         For a :class:`ClassPrediction`: ``nll``, ``accuracy``, ``ece``, ``brier``. For a
         :class:`RegPrediction`: ``nll`` (of the mixture), ``ll`` (= -nll), ``rmse`` (of the mixture mean),
-        ``gaussian_ll`` (of the moment-matched Gaussian) and ``joint_ll`` (:func:`joint_ll`).
+        ``gaussian_ll`` (of the moment-matched Gaussian) and ``joint_ll`` (:func:`joint_ll`). For a
+        :class:`CountPrediction`: ``nll`` (of the Poisson mixture) and ``rmse`` (of its mean).
     """
     if isinstance(pred, ClassPrediction):
         return {
@@ -165,6 +167,8 @@ def evaluate(pred: Prediction, y: Tensor) -> dict[str, float]:
             "gaussian_ll": gaussian_ll(pred.mean, pred.variance, y),
             "joint_ll": joint_ll(pred, y),
         }
+    if isinstance(pred, CountPrediction):
+        return {"nll": nll(pred, y), "rmse": rmse(pred.mean, y)}
     raise BnnpredError(f"cannot evaluate a prediction of type {type(pred).__name__}")
 
 

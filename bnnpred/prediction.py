@@ -72,4 +72,44 @@ class RegPrediction(NamedTuple):
         return self.loc.var(0, unbiased=False)
 
 
-Prediction = ClassPrediction | RegPrediction
+class CountPrediction(NamedTuple):
+    r"""A mixture of Poissons over a count target, ``p(y) = Σ_k w_k Poisson(y | rate_k)``.
+
+    The components are latent draws ``f_k`` pushed through ``rate = exp(f)`` (equal weights ``1/K``), or the nodes of
+    a Gauss-Hermite rule over ``f ~ N(m, v)`` with its weights (the Poisson-lognormal predictive has no closed form).
+
+    Attributes:
+        rate: ``[K, B]`` component rates ``exp(f_k)``.
+        log_weight: ``[K]`` component log weights, ``logsumexp = 0``.
+    """
+
+    rate: Tensor
+    log_weight: Tensor
+
+    def log_prob(self, y: Tensor) -> Tensor:
+        """Mixture log pmf ``log Σ_k w_k Poisson(y | rate_k)``; counts ``y`` ``[B]`` (float or int) -> ``[B]``."""
+        y = y.to(self.rate.dtype)
+        component = torch.xlogy(y, self.rate) - self.rate - torch.lgamma(y + 1)  # [K, B]
+        return torch.logsumexp(self.log_weight.unsqueeze(1) + component, dim=0)
+
+    @property
+    def mean(self) -> Tensor:
+        """Predictive mean ``Σ_k w_k rate_k`` ``[B]``."""
+        return self._weight() @ self.rate
+
+    @property
+    def variance(self) -> Tensor:
+        """Total predictive variance ``[B]``: the mean of the Poisson variances (= the mean rate) plus the spread of
+        the rates (law of total variance)."""
+        return self.mean + self.epistemic
+
+    @property
+    def epistemic(self) -> Tensor:
+        """Variance of the rate over the components ``Σ_k w_k (rate_k - mean)²`` ``[B]``."""
+        return self._weight() @ (self.rate - self.mean).square()
+
+    def _weight(self) -> Tensor:
+        return self.log_weight.exp()
+
+
+Prediction = ClassPrediction | RegPrediction | CountPrediction

@@ -5,7 +5,7 @@ r"""Posterior predictives, each usable on any Gaussian posterior (notes-000 §5.
 - ``glm`` (GLM sampling, eq. 3.15): ``θ_s ~ q``, ``(1/S) Σ_s p(y | f_lin(x; θ_s))`` with
   ``f_lin(x; θ) = f(x; θ*) + J(x; θ*)(θ - θ*)``; the linearisation point stays ``θ*``.
 - ``closed``: the latent ``f* ~ N(f(x;θ*) + J(µ - θ*), J Σ Jᵀ)`` pushed through the likelihood in closed
-  form (exact for the Gaussian, probit for classification).
+  form (exact for the Gaussian, probit for classification, Gauss-Hermite quadrature for the Poisson).
 - ``gp`` (notes-004 eqs. 14-16, notes-000 eq. 3.13): the function-space GP with kernel ``J S₀ Jᵀ`` on all N
   or a subset of M training points, latent ``N(f(x*;θ*), K** - K*M (K_MM + W⁻¹)⁻¹ K_M*)``, sampled.
 """

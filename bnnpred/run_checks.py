@@ -60,7 +60,7 @@ def check_range(key: str, value: float, bounds: tuple[float, float], example: st
         raise BnnpredError(f"{key} = {value:g} is outside the sane range [{low:g}, {high:g}]; e.g. {example}")
 
 
-# Keys that only a regression likelihood reads.
+# Keys that only a regression (Gaussian) likelihood reads.
 REGRESSION_ONLY = ("likelihood.sigma2", "likelihood.noise_precision", "selection.sigma2_grid")
 
 
@@ -69,10 +69,10 @@ def check_applicable(cfg: Config, overrides: list[str], data: Dataset) -> None:
     anything is written."""
     given = {o.lstrip("+~").split("=", 1)[0] for o in overrides}
     if data.task is not Task.regression and (ignored := [k for k in REGRESSION_ONLY if k in given]):
-        raise BnnpredError(f"{', '.join(ignored)} apply to regression only and {data.name} is a classification set; "
-                           "drop them")
-    if cfg.ood is not None and data.task is Task.regression:
-        raise BnnpredError("ood=NAME scores classifiers by predictive entropy; drop it for regression data")
+        raise BnnpredError(f"{', '.join(ignored)} apply to regression only and {data.name} is a {data.task.value} "
+                           "set; drop them")
+    if cfg.ood is not None and not data.task.classification:
+        raise BnnpredError(f"ood=NAME scores classifiers by predictive entropy; drop it for {data.task.value} data")
     resolve_device(cfg.device)
 
 

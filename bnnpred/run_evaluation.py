@@ -16,7 +16,6 @@ import torch
 
 from bnnpred import metrics
 from bnnpred.config import Config
-from bnnpred.data import Task
 from bnnpred.errors import BnnpredError
 from bnnpred.health import non_finite_metrics
 from bnnpred.inference import Fit
@@ -34,7 +33,8 @@ log = logging.getLogger(__name__)
 
 
 def plugin_metrics(s: Setup, theta: torch.Tensor, likelihood: Any) -> dict[str, float]:
-    """Average ``log p(y | f(x; θ*))`` per split (notes-000 eq. 5.1), and the RMSE of ``f(x; θ*)`` for regression."""
+    """Average ``log p(y | f(x; θ*))`` per split (notes-000 eq. 5.1), and the RMSE of the plug-in mean
+    ``g⁻¹(f(x; θ*))`` for regression and counts."""
     out = {}
     with torch.no_grad():
         for split in SPLITS:
@@ -42,8 +42,8 @@ def plugin_metrics(s: Setup, theta: torch.Tensor, likelihood: Any) -> dict[str, 
             if len(X):
                 f = network_outputs(s.model, theta, X)
                 out[f"{split}_ll_map"] = float(likelihood.log_prob(f, y).mean())
-                if s.data.task is Task.regression:
-                    out[f"{split}_rmse_map"] = float((f.squeeze(-1) - y).square().mean().sqrt())
+                if not s.data.task.classification:
+                    out[f"{split}_rmse_map"] = float((likelihood.inv_link(f)[:, 0] - y).square().mean().sqrt())
     return out
 
 

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bnnpred.config import Config, DType, LikelihoodConfig, Split
 from bnnpred.curvature.functional import FlatModel
-from bnnpred.data import Dataset, Task, load_dataset
+from bnnpred.data import Dataset, load_dataset
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import likelihood_for
 from bnnpred.models import build_model
@@ -52,6 +52,7 @@ def setup(cfg: Config) -> Setup:
     device = resolve_device(cfg.device)
     dtype = torch.float64 if cfg.dtype is DType.float64 else torch.float32
     data = to_device(load_dataset(cfg.dataset), device, dtype)
+    check_targets(data)
     module = build_model(cfg.model, data.input_shape, data.output_dim).to(device=device, dtype=dtype)
     model = FlatModel(module)
     log.info("model %s: P = %d parameters", cfg.model.name, model.n_params)
@@ -66,8 +67,8 @@ def ood_inputs(cfg: Config, data: Dataset, device: torch.device, dtype: torch.dt
     in-distribution input shape and standardised with the in-distribution training statistics."""
     if cfg.ood is None:
         return None
-    if data.task is Task.regression:
-        raise BnnpredError("ood=NAME scores classifiers by predictive entropy; drop it for regression data")
+    if not data.task.classification:
+        raise BnnpredError(f"ood=NAME scores classifiers by predictive entropy; drop it for {data.task.value} data")
     ood = load_dataset(dataclasses.replace(cfg.ood, standardize=False) if hasattr(cfg.ood, "standardize")
                        else cfg.ood)
     if ood.input_shape != data.input_shape:
@@ -81,14 +82,21 @@ def ood_inputs(cfg: Config, data: Dataset, device: torch.device, dtype: torch.dt
 
 
 def to_device(data: Dataset, device: torch.device, dtype: torch.dtype) -> Dataset:
-    """Inputs (and regression targets) in ``dtype`` on ``device``; class labels as int64."""
-    y_dtype = dtype if data.task is Task.regression else torch.int64
+    """Inputs (and real or count targets) in ``dtype`` on ``device``; class labels as int64."""
+    y_dtype = torch.int64 if data.task.classification else dtype
     moved = {}
     for split in SPLITS:
         X, y = data.split(split)
         moved[f"X_{split}"] = X.to(device=device, dtype=dtype)
         moved[f"y_{split}"] = y.to(device=device, dtype=y_dtype)
     return replace(data, **moved)
+
+
+def check_targets(data: Dataset) -> None:
+    """Every split's targets lie in the support of the task's likelihood (counts for the Poisson)."""
+    likelihood = likelihood_for(data.task, 1.0)
+    for split in SPLITS:
+        likelihood.check_targets(data.split(split)[1])
 
 
 def noise_variance(cfg: LikelihoodConfig, data: Dataset) -> float:
@@ -103,5 +111,5 @@ def noise_variance(cfg: LikelihoodConfig, data: Dataset) -> float:
 
 
 def likelihood_at(s: Setup, sigma2: float | None) -> Any:
-    """The likelihood of the data's task at noise ``σ²`` (ignored for classification)."""
+    """The likelihood of the data's task at noise ``σ²`` (ignored for classification and counts)."""
     return likelihood_for(s.data.task, sigma2 if sigma2 is not None else 1.0)

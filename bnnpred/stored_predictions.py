@@ -12,11 +12,11 @@ import logging
 from pathlib import Path
 
 from bnnpred.io import CorruptFile, load_checked, save_checked
-from bnnpred.prediction import ClassPrediction, Prediction, RegPrediction
+from bnnpred.prediction import ClassPrediction, CountPrediction, Prediction, RegPrediction
 
 log = logging.getLogger(__name__)
 
-TYPES = {cls.__name__: cls for cls in (ClassPrediction, RegPrediction)}
+TYPES = {cls.__name__: cls for cls in (ClassPrediction, RegPrediction, CountPrediction)}
 
 
 class StoredPredictions:

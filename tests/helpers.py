@@ -7,10 +7,11 @@ from torch import nn
 
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.inference import Problem
-from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood
+from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood, Poisson
 from bnnpred.models.mlp import MLPConfig, build_mlp
 
-LIKELIHOODS = {"gaussian": (lambda: Gaussian(0.3), 1), "bernoulli": (Bernoulli, 1), "categorical": (Categorical, 3)}
+LIKELIHOODS = {"gaussian": (lambda: Gaussian(0.3), 1), "bernoulli": (Bernoulli, 1), "categorical": (Categorical, 3),
+               "poisson": (Poisson, 1)}
 
 
 def targets(kind: str, f: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -19,6 +20,8 @@ def targets(kind: str, f: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         return f[:, 0] + 0.5 * torch.randn(len(f), generator=gen)
     if kind == "bernoulli":
         return torch.bernoulli(torch.sigmoid(f[:, 0]), generator=gen).long()
+    if kind == "poisson":
+        return torch.poisson(f[:, 0].exp(), generator=gen)
     return torch.multinomial(torch.softmax(f, -1), 1, generator=gen)[:, 0]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import random
 import signal
@@ -274,6 +275,25 @@ def test_a_run_interrupted_during_its_predictives_keeps_the_finished_ones(tmp_pa
                 values.pop("seconds")
     assert resumed == whole
     assert not (tmp_path / "killed" / ".checkpoints").exists()
+
+
+def test_every_prediction_type_round_trips_through_the_stored_predictions(tmp_path):
+    """``StoredPredictions`` keeps a prediction as its type's name and its fields; each type comes back equal."""
+    from bnnpred.prediction import ClassPrediction, CountPrediction, RegPrediction
+    from bnnpred.stored_predictions import TYPES, StoredPredictions
+
+    gen = torch.Generator().manual_seed(0)
+    examples = [ClassPrediction(torch.rand(4, 3, generator=gen), torch.rand(4, generator=gen),
+                                torch.rand(4, generator=gen)),
+                RegPrediction(torch.randn(5, 4, generator=gen), torch.rand(5, 4, generator=gen)),
+                CountPrediction(torch.rand(5, 4, generator=gen), torch.full((5,), -math.log(5)))]
+    assert {type(p).__name__ for p in examples} == set(TYPES)
+    stored = StoredPredictions(tmp_path, "k" * 16)
+    for pred in examples:
+        stored.put(type(pred).__name__, "test", pred, 1.5)
+        back, seconds = stored.get(type(pred).__name__, "test")
+        assert type(back) is type(pred) and seconds == 1.5
+        assert all(torch.equal(a, b) for a, b in zip(back, pred, strict=True))
 
 
 def test_a_slang_run_resumes_bit_for_bit(tmp_path, monkeypatch):

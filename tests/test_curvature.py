@@ -10,7 +10,7 @@ from bnnpred.models import build_model, n_params
 from bnnpred.models.mlp import MLPConfig
 from tests.helpers import tiny_problem
 
-KINDS = ["gaussian", "bernoulli", "categorical"]
+KINDS = ["gaussian", "bernoulli", "categorical", "poisson"]
 
 
 def neg_loglik(problem, theta):
@@ -32,7 +32,7 @@ def test_jacobians_match_central_finite_differences(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_ggn_equals_hessian_for_models_without_hidden_layers(kind):
-    """Linear, logistic and softmax regression: the network Hessian is zero, so GGN = Hessian."""
+    """Linear, logistic, softmax and Poisson regression: the network Hessian is zero, so GGN = Hessian."""
     problem, _ = tiny_problem(kind, depth=0)
     G, loglik = curvature(problem.model, problem.likelihood, problem.theta0, problem.X, problem.y)
     H = hessian(lambda th: neg_loglik(problem, th))(problem.theta0)

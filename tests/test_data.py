@@ -1,6 +1,7 @@
 """Data layer: loaders, splits, the data root, checksum checks and fetching (network mocked)."""
 
 import io
+import math
 import shutil
 import urllib.error
 from pathlib import Path
@@ -15,10 +16,12 @@ from bnnpred.data.root import FILES, fetch, require_file, verify
 from bnnpred.data.root import data_root as resolve_data_root
 from bnnpred.data.toy import (
     BananaConfig,
+    CountsConfig,
     SnelsonConfig,
     SnelsonGapConfig,
     TwoMoonsConfig,
     load_banana,
+    load_counts,
     load_snelson,
     load_snelson_gap,
     load_two_moons,
@@ -55,6 +58,33 @@ def test_two_moons_deterministic_by_seed_and_splits_differ():
     assert _same(a, b)
     assert not torch.equal(a.X_train, c.X_train)
     assert not torch.equal(a.X_train, a.X_valid)
+
+
+# --- counts ---------------------------------------------------------------------------------------------
+
+
+def test_counts_are_whole_numbers_on_a_grid_and_seeded():
+    ds = load_counts(CountsConfig(seed=0))
+    assert ds.task is Task.count and ds.n_classes == 1 and ds.output_dim == 1 and ds.input_shape == (1,)
+    assert [len(ds.split(s)[0]) for s in ("train", "valid", "test")] == [150, 50, 200]
+    for split in ("train", "valid", "test"):
+        X, y = ds.split(split)
+        assert X.dtype == y.dtype == torch.float64 and X.abs().max() <= 3.0
+        assert bool((y >= 0).all()) and torch.equal(y, y.round())
+    torch.testing.assert_close(ds.X_test[:, 0], torch.linspace(-3, 3, 200, dtype=torch.float64))
+    assert _same(ds, load_counts(CountsConfig(seed=0)))
+    assert not torch.equal(ds.y_train, load_counts(CountsConfig(seed=1)).y_train)
+
+
+def test_counts_are_poisson_with_rate_exp_of_one_plus_sin_2x():
+    """On 20,000 points the mean of y - λ(x) lies within 4 standard errors of 0 (its variance is mean λ / n), and the
+    Pearson dispersion mean((y - λ)² / λ) within 4 standard errors of 1 (its per-point variance is 2 + 1/λ)."""
+    ds = load_counts(CountsConfig(seed=3, n_train=20_000))
+    rate = torch.exp(1 + torch.sin(2 * ds.X_train[:, 0]))
+    n = len(rate)
+    assert abs(float((ds.y_train - rate).mean())) < 4 * math.sqrt(float(rate.mean()) / n)
+    dispersion = ((ds.y_train - rate) ** 2 / rate).mean()
+    assert abs(float(dispersion) - 1) < 4 * math.sqrt(float((2 + 1 / rate).mean()) / n)
 
 
 # --- snelson with gap -----------------------------------------------------------------------------------
@@ -223,6 +253,8 @@ def test_schemas_match_registry():
         (SnelsonGapConfig(seed=0, n_train=0), "n_train must be positive"),
         (SnelsonGapConfig(seed=0, gap=[-1.0, 7.0]), "covers the whole interval"),
         (BananaConfig(seed=0, valid_fraction=-0.1), "valid_fraction"),
+        (CountsConfig(seed=0, n_valid=0), "n_valid must be positive"),
+        (CountsConfig(seed=0, x_max=0.0), "x_max must be positive"),
         (UCIRegressionConfig(seed=0, dataset="wine"), "valid choices: bostonHousing, concrete"),
         (UCIClassificationConfig(dataset="iris"), "valid choices: australian, breast_cancer, digits"),
         (UCIClassificationConfig(train_fraction=0.8), r"sum to 1, got 0.8 \+ 0.15 \+ 0.15 = 1.1"),

@@ -1,10 +1,16 @@
-"""Table 2.1 (notes-000 §3): residual and Λ equal the autograd derivatives of log p(y|f)."""
+"""Table 2.1 (notes-000 §3): residual and Λ equal the autograd derivatives of log p(y|f); the predictives each
+likelihood builds."""
+
+import math
+import re
 
 import pytest
 import torch
 from torch.func import grad, hessian
 
-from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian
+from bnnpred.errors import BnnpredError
+from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian, Poisson
+from bnnpred.prediction import CountPrediction
 
 
 def cases():
@@ -16,6 +22,7 @@ def cases():
         (Gaussian(1.0), f1, torch.randn(6, generator=gen, dtype=torch.float64)),
         (Bernoulli(), f1, torch.randint(0, 2, (6,), generator=gen)),
         (Categorical(), f3, torch.randint(0, 3, (6,), generator=gen)),
+        (Poisson(), f1, torch.poisson(f1[:, 0].exp(), generator=gen)),
     ]
 
 
@@ -47,8 +54,6 @@ def test_probit_reduces_to_sigmoid_without_variance_and_shrinks_with_it():
 
 
 def test_non_positive_noise_is_a_clear_error():
-    from bnnpred.errors import BnnpredError
-
     with pytest.raises(BnnpredError, match="sigma2 must be positive"):
         Gaussian(0.0)
 
@@ -59,3 +64,68 @@ def test_bernoulli_variance_split_adds_up_to_the_predictive_variance():
     pred = Bernoulli().predict_samples(f)
     p = pred.probs[:, 1]
     torch.testing.assert_close(pred.aleatoric + pred.epistemic, p * (1 - p))
+
+
+def test_poisson_log_prob_is_the_poisson_log_pmf():
+    f = torch.linspace(-3, 3, 13, dtype=torch.float64).unsqueeze(1)
+    y = torch.tensor([0, 1, 2, 3, 5, 8, 13, 0, 4, 7, 20, 1, 50], dtype=torch.float64)
+    expected = torch.distributions.Poisson(f[:, 0].exp()).log_prob(y)
+    torch.testing.assert_close(Poisson().log_prob(f, y), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_poisson_hessian_factor_squares_to_the_rate():
+    f = torch.linspace(-3, 3, 7, dtype=torch.float64).unsqueeze(1)
+    torch.testing.assert_close(Poisson().hessian(f)[:, 0, 0], f[:, 0].exp(), rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("y,shown", [([0.0, 2.0, -1.0], "y[2] = -1.0"), ([1.5, 2.0], "y[0] = 1.5"),
+                                     ([3.0, math.nan], "y[1] = nan")])
+def test_a_poisson_target_that_is_not_a_count_is_one_line_naming_the_fix(y, shown):
+    message = f"Poisson targets must be counts 0, 1, 2, ..., got {shown} (1 of {len(y)}); pass whole non-negative"
+    with pytest.raises(BnnpredError, match=re.escape(message)):
+        Poisson().check_targets(torch.tensor(y, dtype=torch.float64))
+    Poisson().check_targets(torch.tensor([0.0, 1.0, 7.0], dtype=torch.float64))  # counts pass
+
+
+def test_a_single_component_count_mixture_is_the_poisson_pmf():
+    rate = torch.tensor([[0.3, 1.0, 4.5, 12.0]], dtype=torch.float64)
+    pred = CountPrediction(rate=rate, log_weight=torch.zeros(1, dtype=torch.float64))
+    y = torch.tensor([0.0, 2.0, 4.0, 9.0], dtype=torch.float64)
+    torch.testing.assert_close(pred.log_prob(y), torch.distributions.Poisson(rate[0]).log_prob(y), rtol=1e-14, atol=0)
+    torch.testing.assert_close(pred.mean, rate[0])
+    torch.testing.assert_close(pred.variance, rate[0])  # a single Poisson: variance = mean, no epistemic part
+    torch.testing.assert_close(pred.epistemic, torch.zeros(4, dtype=torch.float64))
+
+
+def test_a_sampled_count_mixture_weighs_its_draws_equally():
+    """Two draws: the pmf is the average of the two Poisson pmfs, the variance the mean rate plus the rates'
+    spread (law of total variance)."""
+    f = torch.log(torch.tensor([[[1.0], [2.0]], [[3.0], [6.0]]], dtype=torch.float64))  # [S=2, B=2, 1]
+    pred = Poisson().predict_samples(f)
+    y = torch.tensor([2.0, 5.0], dtype=torch.float64)
+    rates = f[..., 0].exp()
+    mixture = torch.distributions.Poisson(rates).log_prob(y).exp().mean(0).log()
+    torch.testing.assert_close(pred.log_prob(y), mixture, rtol=1e-14, atol=0)
+    torch.testing.assert_close(pred.mean, torch.tensor([2.0, 4.0], dtype=torch.float64))
+    torch.testing.assert_close(pred.variance, torch.tensor([2.0 + 1.0, 4.0 + 4.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("v", [0.01, 0.3, 1.0, 2.0])
+def test_the_gauss_hermite_count_predictive_has_the_lognormal_moments(v):
+    """f ~ N(m, v), y | f ~ Poisson(e^f): E[y] = e^{m + v/2}, V[y] = E[e^f] + V[e^f] = e^{m + v/2} + (e^v - 1)
+    e^{2m + v} (the 20 nodes integrate both exactly to 1e-12 at v ≤ 2)."""
+    m = torch.tensor([-2.0, 0.0, 0.7, 2.5], dtype=torch.float64)
+    pred = Poisson().predict_gaussian(m.unsqueeze(1), torch.full((4, 1, 1), v, dtype=torch.float64))
+    mean = torch.exp(m + v / 2)
+    torch.testing.assert_close(pred.mean, mean, rtol=1e-8, atol=0)
+    torch.testing.assert_close(pred.variance, mean + math.expm1(v) * torch.exp(2 * m + v), rtol=1e-8, atol=0)
+    torch.testing.assert_close(pred.log_weight.exp().sum(), torch.tensor(1.0, dtype=torch.float64))
+
+
+def test_the_gauss_hermite_count_predictive_tends_to_the_point_predictive_as_the_variance_vanishes():
+    m = torch.tensor([[-1.0], [0.5], [2.0]], dtype=torch.float64)
+    y = torch.tensor([0.0, 3.0, 11.0], dtype=torch.float64)
+    point = Poisson().predict_point(m).log_prob(y)
+    gaps = [(Poisson().predict_gaussian(m, torch.full((3, 1, 1), v, dtype=torch.float64)).log_prob(y) - point)
+            .abs().max().item() for v in (1e-2, 1e-4, 1e-6, 1e-8)]
+    assert all(b < a / 50 for a, b in zip(gaps, gaps[1:], strict=False)) and gaps[-1] < 1e-7

@@ -11,7 +11,7 @@ from torch.distributions import Normal
 from bnnpred import metrics
 from bnnpred.config import LikelihoodConfig
 from bnnpred.errors import BnnpredError
-from bnnpred.prediction import ClassPrediction, RegPrediction
+from bnnpred.prediction import ClassPrediction, CountPrediction, RegPrediction
 from bnnpred.run_evaluation import in_original_units
 from bnnpred.run_setup import noise_variance
 
@@ -111,6 +111,19 @@ def test_evaluate_dispatches_on_the_prediction_type():
     assert regression["ll"] == -regression["nll"]
     assert regression["gaussian_ll"] == pytest.approx(regression["ll"], abs=1e-12)
     assert regression["rmse"] == pytest.approx(math.sqrt(2.0), abs=1e-12)
+
+
+def test_count_metrics_are_the_mixture_nll_and_the_rmse_of_its_mean():
+    """Two equal-weight components with rates (1, 4) and (3, 2) at two points: p(y) = ½ Poisson(y | r₁) +
+    ½ Poisson(y | r₂), mean (2, 3)."""
+    pred = CountPrediction(rate=tensor([[1.0, 4.0], [3.0, 2.0]]), log_weight=tensor([math.log(0.5)] * 2))
+    y = tensor([0.0, 5.0])
+    pmf = [0.5 * (math.exp(-1.0) + math.exp(-3.0)),
+           0.5 * (math.exp(-4.0) * 4.0**5 + math.exp(-2.0) * 2.0**5) / math.factorial(5)]
+    values = metrics.evaluate(pred, y)
+    assert set(values) == {"nll", "rmse"}
+    assert values["nll"] == pytest.approx(-sum(math.log(p) for p in pmf) / 2, abs=1e-12)
+    assert values["rmse"] == pytest.approx(math.sqrt((2.0**2 + 2.0**2) / 2), abs=1e-12)
 
 
 def test_regression_metrics_in_original_units_equal_those_of_the_unstandardised_prediction():

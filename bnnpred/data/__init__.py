@@ -22,12 +22,14 @@ from bnnpred.data.logreg import LogRegConfig, load_logreg
 from bnnpred.data.root import data_root
 from bnnpred.data.toy import (
     BananaConfig,
+    CountsConfig,
     CubicConfig,
     SnelsonConfig,
     SnelsonGapConfig,
     StepConfig,
     TwoMoonsConfig,
     load_banana,
+    load_counts,
     load_cubic,
     load_snelson,
     load_snelson_gap,
@@ -51,6 +53,7 @@ DATASETS: dict[str, tuple[type, Callable[..., Dataset]]] = {
     "banana": (BananaConfig, load_banana),
     "step": (StepConfig, load_step),
     "cubic": (CubicConfig, load_cubic),
+    "counts": (CountsConfig, load_counts),
     "mnist": (MNISTConfig, load_images),
     "fashion_mnist": (FashionMNISTConfig, load_images),
     "cifar10": (CIFAR10Config, load_images),

@@ -13,19 +13,26 @@ class Task(str, Enum):
     regression = "regression"
     binary = "binary"
     multiclass = "multiclass"
+    count = "count"  # non-negative integer targets, Poisson likelihood
+
+    @property
+    def classification(self) -> bool:
+        """Targets are class labels (int64), not numbers whose mean is predicted (regression, counts)."""
+        return self in (Task.binary, Task.multiclass)
 
 
 @dataclass(frozen=True)
 class Dataset:
     """Train / validation / test tensors of one dataset.
 
-    Inputs are float64 ``[N, *input_shape]``; targets are float64 ``[N]`` for regression and int64 ``[N]``
-    class labels in ``0..n_classes-1`` otherwise. A split may be empty (``N = 0``).
+    Inputs are float64 ``[N, *input_shape]``; targets are float64 ``[N]`` for regression and counts (whole
+    numbers for counts) and int64 ``[N]`` class labels in ``0..n_classes-1`` otherwise. A split may be empty
+    (``N = 0``).
     """
 
     name: str
     task: Task
-    n_classes: int  # 1 for regression
+    n_classes: int  # 1 for regression and counts
     input_shape: tuple[int, ...]
     X_train: Tensor
     y_train: Tensor
@@ -42,7 +49,8 @@ class Dataset:
 
     @property
     def output_dim(self) -> int:
-        """Number of network outputs: one for regression and binary (a single logit), C otherwise."""
+        """Number of network outputs: one for regression, counts (the log rate) and binary (a single logit), C
+        otherwise."""
         return self.n_classes if self.task is Task.multiclass else 1
 
     def split(self, name: str) -> tuple[Tensor, Tensor]:

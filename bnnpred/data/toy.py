@@ -1,5 +1,5 @@
-"""Low-dimensional datasets: two moons, the step and cubic toys, Snelson (real and generated with a gap) and
-banana.
+"""Low-dimensional datasets: two moons, the step, cubic and counts toys, Snelson (real and generated with a gap)
+and banana.
 
 Each dataset has one config dataclass (omegaconf-compatible; ``seed`` follows the run seed through the
 interpolation ``${seed}``) and one loader ``load_<name>(cfg, root) -> Dataset``. Loaders that read files
@@ -171,7 +171,7 @@ def _in_gap(x: np.ndarray, gap: tuple[float, float] | None) -> np.ndarray:
 
 
 def _regression_split(x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x [N]`` and ``y [N]`` as float64 tensors ``[N, 1]`` and ``[N]``."""
+    """``x [N]`` and ``y [N]`` (real values or counts) as float64 tensors ``[N, 1]`` and ``[N]``."""
     return torch.from_numpy(np.ascontiguousarray(x, np.float64).reshape(-1, 1)), torch.from_numpy(
         np.ascontiguousarray(y, np.float64)
     )
@@ -267,6 +267,32 @@ def load_cubic(cfg: CubicConfig, root: Path | None = None) -> Dataset:
     splits = [_regression_split(x, x**3 + np.sqrt(cfg.noise_var) * rng.standard_normal(len(x)))
               for x in (x_train, x_train[:0], x_test)]
     return _dataset("cubic", Task.regression, 1, (1,), splits)
+
+
+@dataclass
+class CountsConfig:
+    """A 1-D count regression toy for the Poisson likelihood: ``x ~ U[-x_max, x_max]`` (train and validation),
+    ``y ~ Poisson(exp(1 + sin 2x))`` (rates from 1 to e² ≈ 7.4); test points on an even grid over the same
+    interval, with sampled counts."""
+
+    name: str = "counts"
+    seed: int = II("seed")
+    n_train: int = 150
+    n_valid: int = 50
+    n_test: int = 200
+    x_max: float = 3.0
+
+
+def load_counts(cfg: CountsConfig, root: Path | None = None) -> Dataset:
+    """Dataset with X ``[N, 1]`` float64 and counts y ``[N]`` as float64 whole numbers."""
+    seed = _check_seed(cfg.name, cfg.seed)
+    _check_counts(cfg.name, n_train=cfg.n_train, n_valid=cfg.n_valid, n_test=cfg.n_test)
+    _check_positive(cfg.name, x_max=cfg.x_max)
+    rng = np.random.default_rng(seed)
+    x_train, x_test = _uniform_and_grid(rng, cfg.n_train, cfg.x_max, cfg.n_test, cfg.x_max)
+    x_valid = rng.uniform(-cfg.x_max, cfg.x_max, cfg.n_valid)
+    splits = [_regression_split(x, rng.poisson(np.exp(1 + np.sin(2 * x)))) for x in (x_train, x_valid, x_test)]
+    return _dataset("counts", Task.count, 1, (1,), splits)
 
 
 # ---------------------------------------------------------------------------------------------------------

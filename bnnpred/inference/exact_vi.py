@@ -14,10 +14,8 @@ is maximised over ``µ`` and the Cholesky factor of ``Σ`` (positive diagonal th
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -27,7 +25,7 @@ from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.contract import Budget, Method
 from bnnpred.inference.mean_field import kl_to_prior
-from bnnpred.likelihoods import Likelihood
+from bnnpred.likelihoods import Likelihood, gauss_hermite
 from bnnpred.posteriors import DiagPosterior, FullPosterior
 
 
@@ -67,10 +65,9 @@ def linear_features(problem: Problem) -> tuple[Tensor, Tensor]:
 
 def expected_loglik(likelihood: Likelihood, y: Tensor, mean: Tensor, variance: Tensor, nodes: int) -> Tensor:
     """``Σ_i E_{f ~ N(m_i, v_i)} log p(y_i | f)`` by Gauss-Hermite quadrature, for one-output models ``[]``."""
-    t, w = (torch.as_tensor(a, dtype=mean.dtype, device=mean.device) for a in np.polynomial.hermite.hermgauss(nodes))
-    f = mean.unsqueeze(0) + (2 * variance).sqrt().unsqueeze(0) * t[:, None]  # [K, N]
-    logp = likelihood.log_prob(f.reshape(-1, 1), y.repeat(len(t))).reshape(len(t), -1)
-    return (w[:, None] * logp).sum() / math.sqrt(math.pi)
+    f, w = gauss_hermite(mean, variance, nodes)  # [K, N], [K]
+    logp = likelihood.log_prob(f.reshape(-1, 1), y.repeat(len(w))).reshape(len(w), -1)
+    return (w[:, None] * logp).sum()
 
 
 def fit_exact_vi(problem: Problem, cfg: ExactVIConfig) -> Fit:
@@ -78,7 +75,7 @@ def fit_exact_vi(problem: Problem, cfg: ExactVIConfig) -> Fit:
     cfg.validate()
     offset, Phi = linear_features(problem)
     if Phi.shape[1] != 1:
-        raise BnnpredError("inference=exact_vi handles one-output likelihoods (Bernoulli, Gaussian)")
+        raise BnnpredError("inference=exact_vi handles one-output likelihoods (Bernoulli, Gaussian, Poisson)")
     phi = Phi[:, 0, :]  # [N, P]
     delta = problem.prior_precision
     P = delta.numel()

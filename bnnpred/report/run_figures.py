@@ -23,10 +23,10 @@ MARGIN_2D = 1.0
 
 def run_figures(out: Path, s: Any, ctx: Context, predict: dict[str, Callable[[torch.Tensor], Any]],
                 rows: list[dict], trace: list[dict]) -> None:
-    """Write the figures that fit this run's inputs (1-D regression, 2-D binary), selection and convergence
-    trace into ``out``."""
+    """Write the figures that fit this run's inputs (1-D regression or counts, 2-D binary), selection and
+    convergence trace into ``out``."""
     dim = s.data.X_train.shape[1] if s.data.X_train.dim() == 2 else 0
-    if dim == 1 and s.data.task is Task.regression:
+    if dim == 1 and not s.data.task.classification:
         _figures_1d(out, s, ctx, predict)
     elif dim == 2 and s.data.task is Task.binary:
         _figures_2d(out, s, ctx, predict)
@@ -65,12 +65,13 @@ def _figures_1d(out: Path, s: Any, ctx: Context, predict: dict) -> None:
 
 
 def _function_samples(kind: str, ctx: Context, grid: torch.Tensor, n: int, gen: torch.Generator):
-    """Joint function draws ``[n, G]`` through the network (nn) or its linearisation (glm)."""
+    """Joint draws of the mean ``g⁻¹(f)`` ``[n, G]`` (the function itself for regression, the rate for counts)
+    through the network (nn) or its linearisation (glm)."""
     if ctx.posterior is None or n == 0 or kind not in (PredictiveKind.nn.value, PredictiveKind.glm.value):
         return None
     thetas = ctx.posterior.sample(n, gen)
     draw = nn_samples if kind == PredictiveKind.nn.value else glm_samples
-    return draw(ctx, grid, thetas)[..., 0].cpu()
+    return ctx.likelihood.inv_link(draw(ctx, grid, thetas))[..., 0].cpu()
 
 
 def _figures_2d(out: Path, s: Any, ctx: Context, predict: dict) -> None:
