@@ -68,7 +68,11 @@ def log_joint_grad_norm(problem: Problem, theta: Tensor) -> float:
 
 def _gradient_norm(problem: Problem, theta: Tensor) -> float:
     """:func:`log_joint_grad_norm`, an error when it is not finite."""
-    norm = log_joint_grad_norm(problem, theta)
+    return _finite(log_joint_grad_norm(problem, theta))
+
+
+def _finite(norm: float) -> float:
+    """``norm``, or the error of a finish that diverged."""
     if not math.isfinite(norm):
         raise BnnpredError("the full-batch finish of the MAP diverged; raise inference.map.finish_tol or "
                            "inference.map.steps")
@@ -111,10 +115,7 @@ def _newton(problem: Problem, theta0: Tensor, tol: float, max_iterations: int) -
         g_lik, G, loglik = gradient_and_ggn(problem.model, problem.likelihood, theta, problem.X, problem.y,
                                             structure=Structure.full)
         grad = prior * theta - g_lik
-        norm = float(grad.norm())
-        if not math.isfinite(norm):
-            raise BnnpredError("the full-batch finish of the MAP diverged; raise inference.map.finish_tol or "
-                               "inference.map.steps")
+        norm = _finite(float(grad.norm()))
         if norm <= tol or used >= max_iterations:
             return theta, norm, used
         value = float(0.5 * (prior * theta.square()).sum() - loglik)
