@@ -64,7 +64,7 @@ def test_bbb_variances_leave_their_initial_value_from_the_reference_initialisati
     the stuck variances of issue 18.)"""
     problem, _ = tiny_problem("categorical", depth=1, n=200, width=8, delta=54.6)
     cfg = BBBConfig(init_rho=-1.0, lr=0.01, rho_lr_factor=1.0, steps=300, batch_size=50, log_every=300)
-    sigma0 = sigma_of(initial_rho(problem, cfg), cfg)
+    sigma0 = sigma_of(initial_rho(problem.prior_precision, cfg), cfg)
     fit = fit_bbb(problem, cfg)
     moved = (fit.posterior.precision.rsqrt().log() - sigma0.log()).abs()
     assert moved.mean() > 0.5

@@ -91,7 +91,7 @@ def test_kl_matches_torch_distributions():
 
 def test_log_sigma_starts_at_log_s_minus_3_and_fixed_variance_is_not_learned():
     problem = softplus_problem()
-    rho = initial_rho(problem, VLConfig())
+    rho = initial_rho(problem.prior_precision, VLConfig())
     torch.testing.assert_close(rho.exp(), math.exp(-3) * problem.prior_precision.rsqrt())
     fit = fit_vl(problem, VLConfig(steps=20, fixed_sigma2=1e-3, log_every=10))
     torch.testing.assert_close(fit.posterior.marginal_variance(), torch.full_like(fit.theta, 1e-3))

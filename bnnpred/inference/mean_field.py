@@ -92,11 +92,12 @@ def kl_to_prior(mu: Tensor, sigma: Tensor, prior_precision: Tensor) -> Tensor:
 ExpectedLoglik = Callable[[Problem, Tensor, Tensor, Tensor | slice], Tensor]
 
 
-def initial_rho(problem: Problem, cfg: MeanFieldConfig) -> Tensor:
-    """``ρ₀`` ``[P]``: ``init_rho`` (softplus) or ``log s + offset`` with ``s = Δ^{-1/2}`` (log)."""
+def initial_rho(prior_precision: Tensor, cfg: MeanFieldConfig) -> Tensor:
+    """``ρ₀`` ``[P]`` for a prior precision ``Δ`` ``[P]``: ``init_rho`` (softplus) or ``log s + offset`` with
+    ``s = Δ^{-1/2}`` (log)."""
     if cfg.variance is VarianceParam.softplus:
-        return torch.full_like(problem.theta0, cfg.init_rho)
-    return -0.5 * problem.prior_precision.log() + cfg.init_log_sigma_offset
+        return torch.full_like(prior_precision, cfg.init_rho)
+    return -0.5 * prior_precision.log() + cfg.init_log_sigma_offset
 
 
 def sigma_of(rho: Tensor, cfg: MeanFieldConfig) -> Tensor:
@@ -116,7 +117,7 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
     cfg.validate()
     N = len(problem.X)
     mu = problem.theta0.detach().clone().requires_grad_(True)
-    rho = initial_rho(problem, cfg).detach().requires_grad_(cfg.fixed_sigma2 is None)
+    rho = initial_rho(problem.prior_precision, cfg).detach().requires_grad_(cfg.fixed_sigma2 is None)
     groups = [{"params": [mu]}] + ([{"params": [rho], "lr": cfg.lr * cfg.rho_lr_factor}] if rho.requires_grad else [])
     optimizer = torch.optim.Adam(groups, lr=cfg.lr)
     steps, log_every = training_length(N, cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)

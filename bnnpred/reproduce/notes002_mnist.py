@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -58,8 +57,7 @@ def variance_change(run_dir: Path) -> float:
     variances trained."""
     s, ctx = restore(run_dir)
     sigma = ctx.posterior.precision.rsqrt()
-    start = SimpleNamespace(theta0=ctx.theta, prior_precision=ctx.prior_precision)  # what ρ₀ is computed from
-    sigma0 = sigma_of(initial_rho(start, s.cfg.inference), s.cfg.inference)
+    sigma0 = sigma_of(initial_rho(ctx.prior_precision, s.cfg.inference), s.cfg.inference)
     return float((sigma.log() - sigma0.log()).abs().median())
 
 
