@@ -47,14 +47,20 @@ def plugin_metrics(s: Setup, theta: torch.Tensor, likelihood: Any) -> dict[str, 
     return out
 
 
-def test_metrics_at(s: Setup, likelihood: Any, theta: torch.Tensor) -> dict[str, float]:
-    """``test_<metric>`` of the network at ``θ`` (the plug-in predictive), for training traces."""
-    X, y = s.data.split("test")
-    if not len(X):
-        return {}
-    with torch.no_grad():
-        pred = likelihood.predict_point(s.model(theta, X))
-    return {f"test_{name}": value for name, value in metrics.evaluate(pred, y).items()}
+MONITORED_SPLITS = ("valid", "test")
+
+
+def monitor_metrics_at(s: Setup, likelihood: Any, theta: torch.Tensor) -> dict[str, float]:
+    """``<split>_<metric>`` of the network at ``θ`` (the plug-in predictive) on the validation and test splits that
+    have rows, for training traces (e.g. where a MAP's validation likelihood peaks)."""
+    out = {}
+    for split in MONITORED_SPLITS:
+        X, y = s.data.split(split)
+        if len(X):
+            with torch.no_grad():
+                pred = likelihood.predict_point(s.model(theta, X))
+            out.update({f"{split}_{name}": value for name, value in metrics.evaluate(pred, y).items()})
+    return out
 
 
 def make_context(s: Setup, fit: Fit, likelihood: Any, prior_precision: torch.Tensor) -> Context:

@@ -38,12 +38,12 @@ from bnnpred.run_evaluation import (
     evaluate_all,
     make_context,
     metric_flags,
+    monitor_metrics_at,
     only_kind,
     plugin_metrics,
     prediction_arrays,
     predictors,
     print_table,
-    test_metrics_at,
 )
 from bnnpred.run_setup import Setup, likelihood_at, noise_variance, setup, typed
 from bnnpred.saved_runs import finished_run
@@ -71,7 +71,7 @@ class Trainer:
             theta0=self.theta0 if warm is None else warm,
             generator=torch.Generator(device=s.device).manual_seed(s.cfg.seed),
             progress=s.cfg.progress, fit_cache=Path(s.cfg.fit_cache) if s.cfg.fit_cache else None,
-            monitor=partial(test_metrics_at, s, likelihood), augment=s.data.augment,
+            monitor=partial(monitor_metrics_at, s, likelihood), augment=s.data.augment,
             checkpoints=self.checkpoints, checkpoint_seconds=s.cfg.checkpoint_seconds,
         )
         if warm is None and sigma2 not in self.start_data:

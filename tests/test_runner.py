@@ -40,6 +40,18 @@ def test_ngvi_runs_save_a_rising_elbo_trace_and_its_figure(tmp_path):
     assert (tmp_path / "convergence.png").stat().st_size > 10_000
 
 
+def test_a_map_trace_follows_the_validation_and_test_metrics_per_row(tmp_path):
+    """Each MAP trace row holds the network's validation and test metrics at that step (issue 18: where the
+    MAP's validation likelihood peaks); the last row is the final θ, so its test NLL is the run's map predictive's."""
+    doc = run(tmp_path, "selection=none", "predictive.kinds=[map]", "inference.map.log_every=50")
+    trace = pd.read_csv(tmp_path / "trace.csv")
+    assert list(trace["step"]) == [50, 100, 150]
+    assert list(trace["epoch"]) == [50.0, 100.0, 150.0]  # full batch: one step an epoch
+    for split in ("valid", "test"):
+        assert trace[f"{split}_nll"].nunique() == 3
+        assert trace[f"{split}_nll"].iloc[-1] == pytest.approx(doc["metrics"][split]["map"]["nll"], rel=1e-6)
+
+
 def test_a_finished_run_of_the_same_config_is_skipped_and_a_changed_one_reruns(tmp_path, caplog):
     first = run(tmp_path, "selection=none")
     stamp = (tmp_path / "metrics.json").stat().st_mtime_ns

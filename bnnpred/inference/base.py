@@ -34,7 +34,7 @@ class Problem:
     generator: torch.Generator
     progress: bool = False
     fit_cache: Path | None = None  # folder of shared point estimates (see inference.fit_cache); None: none
-    monitor: Callable[[Tensor], dict[str, float]] | None = None  # metrics at θ for training traces, e.g. test NLL
+    monitor: Callable[[Tensor], dict[str, float]] | None = None  # metrics at θ for traces (valid / test NLL)
     augment: Callable[[Tensor, torch.Generator], Tensor] | None = None  # training-time input transform
     checkpoints: Path | None = None  # folder of resumable training states (see inference.checkpoint); None: none
     checkpoint_seconds: float = 300.0  # at least this long between two checkpoints of a trainer
@@ -100,9 +100,9 @@ def steps_per_epoch(N: int, batch_size: int | None) -> int:
 def posterior_trace_row(problem: Problem, posterior: Posterior, step: int, epoch: float) -> dict[str, float]:
     """A training-trace row of a Gaussian posterior: the ELBO per example
     ``(1/N) (Σ_i E_q log p(y_i | f(x_i; θ)) − KL(q ‖ p))`` (notes-002 eq. 1) with ``E_q`` over ``TRACE_DRAWS`` draws on
-    the whole training set, the KL, and ``problem.monitor(µ)`` (e.g. the test metrics at the mean). The draws come
-    from a generator seeded by the run's seed and the step, so how often a run logs does not change its training
-    and runs with other seeds draw other noise."""
+    the whole training set, the KL, and ``problem.monitor(µ)`` (e.g. the validation and test metrics at the mean).
+    The draws come from a generator seeded by the run's seed and the step, so how often a run logs does not change
+    its training and runs with other seeds draw other noise."""
     seed = problem.generator.initial_seed() * 1_000_003 + step
     generator = torch.Generator(device=posterior.mean.device).manual_seed(seed % 2**63)
     with torch.no_grad():

@@ -120,7 +120,7 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
         optimizer.step()
         scheduler.step()
         if step % log_every == 0 or step == steps:
-            trace.append({"step": step, "loss": loss.item()})
+            trace.append(map_trace_row(problem, theta, step, step / per_epoch, loss.item()))
         if checkpoints.due(at_boundary=step % per_epoch == 0, last_step=step == steps):
             checkpoints.save({"step": step, "theta": theta.detach(), "optimizer": optimizer.state_dict(),
                               "scheduler": scheduler.state_dict(), "generator": problem.generator.get_state(),
@@ -128,6 +128,15 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
     theta = theta.detach()
     info = {"grad_norm": log_joint_grad_norm(problem, theta), "full_batch": float(cfg.batch_size is None)}
     return Fit(theta=theta, posterior=None, info=info, trace=trace)
+
+
+def map_trace_row(problem: Problem, theta: Tensor, step: int, epoch: float, loss: float) -> dict[str, float]:
+    """A MAP training-trace row: the step, the epoch, the minibatch's negative log joint and
+    ``problem.monitor(θ)`` (the validation and test metrics at θ, where the run has them)."""
+    row = {"step": step, "epoch": epoch, "loss": loss}
+    if problem.monitor is not None:
+        row.update(problem.monitor(theta.detach()))
+    return row
 
 
 def _finish(problem: Problem, cfg: MapConfig, fit: Fit) -> Fit:
