@@ -93,6 +93,8 @@ def test_the_tempered_map_control_is_map_at_beta_times_the_prior_precision():
     beta = vl.inference.kl_weight
     assert beta == 0.1 and control.prior.delta == beta * vl.prior.delta
     assert vl.prior.delta == untempered.prior.delta
+    for key in ("lr", "epochs", "batch_size", "schedule"):  # the controls train as long as VL and VI, alike
+        assert untempered.inference.map[key] == vl.inference[key]
     assert OmegaConf.to_container(control) == OmegaConf.to_container(
         OmegaConf.merge(untempered, {"prior": {"delta": control.prior.delta}}))
     torch.manual_seed(0)

@@ -3,29 +3,58 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from helpers import answered, declared, verdicts
 
 from bnnpred.reproduce import notes001
+from bnnpred.reproduce.base import Reproduction, Tier
 
 NA = "not applicable"
 
 
 def learned_runs() -> pd.DataFrame:
     rows = []
-    for method, ll, acc in (("VL", -0.380, 85.0), ("VI", -0.383, 85.2), ("MAP", -0.468, 85.8)):
+    groups = {"MAP": "map", notes001.TEMPERED_MAP: "map_tempered"}
+    for method, ll, acc in (("VL", -0.380, 85.0), ("VI", -0.383, 85.2), ("MAP", -0.468, 85.8),
+                            (notes001.TEMPERED_MAP, -0.370, 86.0)):
         for seed in (0, 1):
-            rows.append({"group": "map" if method == "MAP" else "learned", "method": method, "beta": 0.1,
+            rows.append({"group": groups.get(method, "learned"), "method": method, "beta": 0.1,
                          "multiplier": 10, "seed": seed, "test_ll": ll + 0.001 * seed, "accuracy": acc, "ece": 0.02})
     return pd.DataFrame(rows)
 
 
 def test_table1_claims_on_the_means_over_seeds():
-    _, stats = notes001.table1(learned_runs())
+    lines, stats = notes001.table1(learned_runs())
     claims = notes001.table1_claims(stats)
-    # VL > MAP and VI in LL; VL accuracy 85.0 ≥ VI 85.2 − 0.5; not ≥ MAP 85.8 − 0.5
-    assert verdicts(claims) == ["holds", "holds", "holds", "does not hold"]
+    # VL > MAP, not > the tempered MAP (−0.3695), > VI in LL; VL accuracy 85.0 ≥ VI 85.2 − 0.5; not ≥ MAP 85.8 − 0.5
+    assert verdicts(claims) == ["holds", "does not hold", "holds", "holds", "does not hold"]
     assert claims[0].numbers == "-0.3795 vs -0.4675"
-    assert str(claims[3].item) == "notes-001 #6b"
+    assert str(claims[4].item) == "notes-001 #6b"
+    assert lines[-1].startswith(f"| {notes001.TEMPERED_MAP} | -0.369 ± 0.001 |") and lines[-1].endswith("| — |")
+
+
+def test_the_regime_is_read_from_each_runs_validation_trace(tmp_path):
+    """The MAP overfits in seed 0 (lowest at epoch 2, rising 0.05) and seed 1 (lowest at epoch 3, rising 0.03);
+    the tempered MAP's rise in seed 1 is zero (its NLL lowest at the last epoch)."""
+    curves = {("MAP", 0): [0.50, 0.40, 0.42, 0.45], ("MAP", 1): [0.50, 0.45, 0.40, 0.43],
+              (notes001.TEMPERED_MAP, 0): [0.5, 0.3, 0.6, 0.4], (notes001.TEMPERED_MAP, 1): [0.5, 0.4, 0.3, 0.2]}
+    rows = []
+    for (method, seed), nll in curves.items():
+        trace = tmp_path / f"{method}{seed}.csv"
+        pd.DataFrame({"epoch": [1.0, 2.0, 3.0, 4.0], "valid_nll": nll}).to_csv(trace, index=False)
+        rows.append({"group": "map" if method == "MAP" else "map_tempered", "method": method, "seed": seed,
+                     "beta": 1.0, "multiplier": float("nan"), "trace": str(trace)})
+    r = Reproduction(runs=tmp_path, out=tmp_path, tier=Tier.quick, jobs=1, report_only=True)
+    regime = notes001.overfitting(r, pd.DataFrame(rows))
+    assert regime.loc["MAP", ("best_epoch", "mean")] == 2.5
+    assert regime.loc["MAP", ("rise", "mean")] == pytest.approx(0.04)
+    assert regime.loc["MAP", ("rise", "sem")] == pytest.approx(0.01)
+    assert regime.loc[notes001.TEMPERED_MAP, ("rise", "mean")] == pytest.approx(0.05)
+    claims = notes001.overfitting_claims(regime)
+    # MAP: 0.04 / 0.01 = 4 s.e. > 2; tempered: 0.05 / 0.05 = 1 s.e.
+    assert verdicts(claims) == ["holds", "does not hold"]
+    assert claims[0].numbers == "4"
+    assert (tmp_path / "overfitting.png").stat().st_size > 5_000
 
 
 def test_fig2_claims_on_the_multiplier_means():
@@ -60,7 +89,9 @@ def test_no_runs_give_no_verdict():
     stats = pd.DataFrame(columns=pd.MultiIndex.from_product([["test_ll", "accuracy", "ece"], ["mean", "sem"]]))
     means = pd.DataFrame(columns=["test_ll", "accuracy", "elbo"])
     fixed = pd.DataFrame(columns=pd.MultiIndex.from_tuples([("test_ll", "VL"), ("test_ll", "VI")]))
-    claims = [*notes001.table1_claims(stats), *notes001.fig2_claims(means, {}), *notes001.fig1_claims(fixed, -0.4)]
+    regime = pd.DataFrame(columns=pd.MultiIndex.from_product([["best_epoch", "rise"], ["mean", "sem"]]))
+    claims = [*notes001.table1_claims(stats), *notes001.fig2_claims(means, {}), *notes001.fig1_claims(fixed, -0.4),
+              *notes001.overfitting_claims(regime)]
     assert set(verdicts(claims)) == {NA}
 
 
