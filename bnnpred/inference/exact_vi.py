@@ -113,5 +113,6 @@ def fit_exact_vi(problem: Problem, cfg: ExactVIConfig) -> Fit:
     mu_hat, L = mu.detach(), factor().detach()
     posterior = (FullPosterior(mu_hat, torch.cholesky_inverse(L)) if full
                  else DiagPosterior(mu_hat, L.square().reciprocal()))
-    info = {"elbo": -float(loss.detach()), "grad_max": max(float(g.abs().max()) for g in grads)}
+    info = {"elbo": -float(loss.detach()), "grad_max": max(float(g.abs().max()) for g in grads),
+            "grad_norm": float(torch.cat([g.reshape(-1) for g in grads]).norm())}
     return Fit(theta=mu_hat, posterior=posterior, info=info)

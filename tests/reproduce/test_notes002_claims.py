@@ -88,8 +88,8 @@ def test_covariance_shape_claims():
     assert verdicts(claims) == ["does not hold", "holds", "holds", "holds", "holds"]
     assert claims[3].numbers == "1/1: usps_3vs5: 0.01435"
     assert set(verdicts(notes002_logreg.shape_claims([], {}, {}, {}, {}))) == {NA}
-    assert answered(claims) | answered(notes002_logreg.claims(logreg_table(["a1a"]), ["a1a"])) == declared(
-        "notes002_logreg")
+    assert answered(claims) | answered(notes002_logreg.claims(logreg_table(["a1a"]), ["a1a"])) | answered(
+        [notes002_logreg.exact_claim({})]) == declared("notes002_logreg")
 
 
 def test_mnist_claims():
@@ -159,3 +159,13 @@ def test_cubic_claim_needs_both_sides_of_every_method():
     assert verdicts(one_side) == ["does not hold"]  # 6.0 < 6.4
     assert verdicts(notes002_cubic.cubic_claims({})) == ["not applicable"]
     assert answered(claims) == declared("notes002_cubic")
+
+
+def test_the_exact_methods_claim_needs_every_run_stationary():
+    """notes-002 item 8: one split whose L-BFGS stopped at gradient norm 3e-5 fails the claim; no run, no verdict."""
+    norms = {"australian MF Exact split 0": 2e-7, "australian FG Exact split 0": 3e-5}
+    failed = notes002_logreg.exact_claim(norms)
+    assert (failed.verdict.value, str(failed.item)) == ("does not hold", "notes-002 #8")
+    assert failed.numbers.startswith("1/2:") and "australian FG Exact split 0: 3e-05" in failed.numbers
+    assert notes002_logreg.exact_claim({k: 1e-7 for k in norms}).verdict.value == "holds"
+    assert notes002_logreg.exact_claim({}).verdict.value == NA
