@@ -5,22 +5,27 @@ chosen per method by validation NLL; accuracy, NLL, ECE and OOD-AUC beside the p
 
 Tiers: ``full`` runs ``bnnpred/conf/experiment/notes004_table2.yaml`` as it is for both pairs (a GPU: 60k images, 500
 epochs, 16 δ, M = 3200, one seed; the paper's five seeds and the CIFAR-10 pair, ``notes004_table2_cifar10``, are
-run with ``bnnpred train -m`` as those presets describe). ``cpu`` (about an hour on 2 cores) trains on a seeded 8,000
-of the training images for 6 epochs (batch 128), evaluates on a seeded 2,000 of the official test images (1,000
-validation, 1,000 test) and 1,000 OOD images, with 20 predictive samples, δ ∈ {1, 10, 100, 1000}, one seed, and
-the GP on M = 100 training points (prior factors logspace(−1, 3, 5)). ``quick`` is a smoke run.
-"""
+run with ``bnnpred train -m`` as those presets describe). ``cpu`` (issue 17; about 11 core-hours per pair) trains
+on all 60,000 training images for 30 epochs of the paper's schedule (Adam 1e-3 x 1/(⌊epoch/10⌋ + 1), batch 512)
+at δ ∈ {0.1, 1, 10, 100, 1000}, validates and tests on the paper's 5k / 5k halves of the official test set with
+the 10k OOD test images, 100 predictive samples, one seed, and the GP on M = 800 training points: M = 1600 needs
+18 GB for its features and M·C x M·C matrices (bench/README.md), more than the 23 GB machine leaves beside a
+second study. ``quick`` is a smoke run. The page states the scale its runs were made at (read from their
+configs)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
+from omegaconf import OmegaConf
 
 from bnnpred.metrics import entropy
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
-from bnnpred.reproduce.base import Reproduction, Study
+from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, claim, item, items, lookup
 
 PAIRS = {"fashion_mnist": "mnist", "mnist": "fashion_mnist"}  # in-distribution set -> OOD set
@@ -37,9 +42,7 @@ PAPER = {  # notes-004 Table 2, FMNIST (3c3d, 5 seeds): accuracy %, NLL, ECE, OO
     "bnn (Ritter et al.)": (91.20, 0.265, 0.024, 0.947), "glm predictive": (92.25, 0.244, 0.012, 0.955),
     "gp predictive": (91.36, 0.250, 0.007, 0.918),
 }
-CPU = ("dataset.n_train=8000", "dataset.n_test=2000", "ood.n_test=1000", "inference.map.epochs=6",
-       "inference.map.batch_size=128", "predictive.n_samples=20", "predictive.gp_subset_size=100",
-       "predictive.gp_prior_factors=${logspace:-1,3,5}", "prior.delta=1,10,100,1000", "seed=117")
+CPU = ("inference.map.epochs=30", "predictive.gp_subset_size=800", "prior.delta=0.1,1,10,100,1000", "seed=117")
 QUICK = ("dataset.n_train=300", "dataset.n_test=200", "ood.n_test=100", "inference.map.epochs=1",
          "inference.map.batch_size=100", "predictive.n_samples=5", "predictive.gp_subset_size=20",
          "predictive.gp_prior_factors=[1,10]", "prior.delta=1,100", "seed=117")
@@ -119,6 +122,19 @@ def fig6(r: Reproduction, chosen: pd.DataFrame, name: str) -> str:
     return path.name
 
 
+def scale(frame: pd.DataFrame, name: str) -> str:
+    """The scale one set's runs were made at, read from one of them (the runs of a sweep share it): training
+    images, epochs and batch, test and OOD images, predictive samples, the GP's M, the seed."""
+    run_dir = Path(frame.loc[frame["set"] == name, "run_dir"].iloc[0])
+    cfg, saved = OmegaConf.load(run_dir / "config.yaml"), np.load(run_dir / "predictions.npz")
+    n_train = document(run_dir)["run"]["n_train"]
+    images = "all 60,000" if n_train == 60000 else f"{n_train:,} (a seeded subset)"
+    return (f"Trained on {images} training images for {cfg.inference.map.epochs} epochs (batch "
+            f"{cfg.inference.map.batch_size}); {len(saved['y']):,} test images (an equal validation half), "
+            f"{len(saved['map_ood_probs']):,} OOD images; {cfg.predictive.n_samples} predictive samples; the GP on "
+            f"M = {cfg.predictive.gp_subset_size} training points; seed {cfg.seed}.")
+
+
 def make(r: Reproduction) -> str:
     sets = list(PAIRS)
     frame = sweep_all(r, sets)
@@ -127,7 +143,7 @@ def make(r: Reproduction) -> str:
     for name in sets:
         beside = ("the paper's FMNIST numbers (60k images, 500 epochs, 5 seeds) in brackets" if name == "fashion_mnist"
                   else "the paper's MNIST table is in its missing App. B.4")
-        sections += [f"## {name} (OOD: {PAIRS[name]}); {beside}", "", *table(chosen, name), "",
+        sections += [f"## {name} (OOD: {PAIRS[name]}); {beside}", "", scale(frame, name), "", *table(chosen, name), "",
                      r.table(claims(summarize(chosen[chosen["set"] == name], "test", ["row"]).set_index("row"))), "",
                      f"![fig6]({fig6(r, chosen, name)})", ""]
     deltas = ", ".join(f"{d:g}" for d in np.sort(frame["delta"].unique()))
@@ -139,12 +155,13 @@ def make(r: Reproduction) -> str:
         "the reference's per-class kernel, prior δ·N/M·factor tuned on validation) predictives; the dampened "
         "posterior ((B + √δ I) ⊗ (A + √δ I), Ritter et al.) gives the second bnn row. δ is chosen per row by "
         "validation NLL (the gp row takes MAP's network, as in the paper); OOD-AUC separates the test images from "
-        "the OOD set's by predictive entropy. Scale of each tier: the study's docstring "
-        "(`bnnpred/reproduce/notes004_table2.py`); one seed, so no error bars.",
+        "the OOD set's by predictive entropy; one seed, so no error bars. Each section states the scale its runs "
+        "were made at; the CPU tier's GP uses M = 800, the largest of the paper's {800, 1600, 3200} that fits in "
+        "memory beside a second study (M = 1600 needs 18 GB of the machine's 23, bench/README.md).",
         "", *sections,
     ])
 
 
 STUDY = Study(name="notes004_table2", title="GLM predictive paper (notes-004) Table 2 and Fig. 6: 3c3d on "
               "Fashion-MNIST / MNIST with OOD detection (MAP, bnn, dampened bnn, glm, gp)", make=make,
-              cpu_cost="about 45 min (16 runs)", items=items(4, 8, 10), full_scale=True)
+              cpu_cost="about 11 h (20 runs, 22 core-hours)", items=items(4, 8, 10), full_scale=True)

@@ -3,12 +3,15 @@ empty ones; the vacuous passes of notes004_table1 with no refined set are gone."
 
 from __future__ import annotations
 
+import json
 import math
 
+import numpy as np
 import pandas as pd
 from helpers import answered, declared, verdicts
 
 from bnnpred.reproduce import notes004_fig3, notes004_table1, notes004_table2
+from bnnpred.run_files import write_manifest
 
 NA = "not applicable"
 SETS = ["australian", "glass"]
@@ -88,3 +91,24 @@ def test_table2_claims():
     assert claims[6].numbers == "0.02 vs 0.03"
     assert set(verdicts(notes004_table2.claims(stats.iloc[:0]))) == {NA}
     assert answered(claims) == declared("notes004_table2")
+
+
+def test_table2_states_the_scale_its_runs_were_made_at(tmp_path):
+    """The page's scale sentence comes from a run (its config, recorded training-set size and saved predictions),
+    so a page rebuilt from 8k-image runs cannot claim 60,000."""
+    def run(name: str, n_train: int) -> str:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.yaml").write_text("seed: 117\ninference: {map: {epochs: 30, batch_size: 512}}\n"
+                                            "predictive: {n_samples: 100, gp_subset_size: 800}\n")
+        (folder / "metrics.json").write_text(json.dumps({"run": {"n_train": n_train}, "info": {}, "metrics": {}}))
+        (folder / "posterior.pt").write_bytes(b"tensors")
+        np.savez(folder / "predictions.npz", y=np.zeros(5000), map_ood_probs=np.zeros((10000, 10)))
+        write_manifest(folder)
+        return str(folder)
+
+    frame = pd.DataFrame({"set": ["fashion_mnist", "mnist"], "run_dir": [run("a", 60000), run("b", 8000)]})
+    assert notes004_table2.scale(frame, "fashion_mnist") == (
+        "Trained on all 60,000 training images for 30 epochs (batch 512); 5,000 test images (an equal validation "
+        "half), 10,000 OOD images; 100 predictive samples; the GP on M = 800 training points; seed 117.")
+    assert notes004_table2.scale(frame, "mnist").startswith("Trained on 8,000 (a seeded subset) training images")
