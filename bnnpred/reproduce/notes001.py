@@ -173,7 +173,8 @@ def fig1(r: Reproduction, runs: pd.DataFrame, map_ll: float) -> tuple[list[str],
     ± s.e. and the means (one row per σ², ascending)."""
     fixed_runs = runs[runs["group"] == "fixed"]
     fixed = fixed_runs.pivot_table(index="sigma2", columns="method", values=["test_ll", "accuracy"])
-    sem = fixed_runs.pivot_table(index="sigma2", columns="method", values=["test_ll", "accuracy"], aggfunc="sem")
+    sem = fixed_runs.pivot_table(index="sigma2", columns="method", values=["test_ll", "accuracy"], aggfunc="sem",
+                                   dropna=False)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
     for ax, metric in zip(axes, ("test_ll", "accuracy"), strict=True):
         for method in ("VI", "VL"):
@@ -251,7 +252,7 @@ def make(r: Reproduction) -> str:
     return "\n".join([
         "# Variational Laplace paper (notes-001): VL against VI and MAP on Fashion-MNIST", "",
         r.provenance("bnnpred reproduce notes001"), "",
-        "Softplus MLP 784-100-100-10 trained on all 60,000 Fashion-MNIST training images (quick tier: 2000), "
+        "Softplus MLP 784-100-100-10 trained on all 60,000 Fashion-MNIST training images (quick tier: 2000 images, 4 epochs), "
         "evaluated at the mean network on a seeded half of the test set (the other half is the validation set); "
         "every method, the MAP controls included, trains for 50 epochs of Adam at lr 2e-3, batch 128, ÷10 at "
         "epochs 25 and 37.5 (the paper's schedule in a quarter of its 200 epochs), three seeds. The prior is "
