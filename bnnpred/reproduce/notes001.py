@@ -252,8 +252,9 @@ def make(r: Reproduction) -> str:
     return "\n".join([
         "# Variational Laplace paper (notes-001): VL against VI and MAP on Fashion-MNIST", "",
         r.provenance("bnnpred reproduce notes001"), "",
-        "Softplus MLP 784-100-100-10 trained on all 60,000 Fashion-MNIST training images (quick tier: 2000 images, 4 epochs), "
-        "evaluated at the mean network on a seeded half of the test set (the other half is the validation set); "
+        "Softplus MLP 784-100-100-10 trained on all 60,000 Fashion-MNIST training images (quick tier: 2000 images, "
+        "4 epochs), evaluated at the mean network on a seeded half of the test set (the other half is the "
+        "validation set); "
         "every method, the MAP controls included, trains for 50 epochs of Adam at lr 2e-3, batch 128, ÷10 at "
         "epochs 25 and 37.5 (the paper's schedule in a quarter of its 200 epochs), three seeds. The prior is "
         "s² = 1/(δ fan-in) with δ = 0.01: at the notes' default δ = 1 the untempered MAP underfits (validation "
