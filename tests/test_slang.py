@@ -19,6 +19,7 @@ from bnnpred.inference.slang import (
     SLANGConfig,
     SLANGState,
     StackedRows,
+    Update,
     fit_slang,
     randomized_eigen_factor,
     slang_step,
@@ -93,12 +94,53 @@ def test_eigensolvers_recover_the_top_eigenpairs_of_a_known_spectrum(n_rows):
         torch.testing.assert_close(U @ U.T, best, atol=1e-8, rtol=1e-8)
 
 
-def test_slang_raises_the_elbo_on_logistic_regression():
-    """From N(θ0 + 3, I) (ELBO -1.49 per example) to about -0.68, the 8-draw estimate's noise being about 0.01."""
+def best_rank(matrix: torch.Tensor, rank: int) -> torch.Tensor:
+    values, vectors = torch.linalg.eigh(matrix)
+    return (vectors[:, -rank:] * values[-rank:]) @ vectors[:, -rank:].T
+
+
+@pytest.mark.parametrize("eig", [Eig.exact, Eig.randomized])
+def test_online_eig_averages_the_gradients_eigen_factor_and_the_diagonal_rest(eig):
+    """SLANG-OnlineEig (notes-002 App. B, eqs. 17-19), β = 0.2: U_new = 0.8 U + 0.2 F with F Fᵀ the best rank-2 part
+    of GᵀG alone and F's columns signed as U's; d_new = 0.8 d + 0.2 (diag GᵀG − diag F Fᵀ + λ); the mean step is
+    SLANG's with that precision (float64)."""
+    state, G, g_hat, prior = state_and_gradients(rank=2)
+    state, G, g_hat, prior = (dataclasses.replace(state, mean=state.mean.double(), U=state.U.double(),
+                                                  d=state.d.double(), momentum=state.momentum.double()),
+                              G.double(), g_hat.double(), prior.double())
+    cfg = SLANGConfig(rank=2, eig=eig, eig_iterations=80, momentum=0.0, update=Update.online_eig)
+    new = slang_step(state, DenseRows(G.clone()), g_hat, prior, 0.3, 0.2, cfg, torch.Generator().manual_seed(1))
+    F = (new.U - 0.8 * state.U) / 0.2
+    torch.testing.assert_close(F @ F.T, best_rank(G.T @ G, 2), rtol=1e-8, atol=1e-8)
+    assert bool(((F * state.U).sum(0) >= 0).all())  # each new column points the way of the old one
+    torch.testing.assert_close(new.d, 0.8 * state.d + 0.2 * ((G.T @ G).diagonal() - (F @ F.T).diagonal() + prior))
+    precision = new.U @ new.U.T + torch.diag(new.d)
+    torch.testing.assert_close(new.mean, state.mean - 0.3 * torch.linalg.solve(precision, g_hat + prior * state.mean))
+
+
+def test_online_eig_matches_signs_so_the_same_gradients_never_cancel():
+    """Started at U = −F (F the gradients' own eigen-factor) with the same gradients, the average stays −F for
+    either sign the eigensolver returns; from U = 0 it is β F."""
+    _, G, _, prior = state_and_gradients(rank=2)
+    G = G[:2]  # rank 2 = L: F Fᵀ = GᵀG exactly, and the diagonal rest is 0
+    cfg = SLANGConfig(rank=2, update=Update.online_eig)
+    zero = SLANGState(mean=torch.zeros(P), U=torch.zeros(P, 2), d=torch.ones(P), momentum=torch.zeros(P))
+    F = slang_step(zero, DenseRows(G.clone()), torch.zeros(P), prior, 0.1, 1.0, cfg, torch.Generator()).U
+    torch.testing.assert_close(F @ F.T, G.T @ G)
+    flipped = dataclasses.replace(zero, U=-F)
+    again = slang_step(flipped, DenseRows(G.clone()), torch.zeros(P), prior, 0.1, 0.5, cfg, torch.Generator())
+    torch.testing.assert_close(again.U, -F)
+    torch.testing.assert_close(again.d, 0.5 * zero.d + 0.5 * prior, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("update", list(Update))
+def test_slang_raises_the_elbo_on_logistic_regression(update):
+    """From N(θ0 + 3, I) (ELBO -1.49 per example) to about -0.68, the 8-draw estimate's noise being about 0.01;
+    the OnlineEig ablation too."""
     problem, _ = tiny_problem("bernoulli", depth=0, n=60, d=3)
     problem = dataclasses.replace(problem, theta0=problem.theta0 + 3)
     start = posterior_trace_row(problem, LowRankDiagPosterior(problem.theta0, torch.zeros(4, 2), torch.ones(4)), 0, 0)
-    fit = fit_slang(problem, SLANGConfig(rank=2, lr=0.1, iterations=200, log_every=50, n_samples=4))
+    fit = fit_slang(problem, SLANGConfig(rank=2, lr=0.1, iterations=200, log_every=50, n_samples=4, update=update))
     assert fit.trace[-1]["elbo"] > start["elbo"] + 0.5
     assert fit.posterior.U.shape == (4, 2)
 

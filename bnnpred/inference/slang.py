@@ -15,6 +15,12 @@ Fisher):
 
 Step sizes decay as ``α₀ / (1 + t^ω)`` (``ω = 0``: constant). With ``L = P`` the update is the full-Gaussian
 empirical-Fisher (VOGN) update.
+
+``update=online_eig`` is the paper's ablation SLANG-OnlineEig (notes-002 §2.10, App. B eqs. 17-19): steps 1-2 become
+``U ← (1−β) U + β Q_L Λ_L^{1/2}`` with ``Q_L Λ_L Q_Lᵀ`` the top-L part of ``GᵀG`` alone (each new column's sign
+matched to the old one's, so that averaging does not cancel an eigenvector with its negative) and
+``d ← (1−β) d + β (diag GᵀG − diag Q_L Λ_L Q_Lᵀ + λ)`` (λ added, the notes' reading of eq. 19's sign slip); the
+mean step is SLANG's.
 """
 
 from __future__ import annotations
@@ -43,6 +49,11 @@ from bnnpred.posteriors import LowRankDiagPosterior
 from bnnpred.progress import progress
 
 
+class Update(str, Enum):
+    slang = "slang"  # the eigen-factor of the combined (1−β) U Uᵀ + β GᵀG, the diagonal matched (eqs. 22-23)
+    online_eig = "online_eig"  # SLANG-OnlineEig (App. B): an average of the new gradients' eigen-factors
+
+
 class Eig(str, Enum):
     exact = "exact"  # eigh of the smaller Gram matrix, (L + MS)² or P²: exact, O(P (L+MS) min(P, L+MS))
     randomized = "randomized"  # subspace iteration with L + 2 vectors (the reference's fast_eig)
@@ -66,6 +77,7 @@ class SLANGConfig(Method):
     init_precision: float = 1.0  # d₀ (U₀ = 0, so Σ₀ = I / d₀)
     eig: Eig = Eig.exact
     eig_iterations: int = 4  # subspace iterations of the randomised eigensolver
+    update: Update = Update.slang  # the precision's update: SLANG's, or the OnlineEig ablation's
     log_every: int = 100
 
     def validate(self) -> None:
@@ -175,15 +187,40 @@ def randomized_eigen_factor(W: StackedRows, rank: int, iterations: int, generato
     return Q @ (vectors[:, -rank:].flip(-1) * values[-rank:].flip(-1).clamp_min(0).sqrt())
 
 
+def eigen_factor(W: StackedRows, cfg: SLANGConfig, generator: torch.Generator) -> Tensor:
+    """The top-L eigen-factor of ``WᵀW`` ``[P, L]``, exact or randomised as ``cfg.eig`` says."""
+    return (top_eigen_factor(W, cfg.rank) if cfg.eig is Eig.exact
+            else randomized_eigen_factor(W, cfg.rank, cfg.eig_iterations, generator))
+
+
+def slang_precision(state: SLANGState, G: GradientRows, prior_precision: Tensor, beta: float, cfg: SLANGConfig,
+                    generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """SLANG's ``(U, d)``: the eigen-factor of ``(1−β) U Uᵀ + β GᵀG``, the diagonal matched (steps 1-2)."""
+    W = StackedRows(state.U, G, (1 - beta) ** 0.5, beta**0.5)  # WᵀW = (1−β) U Uᵀ + β GᵀG
+    U = eigen_factor(W, cfg, generator)
+    correction = (W.column_square_norms() - torch.linalg.vector_norm(U, dim=1).square()).clamp_min(0)
+    return U, (1 - beta) * state.d + beta * prior_precision + correction
+
+
+def online_eig_precision(state: SLANGState, G: GradientRows, prior_precision: Tensor, beta: float,
+                         cfg: SLANGConfig, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """SLANG-OnlineEig's ``(U, d)`` (notes-002 App. B eqs. 17-19, see the module docstring)."""
+    W = StackedRows(state.U, G, 0.0, 1.0)  # WᵀW = GᵀG
+    factor = eigen_factor(W, cfg, generator)
+    signs = torch.where((factor * state.U).sum(0) < 0, -1.0, 1.0).to(factor.dtype)
+    residual = G.square_norms() - torch.linalg.vector_norm(factor, dim=1).square()
+    return ((1 - beta) * state.U + beta * factor * signs,
+            (1 - beta) * state.d + beta * (residual.clamp_min(0) + prior_precision))
+
+
+PRECISION_UPDATES = {Update.slang: slang_precision, Update.online_eig: online_eig_precision}
+
+
 def slang_step(state: SLANGState, G: GradientRows, g_hat: Tensor, prior_precision: Tensor, alpha: float, beta: float,
                cfg: SLANGConfig, generator: torch.Generator) -> SLANGState:
     """One update from the scaled per-example gradient rows ``G`` ``[MS, P]`` (one row each, so ``GᵀG`` is the
     N/M-scaled empirical Fisher) and ``ĝ`` ``[P]`` (see the module docstring)."""
-    W = StackedRows(state.U, G, (1 - beta) ** 0.5, beta**0.5)  # WᵀW = (1−β) U Uᵀ + β GᵀG
-    U = (top_eigen_factor(W, cfg.rank) if cfg.eig is Eig.exact
-         else randomized_eigen_factor(W, cfg.rank, cfg.eig_iterations, generator))
-    correction = (W.column_square_norms() - torch.linalg.vector_norm(U, dim=1).square()).clamp_min(0)
-    d = (1 - beta) * state.d + beta * prior_precision + correction
+    U, d = PRECISION_UPDATES[cfg.update](state, G, prior_precision, beta, cfg, generator)
     t = state.t + 1
     momentum = cfg.momentum * state.momentum + (1 - cfg.momentum) * g_hat
     direction = momentum / (1 - cfg.momentum**t) + prior_precision * state.mean

@@ -89,7 +89,8 @@ def test_covariance_shape_claims():
     assert claims[3].numbers == "1/1: usps_3vs5: 0.01435"
     assert set(verdicts(notes002_logreg.shape_claims([], {}, {}, {}, {}))) == {NA}
     assert answered(claims) | answered(notes002_logreg.claims(logreg_table(["a1a"]), ["a1a"])) | answered(
-        [notes002_logreg.exact_claim({})]) == declared("notes002_logreg")
+        [notes002_logreg.exact_claim({}), *notes002_logreg.online_eig_claims(pd.DataFrame(), [])]) == declared(
+        "notes002_logreg")
 
 
 def test_mnist_claims():
@@ -169,3 +170,25 @@ def test_the_exact_methods_claim_needs_every_run_stationary():
     assert failed.numbers.startswith("1/2:") and "australian FG Exact split 0: 3e-05" in failed.numbers
     assert notes002_logreg.exact_claim({k: 1e-7 for k in norms}).verdict.value == "holds"
     assert notes002_logreg.exact_claim({}).verdict.value == NA
+
+
+def test_online_eig_claim_on_table4s_numbers():
+    """notes-002 item 25 on the paper's own Table 4 (SLANG L=5 below OnlineEig L=5 on every set); one set where
+    OnlineEig wins fails it; no set, no verdict."""
+    names = list(notes002_logreg.PAPER_TABLE4)
+    rows = {(n, m): {("neg_elbo", "mean"): notes002_logreg.PAPER_TABLE4[n][0][i]}
+            for n in names for i, m in enumerate(notes002_logreg.TABLE4)}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    (held,) = notes002_logreg.online_eig_claims(table, names)
+    assert (held.verdict.value, str(held.item)) == ("holds", "notes-002 #25")
+    assert held.numbers.startswith("4/4: australian: 0.569 vs 0.652")
+    table.loc[("a1a", "OnlineEig L=5"), ("neg_elbo", "mean")] = 0.370
+    assert notes002_logreg.online_eig_claims(table, names)[0].verdict.value == "does not hold"
+    assert notes002_logreg.online_eig_claims(table, [])[0].verdict.value == NA
+    lines = notes002_logreg.results_table(pd.DataFrame.from_dict(
+        {(n, m): {(metric, "mean"): notes002_logreg.PAPER_TABLE4[n][k][i]
+                  for k, metric in enumerate(("neg_elbo", "nll", "kl"))}
+         for n in names for i, m in enumerate(notes002_logreg.TABLE4)}, orient="index"),
+        ["usps_3vs5"], notes002_logreg.TABLE4, notes002_logreg.PAPER_TABLE4)
+    assert lines[0] == "| set | metric | " + " | ".join(notes002_logreg.TABLE4) + " |"
+    assert lines[2].startswith("| usps_3vs5 | neg_elbo | 0.21 (0.21) | 0.208 (0.208) |")
