@@ -129,7 +129,8 @@ def scale(frame: pd.DataFrame, name: str) -> str:
     cfg, saved = OmegaConf.load(run_dir / "config.yaml"), np.load(run_dir / "predictions.npz")
     n_train = document(run_dir)["run"]["n_train"]
     images = "all 60,000" if n_train == 60000 else f"{n_train:,} (a seeded subset)"
-    return (f"Trained on {images} training images for {cfg.inference.map.epochs} epochs (batch "
+    epochs = cfg.inference.map.epochs
+    return (f"Trained on {images} training images for {epochs} epoch{'s' * (epochs != 1)} (batch "
             f"{cfg.inference.map.batch_size}); {len(saved['y']):,} test images (an equal validation half), "
             f"{len(saved['map_ood_probs']):,} OOD images; {cfg.predictive.n_samples} predictive samples; the GP on "
             f"M = {cfg.predictive.gp_subset_size} training points; seed {cfg.seed}.")
