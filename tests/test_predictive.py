@@ -74,6 +74,18 @@ def test_gp_with_all_training_points_equals_the_glm_latent(kind):
     torch.testing.assert_close(cov_f, cov_w, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.parametrize("structure", [Structure.diag, Structure.kron, Structure.full])
+def test_glm_latent_inside_no_grad_equals_outside(structure):
+    """The layered path (diagonal, Kronecker) back-propagates per layer: a caller's torch.no_grad() (e.g. a study
+    scoring a posterior) must not break it (it did: notes002_logreg's scores)."""
+    ctx, X = laplace_context("bernoulli", structure=structure)
+    mean, cov = glm_latent(ctx, X)
+    with torch.no_grad():
+        mean_ng, cov_ng = glm_latent(ctx, X)
+    torch.testing.assert_close(mean_ng, mean)
+    torch.testing.assert_close(cov_ng, cov)
+
+
 def test_gp_with_a_subset_has_more_variance_than_with_all_points():
     ctx, X = laplace_context("bernoulli", n=20)
     _, cov_all = gp_latent(ctx, X, gp_condition(ctx, torch.arange(20)))

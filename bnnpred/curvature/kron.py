@@ -209,12 +209,13 @@ def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: l
     that ``g`` holds ``Σ_c seeds[b, k, c] ∂f_c/∂s`` (``[B, K, out, T]``; e.g. the rows of ``Λ``'s square root).
     """
     layers = supported_layers(model) if layers is None else layers
-    f, captured = _forward_capturing(model, layers, theta, X)
-    outputs = [s for _, s in captured]
-    rows = torch.eye(f.shape[1], dtype=f.dtype, device=f.device).expand(len(f), -1, -1) if seeds is None \
-        else seeds(f.detach())
-    per_output = [torch.autograd.grad(f, outputs, grad_outputs=rows[:, k], retain_graph=k < rows.shape[1] - 1)
-                  for k in range(rows.shape[1])]
+    with torch.enable_grad():  # back-propagation is the computation, also inside a caller's torch.no_grad()
+        f, captured = _forward_capturing(model, layers, theta, X)
+        outputs = [s for _, s in captured]
+        rows = torch.eye(f.shape[1], dtype=f.dtype, device=f.device).expand(len(f), -1, -1) if seeds is None \
+            else seeds(f.detach())
+        per_output = [torch.autograd.grad(f, outputs, grad_outputs=rows[:, k], retain_graph=k < rows.shape[1] - 1)
+                      for k in range(rows.shape[1])]
     factors = []
     for i, (layer, (a, _)) in enumerate(zip(layers, captured, strict=True)):
         g = torch.stack([grads[i] for grads in per_output], dim=1)  # [B, K, out, ...]

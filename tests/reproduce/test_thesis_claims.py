@@ -12,13 +12,14 @@ NA = "not applicable"
 
 
 def test_importance_claims():
-    claims = thesis_fig5_6.importance_claims(1.0, 0.31, 20, 20, 2e-4, 1e-6)
+    claims = thesis_fig5_6.importance_claims(1.0, 0.31, 20, 20, 2e-4, 1e-6, 1e-14)
     # max |a| 0.31 > 0.2, but training is perfect and 0.31 < 0.5
-    assert verdicts(claims) == ["holds"] * 4
+    assert verdicts(claims) == ["holds"] * 5
     assert claims[1].text == "max |a_i| ≤ 0.2 or (training accuracy ≥ 1 and max |a_i| < 0.5)"
-    imperfect = thesis_fig5_6.importance_claims(0.999, 0.31, 19, 20, 2e-3, 1e-2)
-    assert verdicts(imperfect) == ["holds", "does not hold", "does not hold", "does not hold"]
+    imperfect = thesis_fig5_6.importance_claims(0.999, 0.31, 19, 20, 2e-3, 1e-2, 3e-6)
+    assert verdicts(imperfect) == ["holds", "does not hold", "does not hold", "does not hold", "does not hold"]
     assert imperfect[3].numbers == "2.00e-03 at gradient norm 0.01"
+    assert imperfect[4].numbers == "3.00e-06"
     assert answered(claims) == declared("thesis_fig5_6")
 
 
