@@ -224,7 +224,7 @@ def exact_claim(grad_norms: dict[str, float]) -> Claim:
     """notes-002 item 8: L-BFGS ends each exact Gaussian VI (MF and FG Exact) at a stationary point of the negative
     ELBO (summed over the training set), on every set, method and split (``grad_norms``: the run info's norm)."""
     return every(item(2, 8), Compare("‖∇ negative ELBO‖ where L-BFGS stops", "<", 1e-5), grad_norms,
-                 over="set, exact method and split")
+                 over="set, exact method and split", note="the ELBO summed over the training set, the stricter reading")
 
 
 def tolerance_units(table: pd.DataFrame, names: list[str], metric: str, index: int) -> dict[str, float]:
