@@ -122,6 +122,10 @@ def fig6(r: Reproduction, chosen: pd.DataFrame, name: str) -> str:
     return path.name
 
 
+GP_MEMORY = ("the paper's M = 1600 needs 18 GB and 3200 needs 44 GB for the kernel's features and matrices, "
+             "bench/README.md; these machines have 23 GB")
+
+
 def scale(frame: pd.DataFrame, name: str) -> str:
     """The scale one set's runs were made at, read from one of them (the runs of a sweep share it): training
     images, epochs and batch, test and OOD images, predictive samples, the GP's M, the seed."""
@@ -133,7 +137,7 @@ def scale(frame: pd.DataFrame, name: str) -> str:
     return (f"Trained on {images} training images for {epochs} epoch{'s' * (epochs != 1)} (batch "
             f"{cfg.inference.map.batch_size}); {len(saved['y']):,} test images (an equal validation half), "
             f"{len(saved['map_ood_probs']):,} OOD images; {cfg.predictive.n_samples} predictive samples; the GP on "
-            f"M = {cfg.predictive.gp_subset_size} training points; seed {cfg.seed}.")
+            f"M = {cfg.predictive.gp_subset_size} training points ({GP_MEMORY}); seed {cfg.seed}.")
 
 
 def make(r: Reproduction) -> str:
@@ -157,8 +161,7 @@ def make(r: Reproduction) -> str:
         "posterior ((B + √δ I) ⊗ (A + √δ I), Ritter et al.) gives the second bnn row. δ is chosen per row by "
         "validation NLL (the gp row takes MAP's network, as in the paper); OOD-AUC separates the test images from "
         "the OOD set's by predictive entropy; one seed, so no error bars. Each section states the scale its runs "
-        "were made at; the CPU tier's GP uses M = 800, the largest of the paper's {800, 1600, 3200} that fits in "
-        "memory beside a second study (M = 1600 needs 18 GB of the machine's 23, bench/README.md).",
+        "were made at.",
         "", *sections,
     ])
 

@@ -110,5 +110,6 @@ def test_table2_states_the_scale_its_runs_were_made_at(tmp_path):
     frame = pd.DataFrame({"set": ["fashion_mnist", "mnist"], "run_dir": [run("a", 60000), run("b", 8000)]})
     assert notes004_table2.scale(frame, "fashion_mnist") == (
         "Trained on all 60,000 training images for 30 epochs (batch 512); 5,000 test images (an equal validation "
-        "half), 10,000 OOD images; 100 predictive samples; the GP on M = 800 training points; seed 117.")
+        f"half), 10,000 OOD images; 100 predictive samples; the GP on M = 800 training points "
+        f"({notes004_table2.GP_MEMORY}); seed 117.")
     assert notes004_table2.scale(frame, "mnist").startswith("Trained on 8,000 (a seeded subset) training images")
