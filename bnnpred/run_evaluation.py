@@ -57,8 +57,7 @@ def monitor_metrics_at(s: Setup, likelihood: Any, theta: torch.Tensor) -> dict[s
     for split in MONITORED_SPLITS:
         X, y = s.data.split(split)
         if len(X):
-            with torch.no_grad():
-                pred = likelihood.predict_point(s.model(theta, X))
+            pred = likelihood.predict_point(network_outputs(s.model, theta, X))
             out.update({f"{split}_{name}": value for name, value in metrics.evaluate(pred, y).items()})
     return out
 

@@ -44,3 +44,21 @@ def test_other_prior_or_settings_miss(tmp_path, monkeypatch, change):
     cfg = dataclasses.replace(MINIBATCH, steps=31) if change == "steps" else MINIBATCH
     with pytest.raises(AssertionError, match="trained although"):
         train_map(problem, cfg)
+
+
+def test_a_run_monitoring_other_splits_does_not_take_anothers_trace(tmp_path, monkeypatch):
+    """A stored MAP's trace holds the monitored splits' metrics: a run whose monitor sees other validation rows
+    misses (and trains), one with the same monitor hits and gets the same trace."""
+    def monitor_of(rows: torch.Tensor):
+        return lambda theta: {"valid_probe": float((rows @ theta[: rows.shape[1]]).sum())}
+
+    valid = torch.randn(5, 2, generator=torch.Generator().manual_seed(3))
+    first = dataclasses.replace(cached_problem(tmp_path), monitor=monitor_of(valid))
+    fit = train_map(first, MINIBATCH)
+    assert "valid_probe" in fit.trace[-1]
+    monkeypatch.setattr(map_module, "_adam", refuse_training)
+    same = dataclasses.replace(cached_problem(tmp_path), monitor=monitor_of(valid.clone()))
+    assert train_map(same, MINIBATCH).trace == fit.trace
+    other = dataclasses.replace(cached_problem(tmp_path), monitor=monitor_of(valid[:4]))
+    with pytest.raises(AssertionError, match="trained although"):
+        train_map(other, MINIBATCH)

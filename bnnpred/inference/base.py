@@ -44,6 +44,10 @@ class Problem:
         X = self.X[rows]
         return (X if self.augment is None else self.augment(X, self.generator)), self.y[rows]
 
+    def monitored(self, theta: Tensor) -> dict[str, float]:
+        """The monitor's metrics at ``θ`` for a trace row (none without a monitor)."""
+        return {} if self.monitor is None else self.monitor(theta.detach())
+
 
 @dataclass
 class Fit:
@@ -109,7 +113,5 @@ def posterior_trace_row(problem: Problem, posterior: Posterior, step: int, epoch
         loglik = sum(problem.likelihood.log_prob(network_outputs(problem.model, theta, problem.X), problem.y).sum()
                      for theta in posterior.sample(TRACE_DRAWS, generator)) / TRACE_DRAWS
         kl = float(posterior.kl_to_prior(problem.prior_precision))
-        row = {"step": step, "epoch": epoch, "elbo": (float(loglik) - kl) / len(problem.X), "kl": kl}
-        if problem.monitor is not None:
-            row.update(problem.monitor(posterior.mean))
-    return row
+    return {"step": step, "epoch": epoch, "elbo": (float(loglik) - kl) / len(problem.X), "kl": kl,
+            **problem.monitored(posterior.mean)}

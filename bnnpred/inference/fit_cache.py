@@ -31,10 +31,13 @@ log = logging.getLogger(__name__)
 
 
 def problem_digest(problem: Problem) -> hashlib._Hash:
-    """sha256 over the code, the problem's data, prior, start point, generator state, network and likelihood."""
+    """sha256 over the code, the problem's data, prior, start point, generator state, network and likelihood, and
+    the monitor's metrics at the start point: a stored trace's validation and test columns are those of the splits
+    the monitor evaluates, so runs that monitor other splits do not share an entry."""
     digest = hashlib.sha256(f"bnnpred code {code_digest()}|{repr(getattr(problem.model, 'module', problem.model))}|"
                             f"{type(problem.likelihood).__name__}{sorted(vars(problem.likelihood).items())}|"
                             f"{problem.augment!r}".encode())
+    digest.update(json.dumps(problem.monitored(problem.theta0), sort_keys=True).encode())
     buffers = getattr(problem.model, "buffer_state", dict)()
     fixed = getattr(problem.model, "fixed", {})  # a SubsetModel's other parameters, held at θ*
     for tensor in (problem.X, problem.y, problem.prior_precision, problem.theta0, problem.generator.get_state(),

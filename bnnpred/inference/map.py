@@ -131,12 +131,10 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
 
 
 def map_trace_row(problem: Problem, theta: Tensor, step: int, epoch: float, loss: float) -> dict[str, float]:
-    """A MAP training-trace row: the step, the epoch, the minibatch's negative log joint and
-    ``problem.monitor(θ)`` (the validation and test metrics at θ, where the run has them)."""
-    row = {"step": step, "epoch": epoch, "loss": loss}
-    if problem.monitor is not None:
-        row.update(problem.monitor(theta.detach()))
-    return row
+    """A MAP training-trace row: the step, the epoch, the step's minibatch negative log joint (at θ before the
+    step) and ``problem.monitor`` at θ after it (the validation and test metrics, where the run has them; a
+    full-batch finish comes after the last row)."""
+    return {"step": step, "epoch": epoch, "loss": loss, **problem.monitored(theta)}
 
 
 def _finish(problem: Problem, cfg: MapConfig, fit: Fit) -> Fit:

@@ -171,6 +171,4 @@ def trace_row(problem: Problem, cfg: MeanFieldConfig, step: int, epoch: float, e
         if names is not None:
             for name, part in zip(names, log_ratio.split(problem.model.sizes), strict=True):
                 row[f"log_sigma_over_s/{name}"] = part.mean().item()
-        if problem.monitor is not None:
-            row.update(problem.monitor(mu.detach()))
-    return row
+    return {**row, **problem.monitored(mu)}

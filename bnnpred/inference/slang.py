@@ -205,7 +205,7 @@ def slang_precision(state: SLANGState, G: GradientRows, prior_precision: Tensor,
 def online_eig_precision(state: SLANGState, G: GradientRows, prior_precision: Tensor, beta: float,
                          cfg: SLANGConfig, generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """SLANG-OnlineEig's ``(U, d)`` (notes-002 App. B eqs. 17-19, see the module docstring)."""
-    W = StackedRows(state.U, G, 0.0, 1.0)  # WᵀW = GᵀG
+    W = StackedRows(state.U[:, :0], G, 1.0, 1.0)  # WᵀW = GᵀG
     factor = eigen_factor(W, cfg, generator)
     signs = torch.where((factor * state.U).sum(0) < 0, -1.0, 1.0).to(factor.dtype)
     residual = G.square_norms() - torch.linalg.vector_norm(factor, dim=1).square()

@@ -130,13 +130,16 @@ def scale(frame: pd.DataFrame, name: str) -> str:
     """The scale one set's runs were made at, read from one of them (the runs of a sweep share it): training
     images, epochs and batch, test and OOD images, predictive samples, the GP's M, the seed."""
     run_dir = Path(frame.loc[frame["set"] == name, "run_dir"].iloc[0])
-    cfg, saved = OmegaConf.load(run_dir / "config.yaml"), np.load(run_dir / "predictions.npz")
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    with np.load(run_dir / "predictions.npz") as saved:
+        n_test, n_ood = len(saved["y"]), len(saved["map_ood_probs"])
     n_train = document(run_dir)["run"]["n_train"]
-    images = "all 60,000" if n_train == 60000 else f"{n_train:,} (a seeded subset)"
+    images = f"all {n_train:,}" if cfg.dataset.n_train is None else f"a seeded {n_train:,} of the"
     epochs = cfg.inference.map.epochs
+    valid = "an equal validation half" if cfg.dataset.valid == "test_half" else f"validation: {cfg.dataset.valid}"
     return (f"Trained on {images} training images for {epochs} epoch{'s' * (epochs != 1)} (batch "
-            f"{cfg.inference.map.batch_size}); {len(saved['y']):,} test images (an equal validation half), "
-            f"{len(saved['map_ood_probs']):,} OOD images; {cfg.predictive.n_samples} predictive samples; the GP on "
+            f"{cfg.inference.map.batch_size}); {n_test:,} test images ({valid}), "
+            f"{n_ood:,} OOD images; {cfg.predictive.n_samples} predictive samples; the GP on "
             f"M = {cfg.predictive.gp_subset_size} training points ({GP_MEMORY}); seed {cfg.seed}.")
 
 

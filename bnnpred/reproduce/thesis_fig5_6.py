@@ -33,6 +33,30 @@ def logit_and_jacobians(model, theta, X) -> tuple[torch.Tensor, torch.Tensor]:
     return f[:, 0], J[:, 0]
 
 
+def kernel(J_test: torch.Tensor, J_train: torch.Tensor, precision: torch.Tensor) -> torch.Tensor:
+    """``κ(x*, x_i) = J(x*) Δ⁻¹ J(x_i)ᵀ`` ``[T, N]`` for Jacobians ``[T, P]``, ``[N, P]`` and the prior precision
+    ``diag Δ`` ``[P]`` (``δ⁻¹ J Jᵀ`` for an isotropic prior; notes-000 §6.4)."""
+    return (J_test / precision) @ J_train.T
+
+
+def neg_log_joint_gradient(problem: Problem, theta: torch.Tensor) -> torch.Tensor:
+    """``−∇_θ log p(y, θ)`` ``[P]`` by autograd on the full training set."""
+    theta = theta.detach().clone().requires_grad_(True)
+    return torch.autograd.grad(sum_neg_log_joint(problem, theta), theta)[0]
+
+
+def representer_errors(f: torch.Tensor, J: torch.Tensor, K: torch.Tensor, a: torch.Tensor, theta: torch.Tensor,
+                       precision: torch.Tensor, neg_grad: torch.Tensor) -> tuple[float, float]:
+    """Relative errors (largest over the test inputs, over the largest ``|f(x*)|``) of the representer identity
+    ``m(x*) + Σ_i a_i κ(x*, x_i) = f(x*)`` with ``m(x*) = f(x*) − J(x*) θ*`` (exact at a stationary MAP), and of the
+    same with the gradient term, ``... − J(x*) Δ⁻¹ ∇ log p(y, θ*)`` (exact at any θ*: ``Σ_i J_iᵀ a_i`` is the
+    likelihood's gradient). ``f`` ``[T]``, ``J`` ``[T, P]``, ``K`` ``[T, N]``, ``a`` ``[N]``."""
+    representer = f - J @ theta + K @ a
+    corrected = representer + (J / precision) @ neg_grad
+    scale = f.abs().max()
+    return float((representer - f).abs().max() / scale), float((corrected - f).abs().max() / scale)
+
+
 def image_row(ax_row, images, captions) -> None:
     for ax, image, caption in zip(ax_row, images, captions, strict=True):
         ax.imshow(image.reshape(28, 28), cmap="gray_r")
@@ -59,16 +83,11 @@ def make(r: Reproduction) -> str:
     wrong = torch.nonzero(~correct)[:, 0]
     wrong = wrong[torch.argsort(-f_test[wrong].abs())][:2]  # the two most confident errors
     chosen = torch.cat([torch.nonzero(correct)[:1, 0], wrong])
-    K = J_test[chosen] @ J.T / delta  # κ(x*, x_i) [3, N]
-    prior_mean = f_test[chosen] - J_test[chosen] @ theta
-    representer = prior_mean + K @ a
-    rel_error = float((representer - f_test[chosen]).abs().max() / f_test[chosen].abs().max())
+    K = kernel(J_test[chosen], J, ctx.prior_precision)  # κ(x*, x_i) [3, N]
     problem = Problem(model=s.model, likelihood=ctx.likelihood, X=X, y=s.data.y_train,
                       prior_precision=ctx.prior_precision, theta0=theta, generator=torch.Generator())
-    theta_g = theta.detach().clone().requires_grad_(True)
-    (neg_grad,) = torch.autograd.grad(sum_neg_log_joint(problem, theta_g), theta_g)  # −∇ log p(y, θ*)
-    corrected = representer + J_test[chosen] @ neg_grad / delta
-    corrected_error = float((corrected - f_test[chosen]).abs().max() / f_test[chosen].abs().max())
+    rel_error, corrected_error = representer_errors(f_test[chosen], J_test[chosen], K, a, theta,
+                                                    ctx.prior_precision, neg_log_joint_gradient(problem, theta))
 
     fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
     ax.plot(a[order].cpu().numpy(), lw=1)

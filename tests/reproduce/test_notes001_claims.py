@@ -37,23 +37,28 @@ def test_the_regime_is_read_from_each_runs_validation_trace(tmp_path):
     """The MAP overfits in seed 0 (lowest at epoch 2, rising 0.05) and seed 1 (lowest at epoch 3, rising 0.03);
     the tempered MAP's rise in seed 1 is zero (its NLL lowest at the last epoch)."""
     curves = {("MAP", 0): [0.50, 0.40, 0.42, 0.45], ("MAP", 1): [0.50, 0.45, 0.40, 0.43],
-              (notes001.TEMPERED_MAP, 0): [0.5, 0.3, 0.6, 0.4], (notes001.TEMPERED_MAP, 1): [0.5, 0.4, 0.3, 0.2]}
+              (notes001.TEMPERED_MAP, 0): [0.5, 0.3, 0.6, 0.4], (notes001.TEMPERED_MAP, 1): [0.5, 0.4, 0.3, 0.2],
+              ("VL", 0): [0.5, float("nan"), 0.3, 0.3]}
     rows = []
     for (method, seed), nll in curves.items():
         trace = tmp_path / f"{method}{seed}.csv"
         pd.DataFrame({"epoch": [1.0, 2.0, 3.0, 4.0], "valid_nll": nll}).to_csv(trace, index=False)
-        rows.append({"group": "map" if method == "MAP" else "map_tempered", "method": method, "seed": seed,
-                     "beta": 1.0, "multiplier": float("nan"), "trace": str(trace)})
+        rows.append({"group": {"MAP": "map", "VL": "learned"}.get(method, "map_tempered"), "method": method,
+                     "seed": seed, "beta": 0.1, "multiplier": 10.0, "trace": str(trace)})
     r = Reproduction(runs=tmp_path, out=tmp_path, tier=Tier.quick, jobs=1, report_only=True)
     regime = notes001.overfitting(r, pd.DataFrame(rows))
     assert regime.loc["MAP", ("best_epoch", "mean")] == 2.5
     assert regime.loc["MAP", ("rise", "mean")] == pytest.approx(0.04)
     assert regime.loc["MAP", ("rise", "sem")] == pytest.approx(0.01)
     assert regime.loc[notes001.TEMPERED_MAP, ("rise", "mean")] == pytest.approx(0.05)
+    assert pd.isna(regime.loc["VL", ("rise", "mean")])  # a trace with a missing number: no regime, not a partial
     claims = notes001.overfitting_claims(regime)
-    # MAP: 0.04 / 0.01 = 4 s.e. > 2; tempered: 0.05 / 0.05 = 1 s.e.
+    # MAP: rise 0.04 ≥ 0.01 and 0.04 / 0.01 = 4 s.e. > 2; tempered: 0.05 but 0.05 / 0.05 = 1 s.e.
     assert verdicts(claims) == ["holds", "does not hold"]
-    assert claims[0].numbers == "4"
+    assert claims[0].numbers == "0.04; 4"
+    small = regime.copy()
+    small[("rise", "mean")], small[("rise", "sem")] = 0.004, 0.0001  # 40 s.e., but a flat curve's noise
+    assert verdicts(notes001.overfitting_claims(small)) == ["does not hold"] * 2
     assert (tmp_path / "overfitting.png").stat().st_size > 5_000
 
 

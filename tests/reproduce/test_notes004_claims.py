@@ -99,7 +99,9 @@ def test_table2_states_the_scale_its_runs_were_made_at(tmp_path):
     def run(name: str, n_train: int) -> str:
         folder = tmp_path / name
         folder.mkdir()
-        (folder / "config.yaml").write_text("seed: 117\ninference: {map: {epochs: 30, batch_size: 512}}\n"
+        subset = "null" if n_train == 60000 else n_train
+        (folder / "config.yaml").write_text(f"seed: 117\ndataset: {{n_train: {subset}, valid: test_half}}\n"
+                                            "inference: {map: {epochs: 30, batch_size: 512}}\n"
                                             "predictive: {n_samples: 100, gp_subset_size: 800}\n")
         (folder / "metrics.json").write_text(json.dumps({"run": {"n_train": n_train}, "info": {}, "metrics": {}}))
         (folder / "posterior.pt").write_bytes(b"tensors")
@@ -112,4 +114,4 @@ def test_table2_states_the_scale_its_runs_were_made_at(tmp_path):
         "Trained on all 60,000 training images for 30 epochs (batch 512); 5,000 test images (an equal validation "
         f"half), 10,000 OOD images; 100 predictive samples; the GP on M = 800 training points "
         f"({notes004_table2.GP_MEMORY}); seed 117.")
-    assert notes004_table2.scale(frame, "mnist").startswith("Trained on 8,000 (a seeded subset) training images")
+    assert notes004_table2.scale(frame, "mnist").startswith("Trained on a seeded 8,000 of the training images")

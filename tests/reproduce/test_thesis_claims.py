@@ -3,10 +3,16 @@ items 8, 9) on small synthetic frames, including empty ones."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
+import pytest
+import torch
 from helpers import answered, declared, verdicts
 
+from bnnpred.inference.map_finish import sum_neg_log_joint
 from bnnpred.reproduce import thesis_fig5_6, thesis_predictives, toys
+from tests.helpers import tiny_problem
 
 NA = "not applicable"
 
@@ -139,3 +145,34 @@ def test_banana_fig4_claims():
     assert verdicts(toys.fig4_claims(table.assign(accuracy=[0.93, 0.8, 0.904]), FIG4_NUMBERS))[0] == "does not hold"
     no_far_points = toys.fig4_claims(table, {**FIG4_NUMBERS, "epistemic_far": float("nan")})
     assert verdicts(no_far_points)[2] == NA
+
+
+@pytest.mark.parametrize("depth", [0, 1])
+def test_the_representer_identity_holds_at_a_stationary_map_and_with_the_gradient_term_anywhere(depth):
+    """float64, a per-parameter prior precision (not isotropic): away from the optimum the plain identity is off
+    and the gradient-corrected one exact; at the optimum (Newton on a logistic regression, where f = Jθ) both hold.
+    A sign or a scale error in the kernel, the importances or the gradient term breaks the second check."""
+    problem, _ = tiny_problem("bernoulli", depth=depth, n=40, d=3)
+    problem.model.module.double()
+    P = problem.theta0.numel()
+    problem = dataclasses.replace(problem, X=problem.X.double(), theta0=problem.model.theta().double(),
+                                  prior_precision=torch.linspace(0.5, 2.0, P, dtype=torch.float64))
+    X_test = torch.randn(4, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+
+    def errors(theta):
+        f, J = thesis_fig5_6.logit_and_jacobians(problem.model, theta, problem.X)
+        f_test, J_test = thesis_fig5_6.logit_and_jacobians(problem.model, theta, X_test)
+        K = thesis_fig5_6.kernel(J_test, J, problem.prior_precision)
+        a = problem.y.double() - torch.sigmoid(f)
+        return thesis_fig5_6.representer_errors(f_test, J_test, K, a, theta, problem.prior_precision,
+                                                thesis_fig5_6.neg_log_joint_gradient(problem, theta))
+
+    plain, corrected = errors(problem.theta0)
+    assert plain > 1e-2 and corrected < 1e-12
+    if depth == 0:
+        theta = problem.theta0.clone()
+        for _ in range(30):  # Newton's method on the convex log joint
+            objective = lambda t: sum_neg_log_joint(problem, t)  # noqa: E731
+            H = torch.autograd.functional.hessian(objective, theta)
+            theta = theta - torch.linalg.solve(H, thesis_fig5_6.neg_log_joint_gradient(problem, theta))
+        assert max(errors(theta)) < 1e-12
