@@ -12,11 +12,18 @@ Per minibatch of ``B`` examples (notes-001 eq. 29, divided by ``B``):
 expectation; not the empirical Fisher of the observed labels, notes-001 eq. 26). The regulariser contains a
 gradient, so training back-propagates through it (``create_graph``); no weights are sampled. ReLU's second
 derivative is zero almost everywhere, so VL needs a smooth activation (softplus, notes-001 §2.5).
+
+``curvature=hessian`` is the ablation VL(H) (notes-001 §2.4, eq. 19): the expansion keeps the observed labels'
+Hessian diagonal, ``+ ½ Σ_λ σ_λ² H_λλ``, estimated without bias by one Rademacher probe ``z ⊙ (H z)`` (a
+Hessian-vector product by double back-propagation). Where ``H_λλ`` outweighs the KL's ``β / s_λ²`` it rewards
+``σ_λ`` without bound: the notes' reason VL uses the Fisher, and the ablation diverges.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -24,6 +31,11 @@ from torch import Tensor, nn
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.mean_field import MeanFieldConfig, VarianceParam, train_mean_field
+
+
+class VLCurvature(str, Enum):
+    fisher = "fisher"  # the sampled-label Fisher: Variational Laplace (eq. 29)
+    hessian = "hessian"  # the observed labels' Hessian diagonal: the ablation VL(H) (eq. 19), which diverges
 
 
 @dataclass
@@ -34,6 +46,7 @@ class VLConfig(MeanFieldConfig):
     variance: VarianceParam = VarianceParam.log
     kl_weight: float = 0.1
     rho_lr_factor: float = 10.0
+    curvature: VLCurvature = VLCurvature.fisher
 
     def check_network(self, network: nn.Module) -> None:
         """The expansion's curvature term needs a second derivative, which ReLU lacks (zero almost everywhere); an
@@ -50,12 +63,25 @@ def fisher_regulariser(problem: Problem, f: Tensor, mu: Tensor, sigma: Tensor) -
     return 0.5 * (sigma.square() * g_tilde.square()).sum()
 
 
-def laplace_loglik(problem: Problem, mu: Tensor, sigma: Tensor, rows: Tensor | slice) -> Tensor:
-    """VL's estimate of ``(1/B) Σ_b E_q log p(y_b | x_b)`` ``[]`` (notes-001 eq. 27 per example)."""
+def hessian_regulariser(problem: Problem, f: Tensor, y: Tensor, mu: Tensor, sigma: Tensor) -> Tensor:
+    """``−½ Σ_λ σ_λ² ĥ_λ`` ``[]`` with ``ĥ = z ⊙ (∇²_µ log p(y | f(X; µ)) z)``, ``z`` Rademacher: an unbiased estimate
+    of minus VL(H)'s Hessian term (notes-001 eq. 19), differentiable in ``µ`` and ``σ``."""
+    (g,) = torch.autograd.grad(problem.likelihood.log_prob(f, y).sum(), mu, create_graph=True)
+    z = torch.randint(0, 2, mu.shape, generator=problem.generator, device=mu.device).to(mu.dtype) * 2 - 1
+    (hz,) = torch.autograd.grad(g @ z, mu, create_graph=True)
+    return -0.5 * (sigma.square() * z * hz).sum()
+
+
+def laplace_loglik(problem: Problem, mu: Tensor, sigma: Tensor, rows: Tensor | slice,
+                   curvature: VLCurvature = VLCurvature.fisher) -> Tensor:
+    """VL's estimate of ``(1/B) Σ_b E_q log p(y_b | x_b)`` ``[]`` (notes-001 eq. 27 per example; eq. 19 for
+    ``curvature=hessian``)."""
     X, y = problem.training_batch(rows)
     f = problem.model(mu, X)
-    return (problem.likelihood.log_prob(f, y).sum() - fisher_regulariser(problem, f, mu, sigma)) / len(X)
+    regulariser = (fisher_regulariser(problem, f, mu, sigma) if curvature is VLCurvature.fisher
+                   else hessian_regulariser(problem, f, y, mu, sigma))
+    return (problem.likelihood.log_prob(f, y).sum() - regulariser) / len(X)
 
 
 def fit_vl(problem: Problem, cfg: VLConfig) -> Fit:
-    return train_mean_field(problem, cfg, laplace_loglik)
+    return train_mean_field(problem, cfg, partial(laplace_loglik, curvature=cfg.curvature))
