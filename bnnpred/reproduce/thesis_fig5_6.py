@@ -4,7 +4,7 @@ Residual importances ``a_i = y_i - σ(f_i)`` of the 3000 training images sorted,
 test images (one correct, two misclassified) the eight training images with the largest kernel value
 ``κ(x*, x_i) = δ⁻¹ J(x*) J(x_i)ᵀ``; and the representer identity ``f(x*) = m(x*) + Σ_i a_i κ(x*, x_i)`` with
 ``m(x*) = f(x*) - J(x*) θ*`` (exact at a stationary MAP, notes-000 §6.4 [derived]). At any θ*,
-``m(x*) + Σ_i a_i κ(x*, x_i) = f(x*) + δ⁻¹ J(x*) ∇ log p(y, θ*)`` (``Σ_i J_iᵀ a_i`` is the likelihood's gradient), so
+``m(x*) + Σ_i a_i κ(x*, x_i) = f(x*) + J(x*) Δ⁻¹ ∇ log p(y, θ*)`` (``Σ_i J_iᵀ a_i`` is the likelihood's gradient), so
 with the log joint's gradient from autograd the identity's terms (kernel, importances, prior mean) are checked
 apart from the MAP's stationarity, and the gap of the plain identity is shown to be the gradient's."""
 
@@ -193,7 +193,7 @@ def importance_claims(train_acc: float, max_a: float, fours: int, nines: int, re
                claim(item(0, 19), Compare(f"9s among the {ENDS} largest", "≥", ENDS), nines)),
         claim(item(0, 20, "a"), Compare("representer identity m(x*) + Σ a_i κ(x*, x_i) = f(x*): relative error", "≤",
                                         1e-3), rel_error, numbers=f"{rel_error:.2e} at gradient norm {grad_norm:.3g}"),
-        claim(item(0, 20, "a"), Compare("the same with the gradient term, m(x*) + Σ a_i κ(x*, x_i) − δ⁻¹ J(x*) "
+        claim(item(0, 20, "a"), Compare("the same with the gradient term, m(x*) + Σ a_i κ(x*, x_i) − J(x*) Δ⁻¹ "
                                         "∇ log p(y, θ*) = f(x*): relative error", "≤", 1e-8), corrected_error,
               note="∇ by autograd: the kernel and importances are right, the gap above is the MAP's gradient",
               numbers=f"{corrected_error:.2e}"),
