@@ -13,24 +13,44 @@ NA = "not applicable"
 
 
 def learned_runs() -> pd.DataFrame:
+    """Two seeds per method: VL beats MAP by 0.088 in both, VI by 0.010 and −0.004 (inside the seed noise)."""
     rows = []
     groups = {"MAP": "map", notes001.TEMPERED_MAP: "map_tempered"}
-    for method, ll, acc in (("VL", -0.380, 85.0), ("VI", -0.383, 85.2), ("MAP", -0.468, 85.8),
-                            (notes001.TEMPERED_MAP, -0.370, 86.0)):
-        for seed in (0, 1):
+    for method, lls, acc in (("VL", (-0.380, -0.379), 85.0), ("VI", (-0.390, -0.375), 85.2),
+                             ("MAP", (-0.468, -0.467), 85.8), (notes001.TEMPERED_MAP, (-0.370, -0.369), 86.0)):
+        for seed, ll in enumerate(lls):
             rows.append({"group": groups.get(method, "learned"), "method": method, "beta": 0.1,
-                         "multiplier": 10, "seed": seed, "test_ll": ll + 0.001 * seed, "accuracy": acc, "ece": 0.02})
+                         "multiplier": 10, "seed": seed, "test_ll": ll, "accuracy": acc, "ece": 0.02})
     return pd.DataFrame(rows)
 
 
-def test_table1_claims_on_the_means_over_seeds():
-    lines, stats = notes001.table1(learned_runs())
-    claims = notes001.table1_claims(stats)
-    # VL > MAP, not > the tempered MAP (−0.3695), > VI in LL; VL accuracy 85.0 ≥ VI 85.2 − 0.5; not ≥ MAP 85.8 − 0.5
-    assert verdicts(claims) == ["holds", "does not hold", "holds", "holds", "does not hold"]
-    assert claims[0].numbers == "-0.3795 vs -0.4675"
+def test_table1_claims_on_the_means_over_seeds_and_their_paired_differences():
+    runs = learned_runs()
+    lines, stats = notes001.table1(runs)
+    differences = notes001.paired_differences(runs)
+    assert differences.loc["VL − VI", ("test_ll", "mean")] == pytest.approx(0.003)
+    assert differences.loc["VL − VI", ("test_ll", "sem")] == pytest.approx(0.007)
+    assert differences.loc["VL − MAP", ("test_ll", "sem")] == pytest.approx(0.0, abs=1e-12)
+    claims = notes001.table1_claims(stats, differences)
+    # VL > MAP by 0.088 at zero paired s.e.; not > the tempered MAP (−0.3695); VL's mean −0.3795 > VI's −0.3825 but
+    # by 0.003 / 0.007 = 0.43 paired s.e.; VL accuracy 85.0 ≥ VI 85.2 − 0.5; not ≥ MAP 85.8 − 0.5
+    assert verdicts(claims) == ["holds", "does not hold", "does not hold", "holds", "does not hold"]
+    assert claims[0].numbers == "-0.3795 vs -0.4675; inf"
+    assert claims[2].numbers == "-0.3795 vs -0.3825; 0.4286"
     assert str(claims[4].item) == "notes-001 #6b"
     assert lines[-1].startswith(f"| {notes001.TEMPERED_MAP} | -0.369 ± 0.001 |") and lines[-1].endswith("| — |")
+    assert notes001.differences_lines(differences)[2] == "| VL − MAP | +0.0880 ± 0.0000 | -0.80 ± 0.00 | 2 |"
+
+
+def test_a_seed_missing_one_method_is_left_out_of_the_paired_difference():
+    runs = learned_runs()
+    runs = runs[~((runs["method"] == "VI") & (runs["seed"] == 1))]
+    differences = notes001.paired_differences(runs)
+    assert differences.loc["VL − VI", ("test_ll", "seeds")] == 1
+    assert differences.loc["VL − VI", ("test_ll", "mean")] == pytest.approx(0.010)
+    assert pd.isna(differences.loc["VL − VI", ("test_ll", "sem")])  # one seed has no s.e.: no verdict, not a pass
+    _, stats = notes001.table1(runs)
+    assert verdicts(notes001.table1_claims(stats, differences))[2] == NA
 
 
 def test_the_regime_is_read_from_each_runs_validation_trace(tmp_path):
@@ -95,14 +115,17 @@ def test_no_runs_give_no_verdict():
     means = pd.DataFrame(columns=["test_ll", "accuracy", "elbo"])
     fixed = pd.DataFrame(columns=pd.MultiIndex.from_tuples([("test_ll", "VL"), ("test_ll", "VI")]))
     regime = pd.DataFrame(columns=pd.MultiIndex.from_product([["best_epoch", "rise"], ["mean", "sem"]]))
-    claims = [*notes001.table1_claims(stats), *notes001.fig2_claims(means, {}), *notes001.fig1_claims(fixed, -0.4),
+    differences = notes001.paired_differences(pd.DataFrame(columns=list(learned_runs().columns)))
+    claims = [*notes001.table1_claims(stats, differences), *notes001.fig2_claims(means, {}),
+              *notes001.fig1_claims(fixed, -0.4),
               *notes001.overfitting_claims(regime)]
     assert set(verdicts(claims)) == {NA}
 
 
 def test_the_claims_answer_the_items_the_study_declares():
     _, stats = notes001.table1(learned_runs())
-    claims = [*notes001.table1_claims(stats), *notes001.fig2_claims(pd.DataFrame(columns=["elbo"]), {1.0: -2.0}),
+    claims = [*notes001.table1_claims(stats, notes001.paired_differences(learned_runs())),
+              *notes001.fig2_claims(pd.DataFrame(columns=["elbo"]), {1.0: -2.0}),
               *notes001.fig1_claims(pd.DataFrame(columns=pd.MultiIndex.from_tuples([("test_ll", "VL"),
                                                                                      ("test_ll", "VI")])), 0.0)]
     assert answered(claims) == declared("notes001")
