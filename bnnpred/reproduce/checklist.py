@@ -46,10 +46,12 @@ def recorded(out: Path, studies: Mapping[str, Study]) -> dict[str, dict]:
 
 
 def verdicts(claims: list[dict], item: Item) -> str:
-    """``2 hold, 1 does not hold`` for the claims on ``item`` (any part), or ``no claim`` if none."""
+    """``2 hold, 1 does not hold`` for the claims on ``item`` (any part), or why there is none: the page was built
+    before its study answered the item."""
     counts = Counter(Verdict(c["verdict"]) for c in claims if (c["notes"], c["number"]) == (item.notes, item.number))
     return ", ".join(f"{counts[v]} {'hold' if v is Verdict.holds and counts[v] > 1 else v.value}"
-                     for v in VERDICT_ORDER if counts[v]) or "no claim"
+                     for v in VERDICT_ORDER if counts[v]) or "no verdict yet (the page was built before its study " \
+                                                              "answered this item; rerun it)"
 
 
 def where(entry: Entry, out: Path, studies: Mapping[str, Study],
@@ -72,7 +74,8 @@ def where(entry: Entry, out: Path, studies: Mapping[str, Study],
         else:
             cells.append(f"{name}: page not built yet (`bnnpred reproduce {name}`)")
     links = ", ".join(f"[{name}]({name}/README.md)" for name in pages)
-    return links, "; ".join(cells), any(name in claims for name in pages)
+    return links, "; ".join(cells), any((c["notes"], c["number"]) == key for name in pages
+                                        for c in claims.get(name, []))
 
 
 def checklist_page(out: Path, studies: Mapping[str, Study], path: Path = CHECKLIST) -> str:

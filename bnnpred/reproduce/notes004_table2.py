@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from bnnpred.metrics import entropy
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
+from bnnpred.reproduce import notes003_images
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, claim, item, items, lookup
 
@@ -48,22 +49,34 @@ QUICK = ("dataset.n_train=300", "dataset.n_test=200", "ood.n_test=100", "inferen
          "predictive.gp_prior_factors=[1,10]", "prior.delta=1,100", "seed=117")
 
 
+NOTES003_SET = "fashion_mnist"  # notes-003 Table 5.2 / Figs 5.9-5.10 are Fashion-MNIST's, MNIST as OOD
+# notes-003's diagonal and last-layer rows on the same MAP networks (the fit cache hands each δ's network over)
+NOTES003_POSTERIORS = {name: overrides for name, overrides in notes003_images.POSTERIORS.items() if name != "kron"}
+
+
 def sweep_all(r: Reproduction, sets: list[str]) -> pd.DataFrame:
-    """Every run of every set and posterior: one row per (run, split, predictive) with its table row name."""
+    """Every run of every set and posterior (notes-003's extra posteriors on :data:`NOTES003_SET`): one row per
+    (run, split, predictive) with its set and posterior."""
     frames = []
     for name in sets:
-        for posterior, overrides in POSTERIORS.items():
+        posteriors = {**POSTERIORS, **(NOTES003_POSTERIORS if name == NOTES003_SET else {})}
+        for posterior, overrides in posteriors.items():
             folder = r.sweep(r.runs / "notes004_table2" / name / posterior, "delta${prior.delta}",
                              "experiment=notes004_table2", f"dataset={name}", f"ood={PAIRS[name]}", *overrides,
                              *r.pick(quick=(), cpu=CPU, full=()), quick=QUICK)
-            frame = collect([folder])
-            frame["set"] = name
-            frame["row"] = [ROWS.get((posterior, kind)) for kind in frame["predictive"]]
-            frames.append(frame[frame["row"].notna()])
-    frame = pd.concat(frames, ignore_index=True)
-    frame["accuracy"] *= 100
-    frame["predictive"] = frame["row"]  # δ is chosen per table row (the two bnn rows share a predictive kind)
-    return frame
+            frames.append(collect([folder]).assign(set=name, posterior=posterior))
+    return pd.concat(frames, ignore_index=True)
+
+
+def labelled(frame: pd.DataFrame, rows: dict[tuple[str, str], str]) -> pd.DataFrame:
+    """The runs' rows that a table shows, each named by ``rows`` from its (posterior, predictive kind), accuracy in
+    %; the row name replaces the predictive, so that δ is chosen per table row (the two bnn rows share a kind)."""
+    names = [rows.get(key) for key in zip(frame["posterior"], frame["predictive"], strict=True)]
+    shown = frame.assign(row=names)
+    shown = shown[shown["row"].notna()].copy()
+    shown["accuracy"] *= 100
+    shown["predictive"] = shown["row"]
+    return shown
 
 
 def table(chosen: pd.DataFrame, name: str) -> list[str]:
@@ -143,17 +156,49 @@ def scale(frame: pd.DataFrame, name: str) -> str:
             f"M = {cfg.predictive.gp_subset_size} training points ({GP_MEMORY}); seed {cfg.seed}.")
 
 
+def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
+    """notes-003 Table 5.2, Fig 5.9 and Fig 5.10 (checklist items 13, 15, 16) on this page's Fashion-MNIST networks
+    (issue 17): :mod:`~bnnpred.reproduce.notes003_images`'s rows, choice of δ, claims and GP-against-M
+    re-evaluations, on the 3c3d runs instead of that page's substitute MLP."""
+    runs = labelled(frame[frame["set"] == NOTES003_SET], notes003_images.ROWS)
+    chosen = notes003_images.choose(runs)
+    s = notes003_images.stats(chosen)
+    by_m = notes003_images.gp_by_subset_size(r, chosen)
+    by_m.drop(columns="folder").to_csv(r.out / "fig5_10_gp_by_m.csv", index=False)
+    return [
+        f"## notes-003 Table 5.2, Fig 5.9 and Fig 5.10 on the same networks ({NOTES003_SET}, OOD: "
+        f"{PAIRS[NOTES003_SET]})", "",
+        "The second thesis's image rows on this page's 3c3d networks, at the scale stated in the "
+        f"{NOTES003_SET} section above: MAP, BNN-KFAC (the bnn predictive), GLM-KFAC (glm), GP-GGN (gp, on the M "
+        "stated there), GLM-diag (the diagonal Laplace-GGN's glm predictive) and GLM-GGN-Full (the last layer's "
+        "full-covariance Laplace-GGN, the rest fixed at the MAP); δ chosen per row by validation NLL (GP-GGN on "
+        "MAP's network); the thesis's Table 5.2 (3c3d, 60k images) in brackets. One seed, so no spread.", "",
+        notes003_images.code_versions(runs), "",
+        "### Table 5.2 (notes-003 checklist item 13)", "", *notes003_images.table(chosen), "",
+        r.table(notes003_images.table_claims(s, network="ours the same network trained for fewer epochs")), "",
+        "### Fig 5.9: OOD detection by predictive entropy (item 15)", "",
+        f"![fig5.9]({notes003_images.fig5_9(r, chosen)})", "",
+        r.table(notes003_images.ood_claims(s, notes003_images.entropy_gaps(chosen))), "",
+        "### Fig 5.10: the GP-GGN against its number of training points M (item 16)", "",
+        "MAP's network (its chosen δ) re-evaluated with the GP on M random training points (`bnnpred eval`); "
+        "`fig5_10_gp_by_m.csv` has the numbers.", "",
+        *notes003_images.m_table(by_m), "", f"![fig5.10]({notes003_images.fig5_10(r, by_m)})", "",
+        r.table(notes003_images.gp_claims(by_m, s)), "",
+    ]
+
+
 def make(r: Reproduction) -> str:
     sets = list(PAIRS)
     frame = sweep_all(r, sets)
-    chosen = choose(frame)
+    table2 = labelled(frame, ROWS)
+    chosen = choose(table2)
     sections = []
     for name in sets:
         beside = ("the paper's FMNIST numbers (60k images, 500 epochs, 5 seeds) in brackets" if name == "fashion_mnist"
                   else "the paper's MNIST table is in its missing App. B.4")
-        sections += [f"## {name} (OOD: {PAIRS[name]}); {beside}", "", scale(frame, name), "", *table(chosen, name), "",
-                     r.table(claims(summarize(chosen[chosen["set"] == name], "test", ["row"]).set_index("row"))), "",
-                     f"![fig6]({fig6(r, chosen, name)})", ""]
+        sections += [f"## {name} (OOD: {PAIRS[name]}); {beside}", "", scale(table2, name), "", *table(chosen, name),
+                     "", r.table(claims(summarize(chosen[chosen["set"] == name], "test", ["row"]).set_index("row"))),
+                     "", f"![fig6]({fig6(r, chosen, name)})", ""]
     deltas = ", ".join(f"{d:g}" for d in np.sort(frame["delta"].unique()))
     return "\n".join([
         "# GLM predictive paper, Table 2 and Fig. 6: 3c3d on Fashion-MNIST and MNIST with OOD detection", "",
@@ -165,10 +210,12 @@ def make(r: Reproduction) -> str:
         "validation NLL (the gp row takes MAP's network, as in the paper); OOD-AUC separates the test images from "
         "the OOD set's by predictive entropy; one seed, so no error bars. Each section states the scale its runs "
         "were made at.",
-        "", *sections,
+        "", *sections, *notes003_section(r, frame),
     ])
 
 
 STUDY = Study(name="notes004_table2", title="GLM predictive paper (notes-004) Table 2 and Fig. 6: 3c3d on "
-              "Fashion-MNIST / MNIST with OOD detection (MAP, bnn, dampened bnn, glm, gp)", make=make,
-              cpu_cost="about 11 h (20 runs, 22 core-hours)", items=items(4, 8, 10), full_scale=True)
+              "Fashion-MNIST / MNIST with OOD detection (MAP, bnn, dampened bnn, glm, gp); notes-003 Table 5.2 and "
+              "Figs 5.9-5.10 on the same networks", make=make,
+              cpu_cost="about 12 h (30 runs and 5 GP re-evaluations, 24 core-hours)",
+              items=(*items(4, 8, 10), *items(3, 13, 15, 16)), full_scale=True)

@@ -61,3 +61,16 @@ def test_verdicts_come_from_claims_json_and_their_absence_is_said(tmp_path):
     assert "86 items: 2 on a page (1 with verdicts recorded as data), 84 on none." in page
     assert [line for line in page.splitlines() if line.startswith("## ")] == [
         "## notes-000", "## notes-001", "## notes-002", "## notes-003", "## notes-004"]
+
+
+def test_an_item_a_built_page_does_not_answer_yet_has_no_verdict_and_is_not_counted_as_one(tmp_path):
+    """A study that declares an item its committed page predates (notes004_table2's notes-003 rows, issue 17):
+    the row names the page but gives no verdict, and the count of items with verdicts leaves it out."""
+    studies = {"grown": fake("grown", 6, 7)}
+    shown = [claim(item(4, 6, "a"), Compare("glm NLL", "<", "bnn NLL"), (0.2, 0.4))]
+    write_json(tmp_path / "grown" / "claims.json", {"study": "grown", "tier": "cpu", "claims": claims_json(shown)})
+    page = checklist_page(tmp_path, studies)
+    seven = next(line for line in page.splitlines() if line.startswith("| 7 | Fig. 5"))
+    assert "[grown](grown/README.md)" in seven
+    assert "grown: no verdict yet (the page was built before its study answered this item; rerun it)" in seven
+    assert "86 items: 2 on a page (1 with verdicts recorded as data), 84 on none." in page

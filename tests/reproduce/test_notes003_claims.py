@@ -41,7 +41,7 @@ def test_snelson_claims():
 def image_stats(**changes: dict[str, float]) -> pd.DataFrame:
     rows = {"MAP": (85.0, 0.42, 0.03, 0.80), "BNN-KFAC": (84.0, 0.50, 0.10, 0.82), "GLM-KFAC": (84.8, 0.41, 0.02, 0.85),
             "GLM-diag": (84.9, 0.42, 0.03, 0.81), "GLM-GGN-Full (last layer)": (85.0, 0.41, 0.02, 0.82),
-            "GP-GGN (M = 400)": (85.1, 0.40, 0.03, 0.83)}
+            "GP-GGN": (85.1, 0.40, 0.03, 0.83)}
     frame = pd.DataFrame.from_dict(rows, orient="index", columns=list(notes003_images.METRICS))
     for row, values in changes.items():
         frame.loc[row, list(values)] = list(values.values())

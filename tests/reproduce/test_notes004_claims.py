@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from helpers import answered, declared, verdicts
 
-from bnnpred.reproduce import notes004_fig3, notes004_table1, notes004_table2
+from bnnpred.reproduce import notes003_images, notes004_fig3, notes004_table1, notes004_table2
 from bnnpred.run_files import write_manifest
 
 NA = "not applicable"
@@ -90,7 +90,30 @@ def test_table2_claims():
     assert verdicts(claims) == ["holds", "does not hold", "does not hold", "holds", "does not hold", "holds", "holds"]
     assert claims[6].numbers == "0.02 vs 0.03"
     assert set(verdicts(notes004_table2.claims(stats.iloc[:0]))) == {NA}
-    assert answered(claims) == declared("notes004_table2")
+    assert answered(claims) == {key for key in declared("notes004_table2") if key[0] == "notes-004"}
+
+
+def test_the_notes003_rows_on_the_same_networks_are_named_per_posterior_and_answer_notes003s_items():
+    """Issue 17: notes-003's Table 5.2 rows are read off notes004_table2's own runs (the kron, diag and last-layer
+    sweeps on one set), each (posterior, predictive) under its notes-003 name, accuracy in %; the dampened sweep and
+    the other set have no notes-003 row."""
+    frame = pd.DataFrame([{"set": s, "posterior": p, "predictive": k, "accuracy": 0.9, "run_dir": f"{s}/{p}"}
+                          for s in notes004_table2.PAIRS
+                          for p, k in (("kron", "map"), ("kron", "nn"), ("kron", "glm"), ("kron", "gp"),
+                                       ("kron_dampened", "nn"), ("diag", "glm"), ("last_layer", "glm"))])
+    rows = notes004_table2.labelled(frame[frame["set"] == notes004_table2.NOTES003_SET], notes003_images.ROWS)
+    assert list(rows["row"]) == ["MAP", "BNN-KFAC", "GLM-KFAC", "GP-GGN", "GLM-diag", "GLM-GGN-Full (last layer)"]
+    assert list(rows["predictive"]) == list(rows["row"]) and (rows["accuracy"] == 90.0).all()
+    table2 = notes004_table2.labelled(frame, notes004_table2.ROWS)
+    assert sorted(set(table2["row"])) == sorted(notes004_table2.ROWS.values())
+    assert len(table2) == 2 * len(notes004_table2.ROWS)  # both sets; diag and last-layer runs have no Table 2 row
+    assert set(notes004_table2.NOTES003_POSTERIORS) == {"diag", "last_layer"}
+    stats = pd.DataFrame(columns=list(notes004_table2.METRICS))
+    by_m = pd.DataFrame(columns=["seed", "M", *notes004_table2.METRICS])
+    section = [*notes003_images.table_claims(stats, network="ours the same network"),
+               *notes003_images.ood_claims(stats, {}), *notes003_images.gp_claims(by_m, stats)]
+    assert set(verdicts(section)) == {NA}
+    assert answered(section) == {key for key in declared("notes004_table2") if key[0] == "notes-003"}
 
 
 def test_table2_states_the_scale_its_runs_were_made_at(tmp_path):
