@@ -45,13 +45,18 @@ def recorded(out: Path, studies: Mapping[str, Study]) -> dict[str, dict]:
     return {name: read_json(out / name / "claims.json") for name in studies if (out / name / "claims.json").is_file()}
 
 
-def verdicts(claims: list[dict], item: Item) -> str:
-    """``2 hold, 1 does not hold`` for the claims on ``item`` (any part), or why there is none: the page was built
-    before its study answered the item."""
-    counts = Counter(Verdict(c["verdict"]) for c in claims if (c["notes"], c["number"]) == (item.notes, item.number))
+def tally(claims: list[dict]) -> str:
+    """``2 hold, 1 does not hold``: the claims (``claims.json`` entries) counted by verdict; empty for none."""
+    counts = Counter(Verdict(c["verdict"]) for c in claims)
     return ", ".join(f"{counts[v]} {'hold' if v is Verdict.holds and counts[v] > 1 else v.value}"
-                     for v in VERDICT_ORDER if counts[v]) or "no verdict yet (the page was built before its study " \
-                                                              "answered this item; rerun it)"
+                     for v in VERDICT_ORDER if counts[v])
+
+
+def verdicts(claims: list[dict], item: Item) -> str:
+    """The :func:`tally` of the claims on ``item`` (any part), or why there is none: the page was built before its
+    study answered the item."""
+    return tally([c for c in claims if (c["notes"], c["number"]) == (item.notes, item.number)]) or (
+        "no verdict yet (the page was built before its study answered this item; rerun it)")
 
 
 def where(entry: Entry, out: Path, studies: Mapping[str, Study],

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from bnnpred.io import write_json
-from bnnpred.reproduce import STUDIES
+from bnnpred.reproduce import STUDIES, VERDICTS_END, VERDICTS_START, index, update_readme, verdicts_block
 from bnnpred.reproduce.base import Study
 from bnnpred.reproduce.checklist import checklist_page, entries
 from bnnpred.reproduce.claims import Compare, claim, claims_json, every, item, items
@@ -33,6 +33,34 @@ def test_an_item_has_a_page_or_a_reason_never_both():
 
 def test_the_committed_index_is_the_generated_one():
     assert (OUTPUTS / "checklist.md").read_text() == checklist_page(OUTPUTS, STUDIES)
+
+
+def test_the_committed_page_index_and_the_readmes_verdicts_table_are_the_generated_ones():
+    """Issue 19: the README's and outputs/README.md's verdict counts come from the pages' claims.json."""
+    assert (OUTPUTS / "README.md").read_text() == index(OUTPUTS)
+    assert verdicts_block(OUTPUTS) in (OUTPUTS.parent / "README.md").read_text()
+
+
+def test_the_readme_verdicts_table_counts_each_pages_claims_and_only_it_is_rewritten(tmp_path):
+    out = tmp_path / "outputs"
+    name = next(iter(STUDIES))
+    shown = [claim(item(4, 6, "a"), Compare("glm NLL", "<", "bnn NLL"), (0.2, 0.4)),
+             claim(item(4, 6, "b"), Compare("glm NLL", "<", "bnn NLL"), (0.3, 0.4)),
+             claim(item(4, 6, "c"), Compare("glm NLL", "<", "bnn NLL"), (0.5, 0.4))]
+    write_json(out / name / "claims.json", {"study": name, "tier": "quick", "claims": claims_json(shown)})
+    (out / name / "README.md").write_text("# page\n")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n\n{VERDICTS_START}\nstale\n{VERDICTS_END}\n\nrest\n")
+    update_readme(out)
+    assert readme.read_text() == (f"intro\n\n{VERDICTS_START}\n| page | verdicts |\n|---|---|\n"
+                                  f"| [{name}](outputs/{name}/README.md) | 2 hold, 1 does not hold (tier quick) |\n"
+                                  f"{VERDICTS_END}\n\nrest\n")
+    (out / name / "claims.json").unlink()
+    update_readme(out)
+    assert "| not recorded as data (the page predates claims.json) |" in readme.read_text()
+    readme.write_text("a user's own README\n")  # no markers: never touched
+    update_readme(out)
+    assert readme.read_text() == "a user's own README\n"
 
 
 def fake(name: str, *numbers: int) -> Study:
