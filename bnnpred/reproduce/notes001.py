@@ -1,8 +1,8 @@
 """Variational Laplace paper (notes-001) at CPU scale on real Fashion-MNIST, in the regime where MAP overfits
 (issue 18): the MAP controls' validation likelihood per epoch (untempered and at VL's tempered weight decay), the
 Table 1 analogue (VL, VI and both MAPs over three seeds), Fig. 2 (β ∈ {1, 0.1} x log-σ learning-rate multipliers
-{1, 3, 10, 30}: ELBO per epoch and final metrics) and Fig. 1 (fixed isotropic variances, three seeds); notes-001
-checklist items 6b, 7, 8 and 10 checked (soft at this scale). Settings: ``bnnpred/conf/experiment/
+{1, 3, 10, 30}: ELBO per epoch and final metrics), Fig. 1 (fixed isotropic variances, three seeds) and §2.4's
+VL(H) ablation (one seed); notes-001 checklist items 6b, 7, 8 and 10 checked (soft at this scale). Settings: ``bnnpred/conf/experiment/
 notes001_fmnist*.yaml`` (softplus 784-100-100-10, 50 epochs, the paper's step schedule)."""
 
 from __future__ import annotations
