@@ -17,6 +17,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+from bnnpred.io import load_torch  # noqa: E402
+from bnnpred.prior import Prior  # noqa: E402
 from bnnpred.report.tables import find_runs  # noqa: E402
 from bnnpred.reproduce.base import Reproduction, Study, document  # noqa: E402
 from bnnpred.reproduce.claims import (  # noqa: E402
@@ -303,42 +305,53 @@ def fig1_claims(fixed: pd.DataFrame, map_ll: float) -> list[Claim]:
     ]
 
 
+def log_sigma_over_prior(run_dir: Path) -> np.ndarray:
+    """``log σ − log s`` per parameter ``[P]`` of a saved diagonal posterior: ½ (log prior precision − log
+    posterior precision)."""
+    saved = load_torch(run_dir / "posterior.pt")
+    prior = Prior.from_state(saved["prior"]).precision()
+    return (0.5 * (prior.double().log() - saved["posterior"]["precision"].double().log())).numpy()
+
+
 def hessian_ablation(runs: pd.DataFrame) -> pd.DataFrame:
-    """VL(H) against VL at the same settings (β = 1, multiplier 10) and seed: per method the largest per-tensor
-    mean ``log σ − log s`` at the first and last epoch (from the trace), the test log-likelihood and the health
-    checks' flags. Under VL the optimum σ² = 1/(1/s² + F) with F ⪰ 0 stays below s²; under VL(H) it is
-    1/(1/s² − H_λλ) and grows without bound where H_λλ > 1/s² (notes-001 §2.4, eqs. 22-23)."""
+    """VL(H) against VL at the same settings (β = 1, multiplier 10) and seed: per method the largest ``log σ −
+    log s`` over the parameters and the share of parameters whose σ exceeds e·s (from the saved posterior), the
+    test log-likelihood and the health checks' flags. Under VL the optimum σ² = 1/(1/s² + F) with F ⪰ 0 stays at or
+    below s²; under VL(H) it is 1/(1/s² − H_λλ) and grows without bound where H_λλ > 1/s² (notes-001 §2.4,
+    eqs. 22-23)."""
     ablation = runs[runs["group"] == "hessian"]
     vl = runs[(runs["group"] == "learned") & (runs["method"] == "VL") & (runs["beta"] == 1.0)
               & (runs["multiplier"] == 10) & runs["seed"].isin(ablation["seed"])]
     rows = []
     for _, run in pd.concat([vl, ablation]).iterrows():
-        trace = pd.read_csv(run["trace"])
-        log_sigma = trace[[c for c in trace.columns if c.startswith("log_sigma_over_s/")]]
-        rows.append({"method": run["method"], "first": float(log_sigma.iloc[0].max()),
-                     "last": float(log_sigma.iloc[-1].max()), "test_ll": run["test_ll"], "flags": run["flags"]})
-    return pd.DataFrame(rows, columns=["method", "first", "last", "test_ll", "flags"]).set_index("method")
+        ratio = log_sigma_over_prior(Path(run["trace"]).parent)
+        rows.append({"method": run["method"], "largest": float(ratio.max()), "above": float(np.mean(ratio > 1)),
+                     "test_ll": run["test_ll"], "flags": run["flags"]})
+    return pd.DataFrame(rows, columns=["method", "largest", "above", "test_ll", "flags"]).set_index("method")
 
 
 def hessian_lines(ablation: pd.DataFrame) -> list[str]:
-    lines = ["| method | largest mean log σ − log s, epoch 1 | at the last epoch | test log-likelihood | health "
-             "checks |", "|---|---|---|---|---|"]
+    lines = ["| method | largest log σ − log s | parameters with σ > e·s | test log-likelihood | health checks |",
+             "|---|---|---|---|---|"]
     for method, row in ablation.iterrows():
-        lines.append(f"| {method} | {row['first']:.3f} | {row['last']:.3f} | {row['test_ll']:.4f} | "
+        lines.append(f"| {method} | {row['largest']:.4f} | {100 * row['above']:.1f} % | {row['test_ll']:.4f} | "
                      f"{row['flags'] or 'passed'} |")
     return lines
 
 
+ROUNDING = 0.01  # log σ − log s that VL may show above 0 from its finite optimisation (VL's optimum is ≤ 0)
+
+
 def hessian_claims(ablation: pd.DataFrame) -> list[Claim]:
     """The ablation's divergence (notes-001 §2.4: "vl_hessian should diverge"; no checklist item of its own, so
-    beside item 10, the CPU analogue it runs in): VL(H)'s σ passes the prior's s, VL's does not, and VL(H)'s test
-    likelihood is the lower."""
+    beside item 10, the CPU analogue it runs in): VL(H)'s σ grows past the prior's s (by more than a factor e), VL's
+    does not, and VL(H)'s test likelihood is the lower."""
     note = "added beside item 10: §2.4's VL(H) ablation"
     return [
-        claim(item(1, 10), Compare(f"{HESSIAN}: largest per-tensor mean log σ − log s at the last epoch", ">", 0),
-              lookup(ablation, HESSIAN, "last"), note=note),
-        claim(item(1, 10), Compare("VL: largest per-tensor mean log σ − log s at the last epoch", "≤", 0),
-              lookup(ablation, "VL", "last"), note=note),
+        claim(item(1, 10), Compare(f"{HESSIAN}: largest log σ − log s over the parameters", ">", 1),
+              lookup(ablation, HESSIAN, "largest"), note=note),
+        claim(item(1, 10), Compare("VL: largest log σ − log s over the parameters", "≤", ROUNDING),
+              lookup(ablation, "VL", "largest"), note=note),
         claim(item(1, 10), Compare(f"{HESSIAN} test LL", "<", "VL test LL"),
               (lookup(ablation, HESSIAN, "test_ll"), lookup(ablation, "VL", "test_ll")), note=note),
     ]

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import torch
 from helpers import answered, declared, verdicts
 
+from bnnpred.io import save_torch
+from bnnpred.prior import Prior
 from bnnpred.reproduce import notes001
 from bnnpred.reproduce.base import Reproduction, Tier
 
@@ -132,27 +135,32 @@ def test_the_claims_answer_the_items_the_study_declares():
     assert answered(claims) == declared("notes001")
 
 
-def test_the_hessian_ablation_reads_sigma_against_the_prior_from_the_traces(tmp_path):
-    """VL(H) (notes-001 §2.4) beside VL at β = 1, multiplier 10 and its seed: VL(H)'s σ passes the prior's s in
-    one tensor (log σ − log s = 0.8 at the end), VL's stays below; VL at another β or seed is not its control."""
+def test_the_hessian_ablation_reads_sigma_against_the_prior_per_parameter(tmp_path):
+    """VL(H) (notes-001 §2.4) beside VL at β = 1, multiplier 10 and its seed, read from the saved posteriors: prior
+    precision δ·fan-in = 0.01 x (100, 100, 1, 1); VL(H)'s σ is e² times s on one of four parameters, VL's at most s
+    (its first σ is s exactly, log σ − log s = 0); VL at another β or seed is not its control."""
+    prior = Prior.from_precision(torch.tensor([1.0, 1.0, 0.01, 0.01], dtype=torch.float64))
     rows = []
-    for group, method, beta, seed, first, last, ll in (("learned", "VL", 1.0, 0, -0.5, -0.06, -0.40),
-                                                        ("learned", "VL", 0.1, 0, -0.5, 0.5, -0.30),
-                                                        ("learned", "VL", 1.0, 1, -0.5, 0.5, -0.30),
-                                                        ("hessian", notes001.HESSIAN, 1.0, 0, -0.5, 0.8, -0.90)):
-        trace = tmp_path / f"{group}{beta}{seed}.csv"
-        pd.DataFrame({"epoch": [1.0, 2.0], "log_sigma_over_s/1.weight": [first, last],
-                      "log_sigma_over_s/1.bias": [-3.0, -3.0]}).to_csv(trace, index=False)
+    for group, method, beta, seed, log_ratio, ll in (("learned", "VL", 1.0, 0, [0.0, -1, -2, -3], -0.40),
+                                                      ("learned", "VL", 0.1, 0, [3.0, 0, 0, 0], -0.30),
+                                                      ("learned", "VL", 1.0, 1, [3.0, 0, 0, 0], -0.30),
+                                                      ("hessian", notes001.HESSIAN, 1.0, 0, [2.0, -1, -1, -1], -0.90)):
+        run_dir = tmp_path / f"{group}{beta}{seed}"
+        precision = prior.precision() * torch.exp(-2 * torch.tensor(log_ratio, dtype=torch.float64))
+        save_torch(run_dir / "posterior.pt", {"prior": prior.state(), "posterior": {"structure": "diag",
+                                                                                   "precision": precision}})
         rows.append({"group": group, "method": method, "beta": beta, "multiplier": 10.0, "seed": seed,
-                     "test_ll": ll, "flags": "diverged" if group == "hessian" else "", "trace": str(trace)})
+                     "test_ll": ll, "flags": "diverged" if group == "hessian" else "",
+                     "trace": str(run_dir / "trace.csv")})
     ablation = notes001.hessian_ablation(pd.DataFrame(rows))
     assert list(ablation.index) == ["VL", notes001.HESSIAN]
-    assert ablation.loc[notes001.HESSIAN, "last"] == pytest.approx(0.8)
-    assert ablation.loc["VL", "first"] == pytest.approx(-0.5)
+    assert ablation.loc[notes001.HESSIAN, "largest"] == pytest.approx(2.0)
+    assert ablation.loc[notes001.HESSIAN, "above"] == 0.25
+    assert ablation.loc["VL", "largest"] == pytest.approx(0.0, abs=1e-12) and ablation.loc["VL", "above"] == 0
     claims = notes001.hessian_claims(ablation)
     assert verdicts(claims) == ["holds", "holds", "holds"]
-    assert claims[0].numbers == "0.8" and claims[2].numbers == "-0.9 vs -0.4"
-    assert notes001.hessian_lines(ablation)[3] == f"| {notes001.HESSIAN} | -0.500 | 0.800 | -0.9000 | diverged |"
+    assert claims[0].numbers == "2" and claims[2].numbers == "-0.9 vs -0.4"
+    assert notes001.hessian_lines(ablation)[3] == f"| {notes001.HESSIAN} | 2.0000 | 25.0 % | -0.9000 | diverged |"
     assert notes001.hessian_lines(ablation)[2].endswith("| passed |")
     none = notes001.hessian_ablation(pd.DataFrame(rows[:1]))  # no VL(H) run: no control, no verdict
     assert none.empty and set(verdicts(notes001.hessian_claims(none))) == {NA}
