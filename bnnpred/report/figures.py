@@ -330,20 +330,26 @@ def plot_convergence(path: str | Path, trace: pd.DataFrame) -> Path:
 
 
 def plot_mean_curves(path: str | Path, frame: pd.DataFrame, *, x: str, metrics: Mapping[str, str], panel: str,
-                     hue: str, log_y: Collection[str] = ()) -> Path:
+                     hue: str, log_y: Collection[str] = (), floor_quantile: float | None = None) -> Path:
     """Curves averaged over repeats (e.g. seeds): a row of panels per metric (``{column: label}``; the columns in
     ``log_y`` on a log axis), a panel per value of ``panel`` (e.g. the data set), a line per value of ``hue`` (the
-    method), each metric against ``x``."""
+    method), each metric against ``x``. With ``floor_quantile`` a panel's y-axis starts just below that quantile
+    of its values, so that one curve's early collapse (an ELBO of −2000 beside −0.5) does not flatten the rest."""
     panels = list(dict.fromkeys(frame[panel]))
     colors = {method: f"C{i}" for i, method in enumerate(dict.fromkeys(frame[hue]))}  # one colour per method
     fig, axes = plt.subplots(len(metrics), len(panels), squeeze=False, layout="constrained",
                              figsize=(PANEL_SIZE * len(panels) + 1.0, 0.8 * PANEL_SIZE * len(metrics)))
     for row, (column, label) in zip(axes, metrics.items(), strict=True):
         for ax, name in zip(row, panels, strict=True):
-            for method, curve in frame[frame[panel] == name].groupby(hue, sort=False):
+            shown = frame[frame[panel] == name]
+            for method, curve in shown.groupby(hue, sort=False):
                 mean = curve.groupby(x)[column].mean()
                 ax.plot(mean.index, mean.to_numpy(), color=colors[method], label=str(method))
             ax.set(title=str(name), xlabel=x, ylabel=label, yscale="log" if column in log_y else "linear")
+            if floor_quantile is not None and shown[column].notna().any():
+                low, high = float(shown[column].quantile(floor_quantile)), float(shown[column].max())
+                margin = 0.05 * (high - low) or 0.5
+                ax.set_ylim(low - margin, high + margin)
     handles = [plt.Line2D([], [], color=color, label=str(method)) for method, color in colors.items()]
     fig.legend(handles=handles, loc="outside right upper", fontsize="small")
     return _save(fig, path)

@@ -18,7 +18,7 @@ from typing import TypeVar
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.run_index import failed_runs
-from bnnpred.run_record import EVAL_FILES, RUN_FILES, NotFinished, read_finished
+from bnnpred.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
 
 T = TypeVar("T")
 
@@ -136,10 +136,16 @@ def _finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Path:
     return run_dir
 
 
-def document(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> dict:
-    """The verified ``metrics.json`` of a finished run (or re-evaluation), else an error naming why."""
+def finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> FinishedRun:
+    """A finished run (or re-evaluation) read back verified: its config and metrics document, else an error naming
+    why."""
     try:
-        return read_finished(run_dir, required).document
+        return read_finished(run_dir, required)
     except NotFinished as e:
         raise BnnpredError(f"{run_dir} is not a finished run ({e}); run the study without --report-only "
                            "first") from e
+
+
+def document(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> dict:
+    """The verified ``metrics.json`` of a finished run (or re-evaluation), else an error naming why."""
+    return finished(run_dir, required).document

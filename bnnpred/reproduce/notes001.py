@@ -9,19 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from bnnpred.io import load_torch  # noqa: E402
-from bnnpred.prior import Prior  # noqa: E402
-from bnnpred.report.tables import find_runs  # noqa: E402
-from bnnpred.reproduce.base import Reproduction, Study, document  # noqa: E402
-from bnnpred.reproduce.claims import (  # noqa: E402
+from bnnpred.io import load_torch
+from bnnpred.prior import Prior
+from bnnpred.report import figures
+from bnnpred.report.tables import find_runs
+from bnnpred.reproduce.base import Reproduction, Study, finished
+from bnnpred.reproduce.claims import (
     Claim,
     Compare,
     all_of,
@@ -64,8 +60,8 @@ def sweep_runs(r: Reproduction, seeds: str) -> pd.DataFrame:
 
 
 def run_row(run_dir: Path) -> dict:
-    cfg = OmegaConf.load(run_dir / "config.yaml")
-    doc = document(run_dir)
+    run = finished(run_dir)
+    cfg, doc = run.config, run.document
     test = doc["metrics"]["test"]["map"]
     inference = cfg.inference
     group = run_dir.parent.name
@@ -134,7 +130,7 @@ def overfitting(r: Reproduction, runs: pd.DataFrame) -> pd.DataFrame:
     as a figure; returns per method the best epoch, and the rise from the best epoch's validation NLL to the
     last epoch's (mean and s.e. over seeds), from each run's trace."""
     chosen = table1_runs(runs)
-    rows, curves = [], {}
+    rows, curves = [], []
     for (method, seed), trace_file in chosen.set_index(["method", "seed"])["trace"].items():
         nll = pd.read_csv(trace_file).set_index("epoch")["valid_nll"]
         if not np.isfinite(nll).all():  # a trace with a missing number gives no regime, never a partial one
@@ -142,16 +138,12 @@ def overfitting(r: Reproduction, runs: pd.DataFrame) -> pd.DataFrame:
             continue
         rows.append({"method": method, "seed": seed, "best_epoch": float(nll.idxmin()),
                      "rise": float(nll.iloc[-1] - nll.min())})
-        curves.setdefault(method, []).append(nll)
-    fig, ax = plt.subplots(figsize=(6, 3.8), layout="constrained")
-    for method, per_seed in curves.items():
-        mean = pd.concat(per_seed, axis=1).mean(axis=1)
-        ax.plot(mean.index, mean, label=method)
-    ax.set(xlabel="epoch", ylabel="validation NLL (mean over seeds)", title="Where each method's validation NLL is "
-           "lowest")
-    ax.legend(fontsize=8)
-    fig.savefig(r.out / "overfitting.png", dpi=90)
-    plt.close(fig)
+        curves.append(nll.reset_index().assign(method=method, seed=seed))
+    if curves:
+        figures.plot_mean_curves(r.out / "overfitting.png",
+                                 pd.concat(curves).assign(panel="where each method's validation NLL is lowest"),
+                                 x="epoch", metrics={"valid_nll": "validation NLL (mean over seeds)"}, panel="panel",
+                                 hue="method")
     columns = ["best_epoch", "rise"]
     frame = pd.DataFrame(rows, columns=["method", "seed", *columns])
     return frame.groupby("method")[columns].agg(["mean", "sem"], skipna=False)
@@ -183,36 +175,32 @@ def overfitting_claims(regime: pd.DataFrame) -> list[Claim]:
 
 
 def fig2(r: Reproduction, runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[float, float]]:
-    """Panels A/B (ELBO per epoch, seed 0) per β, C/D/E (final test LL, accuracy, ELBO against the multiplier);
-    returns the per-(method, β, multiplier) means and VI's mean log σ − log s at the first decay (multiplier 1)."""
+    """Panels A/B (ELBO per epoch of the first seed, ``fig2_elbo.png``) and C/D/E (final test LL, accuracy and ELBO
+    against the multiplier, ``fig2_multiplier.png``) per β; returns the per-(method, β, multiplier) means and VI's
+    mean log σ − log s at the first decay (multiplier 1)."""
     learned = runs[runs["group"] == "learned"]
     means = learned.groupby(["method", "beta", "multiplier"])[["test_ll", "accuracy", "elbo"]].mean()
     betas = sorted(learned["beta"].unique(), reverse=True)
-    fig, axes = plt.subplots(len(betas), 5, figsize=(20, 3.6 * len(betas)), layout="constrained", squeeze=False)
-    vi_log_sigma = {}
-    for row, beta in zip(axes, betas, strict=True):
-        for ax, method in zip(row[:2], ("VI", "VL"), strict=True):
-            top = -np.inf  # the highest ELBO drawn: a run's early collapse must not stretch the axis above it
-            for shade, mult in zip(np.linspace(0.35, 1.0, len(MULTIPLIERS)), MULTIPLIERS, strict=True):
-                run = learned[(learned["method"] == method) & (learned["beta"] == beta)
-                              & (learned["multiplier"] == mult) & (learned["seed"] == learned["seed"].min())]
+    first = learned[learned["seed"] == learned["seed"].min()]
+    curves, vi_log_sigma = [], {}
+    for beta in betas:
+        for method in ("VI", "VL"):
+            for mult in MULTIPLIERS:
+                run = first[(first["method"] == method) & (first["beta"] == beta) & (first["multiplier"] == mult)]
                 trace = pd.read_csv(run["trace"].iloc[0])
-                ax.plot(trace["epoch"], trace["elbo"], color=plt.cm.Blues(shade), label=f"x{mult}")
-                top = max(top, float(trace["elbo"].max()))
+                curves.append(trace[["epoch", "elbo"]].assign(
+                    panel=f"{'AB'[method == 'VL']}: {method} ELBO / N, β = {beta:g}", multiplier=f"x{mult}"))
                 if method == "VI" and mult == 1:
                     vi_log_sigma[beta] = log_sigma_at_first_decay(trace)
-            ax.set(title=f"{'AB'[method == 'VL']}: {method} ELBO / N, β = {beta:g}", xlabel="epoch",
-                   ylim=(trace["elbo"].quantile(0.1) - 0.5, top + 0.1))
-            ax.legend(fontsize=7)
-        for ax, metric, panel in zip(row[2:], ("test_ll", "accuracy", "elbo"), "CDE", strict=True):
-            for method, colour in (("VI", "tab:blue"), ("VL", "tab:orange")):
-                ax.plot(MULTIPLIERS, [means.loc[(method, beta, m), metric] for m in MULTIPLIERS], "o-",
-                        color=colour, label=method)
-            ax.set(xscale="log", xlabel="log-σ learning-rate multiplier",
-                   title=f"{panel}: final {metric}, β = {beta:g}")
-            ax.legend(fontsize=7)
-    fig.savefig(r.out / "fig2_multiplier.png", dpi=90)
-    plt.close(fig)
+    figures.plot_mean_curves(r.out / "fig2_elbo.png", pd.concat(curves), x="epoch", metrics={"elbo": "ELBO / N"},
+                             panel="panel", hue="multiplier", floor_quantile=0.1)
+    panels = {f"{panel}: final {label}, β = {beta:g}": {method: [means.loc[(method, beta, m), metric]
+                                                                for m in MULTIPLIERS] for method in ("VI", "VL")}
+              for beta in betas
+              for metric, label, panel in (("test_ll", "test LL", "C"), ("accuracy", "accuracy (%)", "D"),
+                                           ("elbo", "ELBO / N", "E"))}
+    figures.plot_metric_vs_hyper_panels(r.out / "fig2_multiplier.png", MULTIPLIERS, panels, ylabel="mean over seeds",
+                                        xlabel="log-σ learning-rate multiplier", columns=3)
     return means, vi_log_sigma
 
 
@@ -229,17 +217,12 @@ def fig1(r: Reproduction, runs: pd.DataFrame, map_ll: float) -> tuple[list[str],
     fixed = fixed_runs.pivot_table(index="sigma2", columns="method", values=["test_ll", "accuracy"])
     sem = fixed_runs.pivot_table(index="sigma2", columns="method", values=["test_ll", "accuracy"], aggfunc="sem",
                                    dropna=False)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
-    for ax, metric in zip(axes, ("test_ll", "accuracy"), strict=True):
-        for method in ("VI", "VL"):
-            ax.errorbar(fixed.index, fixed[(metric, method)], yerr=sem[(metric, method)], fmt="o-", capsize=3,
-                        label=method)
-        if metric == "test_ll":
-            ax.axhline(map_ll, color="k", ls="--", label="MAP")
-        ax.set(xscale="log", xlabel="fixed posterior variance σ² (SGD lr = 256 σ²)", ylabel=metric)
-        ax.legend()
-    fig.savefig(r.out / "fig1_fixed_variance.png", dpi=90)
-    plt.close(fig)
+    figures.plot_metric_vs_hyper_panels(
+        r.out / "fig1_fixed_variance.png", fixed.index,
+        {"test log-likelihood": {"VI": fixed[("test_ll", "VI")], "VL": fixed[("test_ll", "VL")],
+                                 "MAP": [map_ll] * len(fixed)},
+         "accuracy (%)": {"VI": fixed[("accuracy", "VI")], "VL": fixed[("accuracy", "VL")]}},
+        ylabel="mean over seeds", xlabel="fixed posterior variance σ² (SGD lr = 256 σ²)", columns=2)
     lines = ["| σ² | VL test LL | VI test LL | VL accuracy (%) | VI accuracy (%) |", "|---|---|---|---|---|"]
     for s2 in fixed.index:
         cells = [f"{fixed.loc[s2, (m, k)]:.4f} ± {sem.loc[s2, (m, k)]:.4f}" if m == "test_ll" else
@@ -389,7 +372,8 @@ def make(r: Reproduction) -> str:
         "## Table 1 analogue (β = 0.1, multiplier 10; mean ± s.e. over seeds)", "", *lines, "",
         "Paired by seed (mean ± s.e. of the per-seed differences):", "", *differences_lines(differences), "",
         r.table(table1_claims(stats, differences)), "",
-        "## Fig. 2: the log-σ learning-rate multiplier", "", "![fig2](fig2_multiplier.png)", "",
+        "## Fig. 2: the log-σ learning-rate multiplier", "", "![fig2 A/B](fig2_elbo.png)", "",
+        "![fig2 C/D/E](fig2_multiplier.png)", "",
         r.table(fig2_claims(means, vi_log_sigma)), "",
         "## Fig. 1: fixed isotropic variance (β = 1; mean ± s.e. over seeds)", "",
         "![fig1](fig1_fixed_variance.png)", "", *fixed_lines, "",
