@@ -122,3 +122,52 @@ def test_plot_mean_curves_averages_repeats_with_one_colour_per_method(tmp_path, 
                                                        hue="method", metrics={"nll": "NLL"}, log_y=("nll",)))
     assert list(lines[0][0][1]) == [2.0, 1.0]  # the two seeds of method a on set x, averaged per epoch
     assert [(k["label"], k["color"]) for _, k in lines] == [("a", "C0"), ("b", "C1"), ("b", "C1")]
+
+
+def test_plot_mean_curves_floor_quantile_keeps_a_collapsed_curve_from_flattening_the_panel(tmp_path, monkeypatch):
+    """One method's ELBO collapses to −2000 at one epoch; with floor_quantile = 0.2 the axis runs from just below
+    the values' 20 % quantile (−1.1) to just above their maximum (−0.6), margins 5 % of that span."""
+    frame = pd.DataFrame({"epoch": [1, 2, 3] * 2, "elbo": [-1.0, -0.8, -0.6, -1.1, -2000.0, -0.7],
+                          "method": ["a"] * 3 + ["b"] * 3, "set": "x"})
+    limits = []
+    real = figures.Axes.set_ylim
+
+    def record(ax, *args, **kwargs):
+        if len(args) == 2:
+            limits.append(args)
+        return real(ax, *args, **kwargs)
+
+    monkeypatch.setattr(figures.Axes, "set_ylim", record)
+    assert_only_png(tmp_path, figures.plot_mean_curves(tmp_path / "elbo.png", frame, x="epoch", panel="set",
+                                                       hue="method", metrics={"elbo": "ELBO"}, floor_quantile=0.2))
+    assert limits == [pytest.approx((-1.125, -0.575))]
+
+
+def test_plot_1d_panels_shades_the_gap_and_draws_an_overlay_on_its_panel_only(tmp_path, monkeypatch):
+    x = np.linspace(-2, 2, 9)
+    panels = {"blr": (np.sin(x), np.full(9, 0.1)), "other": (np.cos(x), np.full(9, 0.2))}
+    dashed, shaded = [], []
+    real_plot, real_span = figures.Axes.plot, figures.Axes.axvspan
+
+    def plot(ax, *args, **kwargs):
+        if any(isinstance(a, str) and a == "--" for a in args):
+            dashed.append(kwargs["label"])
+        return real_plot(ax, *args, **kwargs)
+
+    monkeypatch.setattr(figures.Axes, "plot", plot)
+    monkeypatch.setattr(figures.Axes, "axvspan", lambda ax, *a, **k: shaded.append(a) or real_span(ax, *a, **k))
+    path = figures.plot_1d_panels(tmp_path / "gap.png", x, panels, np.array([-1.5]), np.array([0.0]), ncols=2,
+                                  gap=(0.0, 1.0), overlays={"blr": ("GP mean", np.sin(x))})
+    assert_only_png(tmp_path, path)
+    assert dashed == ["GP mean"] and shaded == [(0.0, 1.0), (0.0, 1.0)]
+
+
+def test_plot_step_example(tmp_path):
+    w = b = np.linspace(-3, 3, 21)
+    ww, bb = np.meshgrid(w, b, indexing="ij")
+    density = np.exp(-0.5 * ((ww - 1) ** 2 + bb**2))
+    grid_x = np.linspace(-2, 2, 11)
+    path = figures.plot_step_example(tmp_path / "fig3.png", (np.array([-1.0, 1.0]), np.array([0.0, 1.0])), grid_x,
+                                     1 / (1 + np.exp(-grid_x)), (w, b, density, density ** 1.2),
+                                     1 / (1 + np.exp(-grid_x)), {"glm": 1 / (1 + np.exp(-0.9 * grid_x))})
+    assert_only_png(tmp_path, path)

@@ -84,6 +84,8 @@ def plot_1d_panels(
     ncols: int,
     title: str = "",
     ylim: tuple[float, float] | None = None,
+    gap: tuple[float, float] | None = None,
+    overlays: Mapping[str, tuple[str, ArrayLike]] | None = None,
 ) -> Path:
     """1-D regression predictives side by side (mean and ±2 std band over the data), ``ncols`` per row.
 
@@ -96,6 +98,9 @@ def plot_1d_panels(
         ncols: panels per row.
         title: figure title.
         ylim: the shared y range (None: matplotlib's, which the widest band sets).
+        gap: ``(lo, hi)`` input interval without training data, shaded on every panel.
+        overlays: per panel title, a ``(label, curve [G])`` drawn dashed over its mean (e.g. another predictive's
+            mean that should coincide).
     """
     x, X, y = _np(x_grid), _np(X_train), _np(y_train)
     nrows = -(-len(panels) // ncols)
@@ -103,8 +108,14 @@ def plot_1d_panels(
                              sharey=True, squeeze=False, layout="constrained")
     for ax, (name, (mean, std)) in zip(axes.flat[:len(panels)], panels.items(), strict=True):
         mu, sd = _np(mean), _np(std)
+        if gap is not None:
+            ax.axvspan(*gap, color="0.9")
         ax.fill_between(x, mu - 2 * sd, mu + 2 * sd, color="C0", alpha=0.25, label="±2 std")
         ax.plot(x, mu, color="C0", lw=1.5, label="mean")
+        if overlays and name in overlays:
+            label, curve = overlays[name]
+            ax.plot(x, _np(curve), "--", color="C1", lw=1.2, label=label)
+            ax.legend(fontsize="small")
         ax.scatter(X, y, s=5, color="C3", zorder=3, label="data")
         ax.set(title=name, xlabel="x", ylabel="y", ylim=ylim)
     axes.flat[0].legend(fontsize="small")
@@ -259,6 +270,49 @@ def plot_evidence_2d(
             ax.text(x, y, letter, ha="center", va="center", fontweight="bold", color="w")
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=name)
         fig.colorbar(mesh, ax=ax, extend="min", label=name)
+    return _save(fig, path)
+
+
+def plot_step_example(
+    path: str | Path,
+    data: tuple[ArrayLike, ArrayLike],
+    grid_x: ArrayLike,
+    map_probs: ArrayLike,
+    posterior: tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike],
+    truth: ArrayLike,
+    predictives: Mapping[str, ArrayLike],
+) -> Path:
+    """notes-004 Fig. 3: the data with the MAP fit, the true and Laplace posteriors over ``(w, b)``, and the
+    predictives.
+
+    Args:
+        path: output PNG file.
+        data: training inputs ``[N]`` and 0/1 labels ``[N]``.
+        grid_x: sorted inputs ``[X]`` of the curves.
+        map_probs: the MAP's ``p(y = 1 | x)`` on ``grid_x``.
+        posterior: ``(w [G], b [G], true [G, G], laplace [G, G])``: the grid and both posterior densities on it
+            (any scale; contoured at 1 %, 10 % and 50 % of their maxima).
+        truth: the true predictive ``p(y = 1 | x, D)`` on ``grid_x``.
+        predictives: each approximate predictive's ``p(y = 1 | x, D)`` on ``grid_x`` by legend label.
+    """
+    x, y, gx = _np(data[0]), _np(data[1]), _np(grid_x)
+    w, b, true, laplace = (_np(a) for a in posterior)
+    fig, (left, mid, right) = plt.subplots(1, 3, figsize=(14, 4), layout="constrained")
+    left.scatter(x, y, s=10, c="k", label="data")
+    left.plot(gx, _np(map_probs), label="MAP p(y = 1 | x)")
+    left.set(xlabel="x", title="data and MAP fit")
+    left.legend(fontsize=8)
+    ww, bb = np.meshgrid(w, b, indexing="ij")
+    mid.contour(ww, bb, true / true.max(), levels=[0.01, 0.1, 0.5], colors="k")
+    mid.contour(ww, bb, laplace / laplace.max(), levels=[0.01, 0.1, 0.5], colors="tab:red", linestyles="--")
+    mid.axvline(0, color="grey", lw=0.5)
+    mid.set(xlabel="w", ylabel="b", xlim=(-2, 5), ylim=(-3, 3), title="true posterior (black) and Laplace-GGN (red)")
+    right.plot(gx, _np(truth), "k", label="true")
+    for label, probs in predictives.items():
+        right.plot(gx, _np(probs), label=label)
+    right.scatter(x, y, s=10, c="k")
+    right.set(xlabel="x", ylabel="p(y = 1 | x, D)", title="posterior predictives")
+    right.legend(fontsize=8)
     return _save(fig, path)
 
 

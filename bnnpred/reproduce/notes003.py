@@ -4,21 +4,18 @@ GP predictives against VOGN's), with checklist items 5 and 12 checked."""
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pandas as pd
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-
-from bnnpred.io import write_text  # noqa: E402
-from bnnpred.predictive import Context  # noqa: E402
-from bnnpred.reproduce.base import Reproduction, Study, document  # noqa: E402
-from bnnpred.reproduce.claims import Claim, Compare, Trend, claim, every, item, items  # noqa: E402
-from bnnpred.run_evaluation import predictors  # noqa: E402
-from bnnpred.run_setup import Setup  # noqa: E402
-from bnnpred.saved_runs import restore  # noqa: E402
+from bnnpred.io import write_text
+from bnnpred.predictive import Context
+from bnnpred.report import figures
+from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.claims import Claim, Compare, Trend, claim, every, item, items
+from bnnpred.run_evaluation import predictors
+from bnnpred.run_setup import Setup
+from bnnpred.saved_runs import restore
 
 SNELSON = {"laplace_ggn": "notes003_fig5_8", "vogn": "notes003_fig5_8_vogn", "voggn": "notes003_fig5_8_voggn"}
 QUICK = {"laplace_ggn": ("inference.map.steps=300",), "vogn": ("inference.iterations=100",),
@@ -40,18 +37,11 @@ def wine(r: Reproduction) -> str:
     by_delta = rows.groupby("delta")[["log_marglik_per_n", "train_mse", "test_mse"]].mean()
     write_text(out / "wine_by_delta.csv", by_delta.to_csv())
     d_ml, d_test = by_delta["log_marglik_per_n"].idxmax(), by_delta["test_mse"].idxmin()
-    deltas = by_delta.index.to_numpy()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 6), sharex=True, layout="constrained")
-    top.plot(deltas, by_delta["log_marglik_per_n"], "o-", ms=3)
-    top.plot([d_ml], [by_delta.loc[d_ml, "log_marglik_per_n"]], "k*", ms=14)
-    top.set(xscale="log", ylabel="log marginal likelihood / N", title="wine-quality-red, 1x20 tanh (5 splits)")
-    for column, label in (("train_mse", "train MSE"), ("test_mse", "test MSE")):
-        bottom.plot(deltas, by_delta[column], "o-", ms=3, label=label)
-    bottom.plot([d_test], [by_delta.loc[d_test, "test_mse"]], "k*", ms=14)
-    bottom.set(xscale="log", xlabel="prior precision δ", ylabel="MSE (standardised y)")
-    bottom.legend()
-    fig.savefig(out / "wine_fig5_1.png", dpi=110)
-    plt.close(fig)
+    figures.plot_evidence_1d(out / "wine_fig5_1.png", by_delta.index.to_numpy(),
+                             {"log marginal likelihood / N": by_delta["log_marglik_per_n"],
+                              "train MSE (standardised y)": by_delta["train_mse"],
+                              "test MSE (standardised y)": by_delta["test_mse"]},
+                             marks={"evidence argmax": d_ml, "test-MSE argmin": d_test})
     return "\n".join([
         "## Fig. 5.1: marginal likelihood on wine-quality-red",
         "",
@@ -123,20 +113,11 @@ def snelson(r: Reproduction) -> str:
     info = {name: metrics[name]["info"] for name in VI}
     shown = ["Laplace-GGN, BLR", *[f"{label}, BLR" for label in VI.values()]]
 
-    fig, axes = plt.subplots(1, len(shown), figsize=(5.5 * len(shown), 3.6), sharey=True, layout="constrained")
-    for ax, key in zip(axes, shown, strict=True):
-        mean, std = bands[key]
-        band = 2 * np.sqrt(std**2 + sigma**2)
-        ax.fill_between(x, mean - band, mean + band, alpha=0.3, label="± 2 std (with noise)")
-        ax.plot(x, mean, label="mean")
-        if key.startswith("Laplace"):
-            ax.plot(x, bands["Laplace-GGN, GP"][0], "--", label="GP mean")
-        ax.scatter(x_train, y_train, s=6, c="k")
-        ax.axvspan(*GAP, color="grey", alpha=0.1)
-        ax.set(title=key, xlabel="x", ylim=(-4, 4))
-        ax.legend(fontsize=7)
-    fig.savefig(out / "snelson_fig5_8.png", dpi=110)
-    plt.close(fig)
+    figures.plot_1d_panels(out / "snelson_fig5_8.png", x,
+                           {key: (bands[key][0], np.sqrt(bands[key][1] ** 2 + sigma**2)) for key in shown},
+                           x_train, y_train, ncols=len(shown), ylim=(-4, 4), gap=GAP,
+                           overlays={"Laplace-GGN, BLR": ("GP mean", bands["Laplace-GGN, GP"][0])},
+                           title="mean and ±2 std with the noise; the gap shaded")
     stop = {n: "ELBO plateau" if info[n].get("plateau") else "step cap" for n in VI}
     runs = ", ".join(f"{VI[n]} {info[n]['iterations']:.0f} steps ({stop[n]})" for n in VI)
     return "\n".join([

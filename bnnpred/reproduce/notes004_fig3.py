@@ -4,19 +4,16 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.stats import norm
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from scipy.stats import norm  # noqa: E402
-
-from bnnpred.reproduce.base import Reproduction, Study  # noqa: E402
-from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, item, items  # noqa: E402
-from bnnpred.run_evaluation import predictors  # noqa: E402
-from bnnpred.saved_runs import restore  # noqa: E402
+from bnnpred.report import figures
+from bnnpred.reproduce.base import Reproduction, Study
+from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, item, items
+from bnnpred.run_evaluation import predictors
+from bnnpred.saved_runs import restore
 
 W_RANGE, B_RANGE, GRID = (-8.0, 8.0), (-8.0, 8.0), 801
 
@@ -60,26 +57,12 @@ def make(r: Reproduction) -> str:
     means = {kind: predict[kind](grid_x[:, None]).probs[:, 1] for kind in ("nn", "glm")}
     error = {kind: float((mean - truth).abs().mean()) for kind, mean in means.items()}
 
-    fig, (left, mid, right) = plt.subplots(1, 3, figsize=(14, 4), layout="constrained")
-    left.scatter(x, y, s=10, c="k", label="data")
-    left.plot(grid_x, torch.sigmoid(ctx.model(theta, grid_x[:, None]))[:, 0], label="MAP p(y = 1 | x)")
-    left.set(xlabel="x", title="data and MAP fit")
-    left.legend(fontsize=8)
-    ww, bb = torch.meshgrid(w, b, indexing="ij")
-    mid.contour(ww, bb, weights / weights.max(), levels=[0.01, 0.1, 0.5], colors="k")
     gauss = torch.distributions.MultivariateNormal(theta, cov)
-    density = gauss.log_prob(torch.stack([ww, bb], -1)).exp()
-    mid.contour(ww, bb, density / density.max(), levels=[0.01, 0.1, 0.5], colors="tab:red", linestyles="--")
-    mid.axvline(0, color="grey", lw=0.5)
-    mid.set(xlabel="w", ylabel="b", xlim=(-2, 5), ylim=(-3, 3), title="true posterior (black) and Laplace-GGN (red)")
-    right.plot(grid_x, truth, "k", label="true")
-    for kind, mean in means.items():
-        right.plot(grid_x, mean, label=f"{kind} (mean |Δ| = {error[kind]:.3f})")
-    right.scatter(x, y, s=10, c="k")
-    right.set(xlabel="x", ylabel="p(y = 1 | x, D)", title="posterior predictives")
-    right.legend(fontsize=8)
-    fig.savefig(r.out / "fig3.png", dpi=110)
-    plt.close(fig)
+    ww, bb = torch.meshgrid(w, b, indexing="ij")
+    figures.plot_step_example(
+        r.out / "fig3.png", (x, y), grid_x, torch.sigmoid(ctx.model(theta, grid_x[:, None]))[:, 0].detach(),
+        (w, b, weights, gauss.log_prob(torch.stack([ww, bb], -1)).exp()), truth,
+        {f"{kind} (mean |Δ| = {error[kind]:.3f})": mean for kind, mean in means.items()})
 
     cells = (abs(float(w[mode[0]] - theta[0])) / ((W_RANGE[1] - W_RANGE[0]) / (GRID - 1)),
              abs(float(b[mode[1]] - theta[1])) / ((B_RANGE[1] - B_RANGE[0]) / (GRID - 1)))
