@@ -171,3 +171,18 @@ def test_plot_step_example(tmp_path):
                                      1 / (1 + np.exp(-grid_x)), (w, b, density, density ** 1.2),
                                      1 / (1 + np.exp(-grid_x)), {"glm": 1 / (1 + np.exp(-0.9 * grid_x))})
     assert_only_png(tmp_path, path)
+
+
+def test_plot_image_grid_takes_arrays_and_image_files_in_ragged_rows(tmp_path):
+    first = figures.plot_image_grid(tmp_path / "digits.png", [[(np.eye(28), "a"), (np.ones((28, 28)), "b")],
+                                                              [(torch.zeros(28, 28), "c")]])
+    picture = tmp_path / "montage.png"
+    figures.plot_image_grid(picture, [[(first, "read back from its file")]], panel_width=4, fontsize=10)
+    assert first.read_bytes().startswith(PNG_SIGNATURE) and picture.read_bytes().startswith(PNG_SIGNATURE)
+    with pytest.raises(BnnpredError, match="at least one panel"):
+        figures.plot_image_grid(tmp_path / "none.png", [[]])
+
+
+def test_plot_sorted_values(tmp_path):
+    path = figures.plot_sorted_values(tmp_path / "a.png", torch.tensor([0.3, -0.2, 0.9]), xlabel="rank", ylabel="a")
+    assert_only_png(tmp_path, path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -270,6 +270,34 @@ def plot_evidence_2d(
             ax.text(x, y, letter, ha="center", va="center", fontweight="bold", color="w")
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=name)
         fig.colorbar(mesh, ax=ax, extend="min", label=name)
+    return _save(fig, path)
+
+
+def plot_image_grid(path: str | Path, rows: Sequence[Sequence[tuple[ArrayLike | Path, str]]], *,
+                    panel_width: float = 1.35, fontsize: float = 7) -> Path:
+    """Images with captions in a grid, one list per row (rows may be shorter than the longest; the rest blank):
+    a 2-D array ``[H, W]`` in grey (ink dark), an ``[H, W, 3 or 4]`` one as it is, a ``Path`` read as an image
+    file (e.g. a run's own figure)."""
+    n_cols = max((len(row) for row in rows), default=0)
+    if not n_cols:
+        raise BnnpredError("a figure needs at least one panel; got no images")
+    fig, axes = plt.subplots(len(rows), n_cols, squeeze=False, layout="constrained",
+                             figsize=(panel_width * n_cols, (panel_width + 0.25) * len(rows)))
+    for ax_row, row in zip(axes, rows, strict=True):
+        for ax, (image, caption) in zip(ax_row, row, strict=False):
+            picture = plt.imread(image) if isinstance(image, Path) else _np(image)
+            ax.imshow(picture, cmap="gray_r" if picture.ndim == 2 else None)
+            ax.set_title(caption, fontsize=fontsize)
+        for ax in ax_row:
+            ax.set_axis_off()
+    return _save(fig, path)
+
+
+def plot_sorted_values(path: str | Path, values: ArrayLike, *, xlabel: str, ylabel: str, title: str = "") -> Path:
+    """``values`` ``[N]`` in ascending order against their rank (e.g. the residual importances of a training set)."""
+    fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
+    ax.plot(np.sort(_np(values)), lw=1)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     return _save(fig, path)
 
 

@@ -10,18 +10,15 @@ apart from the MAP's stationarity, and the gap of the plain identity is shown to
 
 from __future__ import annotations
 
-import matplotlib
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-
-from bnnpred.curvature.jacobians import stacked_jacobians  # noqa: E402
-from bnnpred.inference import Problem  # noqa: E402
-from bnnpred.inference.map_finish import sum_neg_log_joint  # noqa: E402
-from bnnpred.reproduce.base import Reproduction, Study, document  # noqa: E402
-from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, item, items  # noqa: E402
-from bnnpred.saved_runs import restore  # noqa: E402
+from bnnpred.curvature.jacobians import stacked_jacobians
+from bnnpred.inference import Problem
+from bnnpred.inference.map_finish import sum_neg_log_joint
+from bnnpred.report import figures
+from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, item, items
+from bnnpred.saved_runs import restore
 
 QUICK = ("dataset.n_train=300", "inference.map.steps=100", "predictive.n_samples=10")
 ENDS = 20  # the training images at each end of the sorted importances whose labels are checked
@@ -57,13 +54,6 @@ def representer_errors(f: torch.Tensor, J: torch.Tensor, K: torch.Tensor, a: tor
     return float((representer - f).abs().max() / scale), float((corrected - f).abs().max() / scale)
 
 
-def image_row(ax_row, images, captions) -> None:
-    for ax, image, caption in zip(ax_row, images, captions, strict=True):
-        ax.imshow(image.reshape(28, 28), cmap="gray_r")
-        ax.set_title(caption, fontsize=7)
-        ax.axis("off")
-
-
 def make(r: Reproduction) -> str:
     out = r.out
     run_dir = r.train_once(r.runs / "thesis_fig5_6", "experiment=thesis_fig5_6", quick=QUICK)
@@ -89,32 +79,24 @@ def make(r: Reproduction) -> str:
     rel_error, corrected_error = representer_errors(f_test[chosen], J_test[chosen], K, a, theta,
                                                     ctx.prior_precision, neg_log_joint_gradient(problem, theta))
 
-    fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
-    ax.plot(a[order].cpu().numpy(), lw=1)
-    ax.set(xlabel="training image (sorted)", ylabel="importance a = y - σ(f)",
-           title="residual importances (4 -> 0, 9 -> 1)")
-    fig.savefig(out / "importances.png", dpi=110)
-    plt.close(fig)
+    figures.plot_sorted_values(out / "importances.png", a, xlabel="training image (sorted)",
+                               ylabel="importance a = y - σ(f)", title="residual importances (4 -> 0, 9 -> 1)")
     picks = torch.cat([order[:4], order[len(order) // 2 - 2: len(order) // 2 + 2], order[-4:]])
-    fig, ax_row = plt.subplots(1, len(picks), figsize=(12, 1.6), layout="constrained")
-    image_row(ax_row, X[picks].cpu().numpy(), [f"a={float(a[i]):.3f}" for i in picks])
-    fig.savefig(out / "importance_examples.png", dpi=110)
-    plt.close(fig)
+    figures.plot_image_grid(out / "importance_examples.png",
+                            [[(X[i].reshape(28, 28), f"a={float(a[i]):.3f}") for i in picks]])
 
-    fig, grid = plt.subplots(3, 9, figsize=(12, 4.6), layout="constrained")
-    lines = []
-    for row, (t, k) in enumerate(zip(chosen, K, strict=True)):
+    rows, lines = [], []
+    for t, k in zip(chosen, K, strict=True):
         top = torch.argsort(-k)[:8]
         pred = int(f_test[t] > 0)
-        image_row([grid[row, 0]], [s.data.X_test[t].cpu().numpy()],
-                  [f"test: label {'9' if y_test[t] else '4'}, pred {'9' if pred else '4'}"])
-        image_row(grid[row, 1:], X[top].cpu().numpy(),
-                  [f"#{r + 1} {'9' if y[i] else '4'} κ={float(k[i]):.2f}" for r, i in enumerate(top)])
+        rows.append([(s.data.X_test[t].reshape(28, 28),
+                      f"test: label {'9' if y_test[t] else '4'}, pred {'9' if pred else '4'}"),
+                     *[(X[i].reshape(28, 28), f"#{r + 1} {'9' if y[i] else '4'} κ={float(k[i]):.2f}")
+                       for r, i in enumerate(top)]])
         opposite = int(y[top[0]]) != int(y_test[t])
         lines.append(f"| {'correct' if pred == int(y_test[t]) else 'misclassified'} | {'9' if y_test[t] else '4'} | "
                      f"{'9' if pred else '4'} | {'9' if y[top[0]] else '4'} | {'yes' if opposite else 'no'} |")
-    fig.savefig(out / "similar_training_images.png", dpi=110)
-    plt.close(fig)
+    figures.plot_image_grid(out / "similar_training_images.png", rows)
 
     finisher = {"lbfgs": "L-BFGS", "newton": "Newton-CG, GGN-preconditioned"}[s.cfg.inference.map.finish.value]
     finish = ("" if finish_steps is None else

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from bnnpred.report.run_figures import blr_uncertainty  # noqa: E402
-from bnnpred.report.tables import collect, summarize  # noqa: E402
-from bnnpred.reproduce.base import Reproduction, Study, document  # noqa: E402
-from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, every, item, items, lookup  # noqa: E402
-from bnnpred.reproduce.grids import grid_around, nearest_distance  # noqa: E402
-from bnnpred.saved_runs import restore  # noqa: E402
+from bnnpred.report import figures
+from bnnpred.report.run_figures import blr_uncertainty
+from bnnpred.report.tables import collect, summarize
+from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, every, item, items, lookup
+from bnnpred.reproduce.grids import grid_around, nearest_distance
+from bnnpred.saved_runs import restore
 
 # Each NGVI method runs at its shipped defaults (bnnpred/conf/inference/{oggn,lgva,voggn}.yaml: the recipe, its
 # deviations from the thesis and the evidence for them); the page's intro and "what was tried" rows repeat them.
@@ -89,16 +86,9 @@ def per_seed_glm_nll(runs: Path, experiment: str) -> str:
 
 def grid_figure(runs: Path, experiment: str, path: Path) -> None:
     """Rows NN / GLM, one column per method: the seed-0 run's predictive figures side by side."""
-    fig, axes = plt.subplots(2, len(METHODS), figsize=(4 * len(METHODS), 6.4))
-    for col, method in enumerate(METHODS):
-        for row, kind in enumerate(("nn", "glm")):
-            ax = axes[row, col]
-            ax.imshow(plt.imread(runs / experiment / slug(method) / "seed0" / f"predictive_{kind}.png"))
-            ax.set_axis_off()
-            ax.set_title(f"{method}: {kind.upper()} sampling", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figures.plot_image_grid(path, [[(runs / experiment / slug(method) / "seed0" / f"predictive_{kind}.png",
+                                     f"{method}: {kind.upper()} sampling") for method in METHODS]
+                                   for kind in ("nn", "glm")], panel_width=4, fontsize=10)
 
 
 def results_table(table: pd.DataFrame, score: str) -> list[str]:
