@@ -92,9 +92,8 @@ def bnn_method(name: str, method: str, epochs: int, samples: int) -> tuple[str, 
 
 
 def sweep(r: Reproduction, folder: Path, name: str, seeds: int, *overrides: str) -> Path:
-    return r.sweep(folder, "seed${seed}", f"seed={','.join(map(str, range(seeds)))}", "dataset=logreg",
-                   f"dataset.dataset={name}", "dataset.split=0", "model=mlp", "selection=none", "plot.enabled=false",
-                   "task_name=notes002_convergence", *overrides)
+    return r.sweep(folder, "seed${seed}", f"seed={','.join(map(str, range(seeds)))}",
+                   "experiment=notes002_convergence", f"dataset.dataset={name}", *overrides)
 
 
 def curves(folder: Path, name: str, method: str) -> pd.DataFrame:

@@ -46,9 +46,6 @@ PAPER = {  # notes-002 Table 2, (mean, s.e.): RMSE BBB, RMSE SLANG, LL BBB, LL S
 CELLS = (("rmse_original", "BBB"), ("rmse_original", "SLANG"), ("ll_original", "BBB"), ("ll_original", "SLANG"))
 ROUNDING = 0.005  # the paper prints two decimals
 
-COMMON = ("dataset=uci_regression", "model=mlp", "model.depth=1", "model.width=50", "model.activation=relu",
-          "selection=none", "predictive=nn", "predictive.n_samples=20", "prior.bias_delta=1e-6", "plot.enabled=false",
-          "task_name=notes002_uci")
 
 
 def method_overrides(name: str, method: str, epochs: int) -> tuple[str, ...]:
@@ -70,8 +67,9 @@ def sweep_all(r: Reproduction, names: list[str], splits: str, epochs: int) -> pd
     for name in names:
         both = []
         for method in ("SLANG", "BBB"):
-            folder = r.sweep(r.runs / "notes002_uci" / name / method, "split${dataset.split}", *COMMON,
-                             *method_overrides(name, method, epochs), f"dataset.split={splits}")
+            folder = r.sweep(r.runs / "notes002_uci" / name / method, "split${dataset.split}",
+                             "experiment=notes002_uci", *method_overrides(name, method, epochs),
+                             f"dataset.split={splits}")
             frame = collect([folder])
             frame["set"], frame["method"] = name, method
             both.append(frame)
