@@ -412,7 +412,7 @@ def sweep_objective(cfg: DictConfig, document: dict | None) -> float:
         first = cfg.predictive.kinds[0]
         value = document["metrics"].get("valid", {}).get(first, {}).get("nll")
     else:
-        value = document["info"].get("log_marglik")
+        value = document["info"].get(getattr(cfg.objective, "value", cfg.objective))
     return float("nan") if value is None else float(value)
 
 

@@ -49,6 +49,7 @@ class SweepObjective(str, Enum):
 
     log_marglik = "log_marglik"  # the Laplace-GGN log evidence of the chosen fit (maximize)
     valid_nll = "valid_nll"  # the validation NLL of the first predictive (minimize)
+    cv_nll = "cv_nll"  # the K-fold cross-validated NLL of selection=cv_nll's chosen point (minimize)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from bnnpred import inference
-from bnnpred.config import Config, Device, DType, Split
+from bnnpred.config import Config, Device, DType, Split, SweepObjective
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task
@@ -102,7 +102,7 @@ def check_config(cfg: Config) -> None:
     inference.check_predictives(cfg.inference.name, cfg.predictive.kinds)
     cfg.inference.validate()
     cfg.selection.validate()
-    for key, grid, bounds in [("selection.delta_grid", cfg.selection.delta_grid, DELTA_RANGE),
+    for key, grid, bounds in [("selection.delta_grid", cfg.selection.delta_grid or [], DELTA_RANGE),
                               ("selection.sigma2_grid", cfg.selection.sigma2_grid or [], SIGMA2_RANGE)]:
         for value in grid:
             check_range(key, value, bounds, f"{key}=[0.1,1,10]")
@@ -117,6 +117,9 @@ def check_config(cfg: Config) -> None:
             not cfg.predictive.gp_prior_factors or min(cfg.predictive.gp_prior_factors) <= 0):
         raise BnnpredError(f"predictive.gp_prior_factors must be a non-empty list of positive values or null, got "
                            f"{list(cfg.predictive.gp_prior_factors)}")
+    if cfg.objective is SweepObjective.cv_nll and cfg.selection.method is not SelectionMethod.cv_nll:
+        raise BnnpredError("objective=cv_nll returns the cross-validated NLL that selection=cv_nll computes; add "
+                           "selection=cv_nll (with selection.delta_grid=null the trial's prior.delta alone)")
     marglik = (SelectionMethod.marglik_grid, SelectionMethod.marglik_gradient)
     if cfg.selection.method in marglik and cfg.inference.name not in inference.EVIDENCE_METHODS:
         raise BnnpredError(f"selection={cfg.selection.method.value} needs the Laplace-GGN evidence; use "

@@ -74,6 +74,7 @@ class Trainer:
             monitor=partial(monitor_metrics_at, s, likelihood), augment=s.data.augment,
             checkpoints=self.checkpoints, checkpoint_seconds=s.cfg.checkpoint_seconds,
         )
+        cv_nll = (self.cv_nll(problem, warm) if s.cfg.selection.method is SelectionMethod.cv_nll else None)
         if warm is None and sigma2 not in self.start_data:
             self.start_data[sigma2] = data_term(problem, problem.theta0)
         start = objective_at(problem, problem.theta0, None if warm is not None else self.start_data[sigma2])
@@ -90,9 +91,40 @@ class Trainer:
             row["log_marglik_per_n"] = fit.info["log_marglik"] / len(s.data.X_train)
         if valid_nll is not None:
             row["valid_nll"] = valid_nll
+        if cv_nll is not None:  # in the run's info too, for an optimising sweeper (objective=cv_nll)
+            row["cv_nll"] = fit.info["cv_nll"] = cv_nll
         kept = bool(problems and s.cfg.keep_unhealthy)  # kept, and flagged with the run
         return Candidate(prior=prior, sigma2=sigma2, fit=fit, row=row, log_evidence=log_evidence,
-                         valid_nll=valid_nll, problems=[] if kept else problems, flags=problems if kept else [])
+                         valid_nll=valid_nll, cv_nll=cv_nll, problems=[] if kept else problems,
+                         flags=problems if kept else [])
+
+    def cv_nll(self, problem: Problem, warm: torch.Tensor | None) -> float:
+        """The K-fold cross-validated NLL of the training split (``selection=cv_nll``): the training rows in
+        ``selection.folds`` seeded folds; each fold predicted by the first predictive of the method fitted on the
+        other folds at the same prior and noise; the NLL per held-out example over all folds. The folds' fits
+        leave the network's buffers as they found them, so the fit on all rows that follows is the same as
+        without cross-validation."""
+        s = self.s
+        if s.cfg.selection.folds > len(problem.X):
+            raise BnnpredError(f"selection.folds = {s.cfg.selection.folds} exceeds the {len(problem.X)} training rows; "
+                               f"use selection.folds <= {len(problem.X)}")
+        first = s.cfg.predictive.kinds[0]
+        cfg = only_kind(s.cfg, first)
+        rows = torch.randperm(len(problem.X), generator=torch.Generator().manual_seed(s.cfg.seed))
+        folds = torch.tensor_split(rows.to(problem.X.device), s.cfg.selection.folds)
+        buffers, total = s.model.buffer_state(), 0.0
+        for k, held in enumerate(folds):
+            kept = torch.cat([fold for j, fold in enumerate(folds) if j != k])
+            part = replace(problem, X=problem.X[kept], y=problem.y[kept], monitor=None,
+                           theta0=self.theta0 if warm is None else warm,
+                           generator=torch.Generator(device=s.device).manual_seed(s.cfg.seed))
+            fit = inference.fit(part, s.cfg.inference)
+            on_part = replace(s, cfg=cfg, data=replace(s.data, X_train=part.X, y_train=part.y))
+            predict = predictors(on_part, make_context(on_part, fit, problem.likelihood,
+                                                       problem.prior_precision))[first.value]
+            total += metrics.nll(predict(problem.X[held]), problem.y[held]) * len(held)
+            s.model.load_buffers(buffers)
+        return total / len(problem.X)
 
     def valid_nll(self, fit: Fit, likelihood: Any, prior: torch.Tensor) -> float:
         X, y = self.s.data.split("valid")

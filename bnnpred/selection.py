@@ -1,5 +1,7 @@
 """Hyperparameter selection inside one run: the prior precision δ (and σ² for regression) chosen by the
-Laplace-GGN marginal likelihood on a grid or by gradient ascent, or by validation NLL on a grid.
+Laplace-GGN marginal likelihood on a grid or by gradient ascent, or by the held-out NLL on a grid: of the validation
+split, or K-fold cross-validated on the training split (notes-002 §3.3's score; its Bayesian optimisation over the
+same score is ``hydra/sweeper=optuna objective=cv_nll`` with a one-point grid per trial).
 
 Because δ and σ² enter the MAP objective, every grid point trains its own network (notes-000 §5.2).
 """
@@ -25,20 +27,29 @@ class SelectionMethod(str, Enum):
     marglik_grid = "marglik_grid"
     marglik_gradient = "marglik_gradient"
     valid_nll = "valid_nll"
+    cv_nll = "cv_nll"
+
+
+HELD_OUT = (SelectionMethod.valid_nll, SelectionMethod.cv_nll)  # scored by a held-out NLL (minimised)
 
 
 @dataclass
 class SelectionConfig:
     method: SelectionMethod = SelectionMethod.none
-    delta_grid: list[float] = field(default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0])
+    # null: the configured prior.delta alone (an optimising sweeper samples it, one point per trial)
+    delta_grid: list[float] | None = field(default_factory=lambda: [0.01, 0.1, 1.0, 10.0, 100.0])
     sigma2_grid: list[float] | None = None  # regression only; None keeps likelihood.sigma2
     rounds: int = 5  # marglik_gradient: MAP retrainings
     steps: int = 200  # marglik_gradient: Adam steps on the hyperparameters per round
     lr: float = 0.1
+    folds: int = 5  # cv_nll: K, the training split's seeded folds
 
     def validate(self) -> None:
-        if self.method in (SelectionMethod.marglik_grid, SelectionMethod.valid_nll):
-            _check_grid("selection.delta_grid", self.delta_grid)
+        if self.method is SelectionMethod.cv_nll and not self.folds >= 2:
+            raise BnnpredError(f"selection.folds must be >= 2 for cv_nll, got {self.folds}; e.g. selection.folds=5")
+        if self.method in (SelectionMethod.marglik_grid, *HELD_OUT):
+            if self.delta_grid is not None:
+                _check_grid("selection.delta_grid", self.delta_grid)
             if self.sigma2_grid is not None:
                 _check_grid("selection.sigma2_grid", self.sigma2_grid)
         if self.method is SelectionMethod.marglik_gradient and not (self.rounds >= 1 and self.steps >= 0
@@ -59,6 +70,7 @@ class Candidate:
     row: dict[str, float]
     log_evidence: float | None = None
     valid_nll: float | None = None
+    cv_nll: float | None = None
     problems: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
 
@@ -67,11 +79,11 @@ class Candidate:
         return self.prior.delta
 
     def score(self, method: SelectionMethod) -> float:
-        """The value selection maximises: the log evidence, or minus the validation NLL (NaN when missing)."""
-        value = self.log_evidence if method is not SelectionMethod.valid_nll else self.valid_nll
+        """The value selection maximises: the log evidence, or minus the held-out NLL (NaN when missing)."""
+        value = getattr(self, method.value) if method in HELD_OUT else self.log_evidence
         if value is None:
             return math.nan
-        return value if method is not SelectionMethod.valid_nll else -value
+        return -value if method in HELD_OUT else value
 
 
 FitAt = Callable[[Prior, float | None, Any], Candidate]
@@ -89,12 +101,14 @@ def select(cfg: SelectionConfig, fit_at: FitAt, prior: Prior, sigma2: float | No
 
 
 def _grid(cfg: SelectionConfig, fit_at: FitAt, prior: Prior, sigma2: float | None) -> tuple[Candidate, list[dict]]:
-    """Every free group of the prior at each δ of the grid (a shared value), times each σ² of its grid."""
-    _check_grid("selection.delta_grid", cfg.delta_grid)
+    """Every free group of the prior at each δ of the grid (a shared value; no grid: the prior's own δ), times each
+    σ² of its grid."""
+    deltas = [prior.delta] if cfg.delta_grid is None else cfg.delta_grid
+    _check_grid("selection.delta_grid", deltas)
     sigma2s = [sigma2] if sigma2 is None or cfg.sigma2_grid is None else cfg.sigma2_grid
     if cfg.sigma2_grid is not None:
         _check_grid("selection.sigma2_grid", cfg.sigma2_grid)
-    points = list(itertools.product(sigma2s, cfg.delta_grid))
+    points = list(itertools.product(sigma2s, deltas))
     candidates: list[Candidate] = []
     best: Candidate | None = None
     for i, (s2, d) in enumerate(points, 1):
@@ -114,8 +128,7 @@ def best_usable(candidates: list[Candidate], method: SelectionMethod) -> Candida
     jittered precision is NaN); an error naming each point's reason when there is none."""
     kept = [c for c in candidates if usable(c, method)]
     if not kept:
-        name, value = (("valid_nll", "valid_nll") if method is SelectionMethod.valid_nll
-                       else ("log_marglik", "log_evidence"))
+        name, value = (method.value, method.value) if method in HELD_OUT else ("log_marglik", "log_evidence")
         reasons = "; ".join(f"δ={c.delta:g}: {', '.join(c.problems) or f'{name} = {getattr(c, value)}'}"
                             for c in candidates)
         raise BnnpredError(f"no grid point gave a usable fit ({reasons}); change the grid or the training settings, "
