@@ -281,11 +281,13 @@ def plot_image_grid(path: str | Path, rows: Sequence[Sequence[tuple[ArrayLike | 
     n_cols = max((len(row) for row in rows), default=0)
     if not n_cols:
         raise BnnpredError("a figure needs at least one panel; got no images")
+    pictures = [[(plt.imread(image) if isinstance(image, Path) else _np(image), caption) for image, caption in row]
+                for row in rows]
+    aspect = max(picture.shape[0] / picture.shape[1] for row in pictures for picture, _ in row)  # height / width
     fig, axes = plt.subplots(len(rows), n_cols, squeeze=False, layout="constrained",
-                             figsize=(panel_width * n_cols, (panel_width + 0.25) * len(rows)))
-    for ax_row, row in zip(axes, rows, strict=True):
-        for ax, (image, caption) in zip(ax_row, row, strict=False):
-            picture = plt.imread(image) if isinstance(image, Path) else _np(image)
+                             figsize=(panel_width * n_cols, (panel_width * aspect + 0.25) * len(rows)))
+    for ax_row, row in zip(axes, pictures, strict=True):
+        for ax, (picture, caption) in zip(ax_row, row, strict=False):
             ax.imshow(picture, cmap="gray_r" if picture.ndim == 2 else None)
             ax.set_title(caption, fontsize=fontsize)
         for ax in ax_row:
