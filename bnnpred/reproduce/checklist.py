@@ -48,8 +48,8 @@ def recorded(out: Path, studies: Mapping[str, Study]) -> dict[str, dict]:
 def tally(claims: list[dict]) -> str:
     """``2 hold, 1 does not hold``: the claims (``claims.json`` entries) counted by verdict; empty for none."""
     counts = Counter(Verdict(c["verdict"]) for c in claims)
-    return ", ".join(f"{counts[v]} {'hold' if v is Verdict.holds and counts[v] > 1 else v.value}"
-                     for v in VERDICT_ORDER if counts[v])
+    plural = {Verdict.holds: "hold", Verdict.fails: "do not hold", Verdict.not_applicable: "not applicable"}
+    return ", ".join(f"{counts[v]} {plural[v] if counts[v] > 1 else v.value}" for v in VERDICT_ORDER if counts[v])
 
 
 def verdicts(claims: list[dict], item: Item) -> str:

@@ -46,14 +46,15 @@ def test_the_readme_verdicts_table_counts_each_pages_claims_and_only_it_is_rewri
     name = next(iter(STUDIES))
     shown = [claim(item(4, 6, "a"), Compare("glm NLL", "<", "bnn NLL"), (0.2, 0.4)),
              claim(item(4, 6, "b"), Compare("glm NLL", "<", "bnn NLL"), (0.3, 0.4)),
-             claim(item(4, 6, "c"), Compare("glm NLL", "<", "bnn NLL"), (0.5, 0.4))]
+             claim(item(4, 6, "c"), Compare("glm NLL", "<", "bnn NLL"), (0.5, 0.4)),
+             claim(item(4, 6, "d"), Compare("glm NLL", "<", "bnn NLL"), (0.6, 0.4))]
     write_json(out / name / "claims.json", {"study": name, "tier": "quick", "claims": claims_json(shown)})
     (out / name / "README.md").write_text("# page\n")
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n\n{VERDICTS_START}\nstale\n{VERDICTS_END}\n\nrest\n")
     update_readme(out)
     assert readme.read_text() == (f"intro\n\n{VERDICTS_START}\n| page | verdicts |\n|---|---|\n"
-                                  f"| [{name}](outputs/{name}/README.md) | 2 hold, 1 does not hold (tier quick) |\n"
+                                  f"| [{name}](outputs/{name}/README.md) | 2 hold, 2 do not hold (tier quick) |\n"
                                   f"{VERDICTS_END}\n\nrest\n")
     (out / name / "claims.json").unlink()
     update_readme(out)
