@@ -31,7 +31,7 @@ lint: setup
 bench: setup
 	$(PY) bench/laplace_full.py
 
-# Every study (bnnpred/reproduce/) at smoke scale, into runs/reproduce-quick/ (about 11 min on 2 cores)
+# Every study (bnnpred/reproduce/) at smoke scale, into runs/reproduce-quick/ (about 20 min on 2 cores)
 reproduce-quick: setup
 	$(BNNPRED) reproduce --tier quick
 
