@@ -77,8 +77,8 @@ def logreg_method(name: str, method: str, epochs: int) -> tuple[str, ...]:
                 "inference.n_samples=12", f"inference.batch_size={M}", f"inference.epochs={epochs}")
     return ("inference=voggn", f"inference.structure={'diag' if method.startswith('MF') else 'full'}",
             f"inference.gamma={lr}", f"inference.mean_gamma={lr}", "inference.n_samples=12", "inference.init_var=1.0",
-            "inference.tol=0", f"inference.batch_size={M}", f"inference.iterations={epochs * per_epoch(name)}",
-            f"inference.log_every={per_epoch(name)}")
+            "inference.tol=0", "inference.plateau_window=null", f"inference.batch_size={M}",
+            f"inference.iterations={epochs * per_epoch(name)}", f"inference.log_every={per_epoch(name)}")
 
 
 def bnn_method(name: str, method: str, epochs: int, samples: int) -> tuple[str, ...]:
