@@ -70,7 +70,8 @@ def run_row(run_dir: Path) -> dict:
             "beta": inference.get("kl_weight", 1.0), "multiplier": inference.get("rho_lr_factor", np.nan),
             "sigma2": inference.get("fixed_sigma2") or np.nan, "test_ll": -test["nll"],
             "accuracy": 100 * test["accuracy"], "ece": test["ece"],
-            "elbo": doc["info"].get("elbo_per_example", np.nan), "trace": str(run_dir / "trace.csv")}
+            "elbo": doc["info"].get("elbo_per_example", np.nan), "trace": str(run_dir / "trace.csv"),
+            "run_dir": str(run_dir)}
 
 
 def table1_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -307,7 +308,7 @@ def hessian_ablation(runs: pd.DataFrame) -> pd.DataFrame:
               & (runs["multiplier"] == 10) & runs["seed"].isin(ablation["seed"])]
     rows = []
     for _, run in pd.concat([vl, ablation]).iterrows():
-        ratio = log_sigma_over_prior(Path(run["trace"]).parent)
+        ratio = log_sigma_over_prior(Path(run["run_dir"]))
         rows.append({"method": run["method"], "largest": float(ratio.max()), "above": float(np.mean(ratio > 1)),
                      "test_ll": run["test_ll"], "flags": run["flags"]})
     return pd.DataFrame(rows, columns=["method", "largest", "above", "test_ll", "flags"]).set_index("method")

@@ -151,7 +151,7 @@ def test_the_hessian_ablation_reads_sigma_against_the_prior_per_parameter(tmp_pa
                                                                                    "precision": precision}})
         rows.append({"group": group, "method": method, "beta": beta, "multiplier": 10.0, "seed": seed,
                      "test_ll": ll, "flags": "diverged" if group == "hessian" else "",
-                     "trace": str(run_dir / "trace.csv")})
+                     "run_dir": str(run_dir)})
     ablation = notes001.hessian_ablation(pd.DataFrame(rows))
     assert list(ablation.index) == ["VL", notes001.HESSIAN]
     assert ablation.loc[notes001.HESSIAN, "largest"] == pytest.approx(2.0)

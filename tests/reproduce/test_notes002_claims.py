@@ -196,11 +196,13 @@ def test_online_eig_claim_on_table4s_numbers():
     assert lines[2].startswith("| usps_3vs5 | neg_elbo | 0.21 (0.21) | 0.208 (0.208) |")
 
 
-@pytest.mark.parametrize("method", ["MF EF", "MF Hessian", "FG EF", "FG Hessian"])
-def test_the_natural_gradient_baselines_run_their_whole_budget(method):
+@pytest.mark.parametrize("overrides", [
+    *[notes002_logreg.METHODS[m] for m in ("MF EF", "MF Hessian", "FG EF", "FG Hessian")],
+    *[notes002_convergence.logreg_method("australian", m, 10) for m in ("MF Hessian", "FG Hessian")],
+], ids=["logreg MF EF", "logreg MF Hessian", "logreg FG EF", "logreg FG Hessian", "convergence MF Hessian",
+        "convergence FG Hessian"])
+def test_the_natural_gradient_baselines_run_their_whole_budget(overrides):
     """notes-002 runs every method for a fixed number of epochs: the voggn recipe's ELBO-plateau stop (issue 22) ended
     the logistic-regression baselines after 1,300 of 16,171 steps, far from FG Exact, so both studies switch it off."""
-    for overrides in (notes002_logreg.METHODS[method],
-                      notes002_convergence.logreg_method("australian", method.replace("EF", "Hessian"), 10)):
-        cfg = compose(["experiment=notes002_logreg", *overrides])
-        assert cfg.inference.name == "voggn" and cfg.inference.plateau_window is None and cfg.inference.tol == 0
+    cfg = compose(["experiment=notes002_logreg", *overrides])
+    assert cfg.inference.name == "voggn" and cfg.inference.plateau_window is None and cfg.inference.tol == 0
