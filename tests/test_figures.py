@@ -1,5 +1,7 @@
 """Every figure function writes a non-empty PNG atomically on tiny inputs."""
 
+import os
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,8 +14,24 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def assert_only_png(tmp_path, path):
+    """A PNG, alone in its folder (no temporary file left), with the mode the umask gives a new file (not
+    mkstemp's 0600)."""
     assert path.read_bytes().startswith(PNG_SIGNATURE)
     assert list(tmp_path.iterdir()) == [path]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_figure_that_fails_to_render_leaves_no_file(tmp_path, monkeypatch):
+    def fail(*args, **kwargs):
+        raise RuntimeError("renderer failed")
+
+    monkeypatch.setattr(figures.Figure, "savefig", fail)
+    with pytest.raises(RuntimeError, match="renderer failed"):
+        figures.plot_metric_vs_hyper(tmp_path / "metric.png", np.array([0.1, 1.0]), {"a": np.array([1.0, 2.0])},
+                                     ylabel="NLL")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.fixture

@@ -7,8 +7,6 @@ labelled.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pandas as pd
 import torch
 
 from bnnpred.errors import BnnpredError
+from bnnpred.io import atomic_write
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -512,18 +511,10 @@ def _np(values: ArrayLike) -> np.ndarray:
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` to ``path`` (PNG, PDF or SVG by its suffix) via a temporary file in the same directory, then
-    close it."""
+    """Write ``fig`` to ``path`` (PNG, PDF or SVG by its suffix) atomically, with the umask's file mode, then close
+    it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(suffix=path.suffix, prefix=f".{path.stem}-", dir=path.parent)
-    os.close(handle)
     try:
-        fig.savefig(tmp_name, format=path.suffix.lstrip(".") or "png", dpi=120)
-        os.replace(tmp_name, path)
-    except BaseException:
-        os.unlink(tmp_name)
-        raise
+        return atomic_write(path, lambda f: fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=120))
     finally:
         plt.close(fig)
-    return path
