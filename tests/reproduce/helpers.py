@@ -1,9 +1,14 @@
-"""Shared by the study claim tests: verdicts as strings, and the checklist items a list of claims answers."""
+"""Shared by the study claim tests: verdicts as strings, the checklist items a list of claims answers, and the
+identity checks measured once per session."""
 
 from __future__ import annotations
 
+import functools
+from types import ModuleType
+
 from bnnpred.reproduce import STUDIES
 from bnnpred.reproduce.claims import Claim
+from bnnpred.reproduce.identity_checks import single_thread
 
 
 def verdicts(claims: list[Claim]) -> list[str]:
@@ -16,3 +21,10 @@ def answered(claims: list[Claim]) -> set[tuple[str, int]]:
 
 def declared(study: str) -> set[tuple[str, int]]:
     return {(i.notes, i.number) for i in STUDIES[study].items}
+
+
+@functools.cache
+def measured(module: ModuleType) -> list[Claim]:
+    """An :mod:`~bnnpred.reproduce.identity_checks` module's claims, measured once per test session (seconds)."""
+    with single_thread():
+        return module.claims()

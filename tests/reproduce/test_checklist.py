@@ -85,8 +85,10 @@ def test_verdicts_come_from_claims_json_and_their_absence_is_said(tmp_path):
     assert "old: verdict not yet recorded as data (page predates claims.json)" in six
     seven = next(line for line in page.splitlines() if line.startswith("| 7 | Fig. 5"))
     assert "unbuilt: page not built yet (`bnnpred reproduce unbuilt`)" in seven
-    one = next(line for line in page.splitlines() if line.startswith("| 1 | linearisation"))
-    assert "not reproduced here | unit test" in one
+    nine = next(line for line in page.splitlines() if line.startswith("| 9 | Fig. 6"))
+    assert "not reproduced here | GPU only and data unavailable" in nine
+    one = next(line for line in page.splitlines() if line.startswith("| 1 | linearisation"))  # no study here
+    assert "not reproduced here | no page answers it (no reason in checklist.yaml)" in one
     assert "86 items: 2 on a page (1 with verdicts recorded as data), 84 on none." in page
     assert [line for line in page.splitlines() if line.startswith("## ")] == [
         "## notes-000", "## notes-001", "## notes-002", "## notes-003", "## notes-004"]

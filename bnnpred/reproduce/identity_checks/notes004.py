@@ -1,0 +1,338 @@
+"""notes-004 checklist items 1-3 (the GLM predictive: linearisation, curvature, weight space = function space),
+measured on tiny seeded float64 classification problems that train nothing.
+
+Inputs ``x ~ N(0, I₂)`` and uniformly random labels from a local generator; MLPs with tanh hidden layers of 5 units
+(:func:`~bnnpred.reproduce.identity_checks.notes003.seeded_mlp`) at their seeded initialisation ``θ*`` (every
+identity here holds at any ``θ*``), prior ``N(0, δ⁻¹ I)`` with δ = 0.7. The library's Jacobians, GGN (full, diagonal,
+Kronecker), Laplace-GGN posteriors and glm / bnn / gp predictives are compared with central finite differences,
+``torch.func`` Jacobians and Hessians of ``torch.distributions`` log-likelihoods, dense Kronecker products and
+inverses, and Monte Carlo standard errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from bnnpred.curvature.ggn import Curvature, Structure, curvature
+from bnnpred.curvature.jacobians import stacked_jacobians
+from bnnpred.curvature.kron import KronBlock, kron_ggn
+from bnnpred.inference import Fit, Problem
+from bnnpred.inference.laplace_ggn import laplace_at
+from bnnpred.likelihoods import Bernoulli, Categorical
+from bnnpred.posteriors import KronPosterior
+from bnnpred.predictive import (
+    Context,
+    glm_predictive,
+    glm_samples,
+    gp_condition,
+    gp_latent,
+    gp_predictive,
+    nn_samples,
+)
+from bnnpred.reproduce.claims import Claim, Compare, claim, every, item, standardised
+from bnnpred.reproduce.identity_checks import max_abs_error, relative_error
+from bnnpred.reproduce.identity_checks.notes003 import reference_jacobians, seeded_mlp
+
+DTYPE = torch.float64
+DELTA = 0.7
+KINDS = {"logistic": (Bernoulli, 1), "softmax": (Categorical, 3)}  # likelihood and number of outputs
+ROUNDING = 1e-10  # float64 rounding allowed where the notes give no tolerance (an identity, exact in reals)
+N_KRON_SAMPLES = 20000
+N_MC = 20000  # latent draws of each of the gp and glm predictives
+
+
+@dataclass(frozen=True)
+class Tiny:
+    """A tiny problem at ``θ* = problem.theta0`` and its test inputs ``[T, 2]``."""
+
+    problem: Problem
+    X_test: Tensor
+
+    @property
+    def theta(self) -> Tensor:
+        return self.problem.theta0
+
+    def context(self, fit: Fit | None = None) -> Context:
+        """The predictive context of ``fit``'s posterior (none: a point estimate at ``θ*``)."""
+        p = self.problem
+        return Context(p.model, p.likelihood, self.theta, None if fit is None else fit.posterior,
+                       p.prior_precision, p.X)
+
+
+def tiny(kind: str, depth: int, n: int, seed: int) -> Tiny:
+    """``n`` training and 7 test inputs ``~ N(0, I₂)``, random labels, an MLP with ``depth`` tanh layers of 5 units
+    (0: logistic or softmax regression) and the likelihood of ``kind`` (a key of ``KINDS``)."""
+    make, outputs = KINDS[kind]
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n + 7, 2, generator=gen, dtype=DTYPE)
+    y = torch.randint(0, max(2, outputs), (n,), generator=gen)
+    model = seeded_mlp(2, outputs, depth, 5, seed)
+    theta = model.theta()
+    problem = Problem(model=model, likelihood=make(), X=X[:n], y=y, prior_precision=torch.full_like(theta, DELTA),
+                      theta0=theta, generator=gen)
+    return Tiny(problem, X[n:])
+
+
+def laplace(t: Tiny) -> Fit:
+    """The library's full Laplace-GGN at ``θ*`` (notes-004 eq. 12)."""
+    return laplace_at(t.problem, Fit(theta=t.theta, posterior=None), Structure.full, Curvature.ggn)
+
+
+def reference_nll(likelihood: Bernoulli | Categorical, f: Tensor, y: Tensor) -> Tensor:
+    """``−Σ_n log p(y_n | f_n)`` ``[]`` from ``torch.distributions``."""
+    if isinstance(likelihood, Bernoulli):
+        return -torch.distributions.Bernoulli(logits=f[:, 0]).log_prob(y.to(f.dtype)).sum()
+    return -torch.distributions.Categorical(logits=f).log_prob(y).sum()
+
+
+def closed_form_lambda(likelihood: Bernoulli | Categorical, f: Tensor) -> Tensor:
+    """notes-004 §2.3: ``Λ_n`` ``[N, C, C]``, ``diag(p) − ppᵀ`` (softmax) or ``p(1 − p)`` (Bernoulli)."""
+    if isinstance(likelihood, Bernoulli):
+        p = torch.sigmoid(f)
+        return (p * (1 - p)).unsqueeze(2)
+    p = torch.softmax(f, dim=1)
+    return torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)
+
+
+def reference_ggn(t: Tiny) -> Tensor:
+    """``Σ_n J_nᵀ Λ_n J_n`` ``[P, P]`` from autograd Jacobians and the closed-form Λ."""
+    p = t.problem
+    f, J = reference_jacobians(p.model, t.theta, p.X)
+    return torch.einsum("ncp,ncd,ndq->pq", J, closed_form_lambda(p.likelihood, f), J)
+
+
+def reference_nll_hessian(t: Tiny) -> Tensor:
+    """The exact Hessian ``[P, P]`` of the network's negative log-likelihood at ``θ*`` (``torch.func.hessian``)."""
+    p = t.problem
+    return torch.func.hessian(lambda theta: reference_nll(p.likelihood, p.model(theta, p.X), p.y))(t.theta)
+
+
+# ------------------------------------------------------------------------------------------ item 1
+
+
+def linearisation_at_expansion_point(t: Tiny) -> tuple[Tensor, Tensor]:
+    """notes-004 eq. 10 at ``θ = θ*``: the library's ``f_lin(x, θ*)`` and ``f(x, θ*)``, both ``[T, C]``."""
+    ctx = t.context()
+    with torch.no_grad():
+        f = t.problem.model(t.theta, t.X_test)
+    return glm_samples(ctx, t.X_test, t.theta.unsqueeze(0))[0], f
+
+
+def jacobians_and_differences(t: Tiny, eps: float = 1e-6) -> tuple[Tensor, Tensor]:
+    """The library's Jacobians of the test inputs and central finite differences ``(f(θ + εe_p) − f(θ − εe_p)) / 2ε``
+    over every parameter, both ``[T, C, P]``."""
+    model, theta = t.problem.model, t.theta
+    _, J = stacked_jacobians(model, theta, t.X_test)
+    steps = eps * torch.eye(len(theta), dtype=DTYPE)
+    with torch.no_grad():
+        columns = [(model(theta + e, t.X_test) - model(theta - e, t.X_test)) / (2 * eps) for e in steps]
+    return J, torch.stack(columns, dim=-1)
+
+
+def glm_and_bnn_samples(t: Tiny, n_samples: int = 100) -> tuple[Tensor, Tensor]:
+    """notes-004 eqs. 9 and 13 on the same draws ``θ_s`` of the full Laplace-GGN: the glm predictive's
+    ``f_lin(x, θ_s)`` and the bnn predictive's ``f(x, θ_s)``, both ``[S, T, C]``."""
+    fit = laplace(t)
+    thetas = fit.posterior.sample(n_samples, torch.Generator().manual_seed(1))
+    ctx = t.context(fit)
+    return glm_samples(ctx, t.X_test, thetas), nn_samples(ctx, t.X_test, thetas)
+
+
+def linearisation_claims(at_point: tuple[Tensor, Tensor], jacobians: tuple[Tensor, Tensor],
+                         samples: dict[str, tuple[Tensor, Tensor]], hessians: dict[str, tuple[Tensor, Tensor]],
+                         ) -> list[Claim]:
+    """Item 1 from :func:`linearisation_at_expansion_point`, :func:`jacobians_and_differences`, and per model
+    without a hidden layer :func:`glm_and_bnn_samples` and the (library GGN, autograd Hessian) pair."""
+    return [
+        claim(item(4, 1, "a"), Compare("max |f_lin(x, θ*) − f(x, θ*)|, 2x5 tanh, 3 classes", "≤", 0.0),
+              max_abs_error(*at_point)),
+        claim(item(4, 1, "b"), Compare("‖J (library) − central differences (ε = 1e-6)‖_F / ‖J‖_F, 2x5 tanh, "
+                                       f"3 classes, all P = {jacobians[0].shape[-1]} parameters", "≤", 1e-4),
+              relative_error(*jacobians)),
+        every(item(4, 1, "c"), Compare("max |f_lin(x, θ_s) − f(x, θ_s)| / max |f(x, θ_s)| over 100 shared draws, "
+                                       "no hidden layer", "≤", ROUNDING),
+              {k: max_abs_error(glm, bnn) / float(bnn.abs().max()) for k, (glm, bnn) in samples.items()},
+              over="model", note="the notes give no tolerance: float64 rounding"),
+        every(item(4, 1, "d"), Compare("‖GGN − exact NLL Hessian‖_F / ‖Hessian‖_F, no hidden layer", "≤", ROUNDING),
+              {k: relative_error(*pair) for k, pair in hessians.items()}, over="model",
+              note="the notes give no tolerance: float64 rounding"),
+    ]
+
+
+def item1() -> list[Claim]:
+    """notes-004 item 1: linearisation unit checks (eqs. 9, 10, 13; GGN = Hessian without hidden layers)."""
+    deep = tiny("softmax", depth=2, n=12, seed=0)
+    linear = {k: tiny(k, depth=0, n=12, seed=1) for k in KINDS}
+    hessians = {}
+    for k, t in linear.items():
+        ggn, _ = curvature(t.problem.model, t.problem.likelihood, t.theta, t.problem.X, t.problem.y)
+        hessians[k] = (ggn, reference_nll_hessian(t))
+    return linearisation_claims(linearisation_at_expansion_point(deep), jacobians_and_differences(deep),
+                                {k: glm_and_bnn_samples(t) for k, t in linear.items()}, hessians)
+
+
+# ------------------------------------------------------------------------------------------ item 2
+
+
+def ggn_paths(t: Tiny) -> tuple[Tensor, Tensor, Tensor]:
+    """notes-004 eq. 7: the library's full GGN ``[P, P]``, its diagonal path ``[P]`` and the autograd reference
+    ``Σ JᵀΛJ`` with the closed-form Λ ``[P, P]``."""
+    p = t.problem
+    args = (p.model, p.likelihood, t.theta, p.X, p.y)
+    full, _ = curvature(*args)
+    diag, _ = curvature(*args, structure=Structure.diag)
+    return full, diag, reference_ggn(t)
+
+
+def kron_blocks(t: Tiny) -> list[KronBlock]:
+    """The library's Kronecker factors of the GGN (KFLR, notes-004 eq. 8) on ``t``'s training set."""
+    p = t.problem
+    blocks, _ = kron_ggn(p.model, p.likelihood, t.theta, p.X, p.y)
+    return blocks
+
+
+def one_example_blocks(t: Tiny) -> dict[str, tuple[Tensor, Tensor]]:
+    """On ``t``'s first example alone: each weight block's ``B ⊗ A`` and the same block of the exact GGN
+    (autograd), keyed by the layer's θ range."""
+    one = Tiny(dataclasses.replace(t.problem, X=t.problem.X[:1], y=t.problem.y[:1]), t.X_test)
+    exact = reference_ggn(one)
+    return {f"θ[{b.start}:{b.stop}]": (torch.kron(b.B, b.A), exact[b.start : b.stop, b.start : b.stop])
+            for b in kron_blocks(one) if b.dense is None}
+
+
+def dense_kron_covariance(blocks: list[KronBlock], delta: float, dampen: bool) -> Tensor:
+    """The Kronecker posterior's covariance ``[P, P]`` by dense algebra on the raw factors: the inverse of the block
+    diagonal of ``B ⊗ A + δI`` (exact prior) or ``(B + √δ I) ⊗ (A + √δ I)`` (dampened) per weight and
+    ``D + δI`` per bias."""
+    parts = []
+    for b in blocks:
+        if b.dense is not None:
+            parts.append(b.dense + delta * torch.eye(len(b.dense), dtype=DTYPE))
+        elif dampen:
+            root = delta**0.5
+            parts.append(torch.kron(b.B + root * torch.eye(len(b.B), dtype=DTYPE),
+                                    b.A + root * torch.eye(len(b.A), dtype=DTYPE)))
+        else:
+            parts.append(torch.kron(b.B, b.A) + delta * torch.eye(b.stop - b.start, dtype=DTYPE))
+    return torch.linalg.inv(torch.block_diag(*parts))
+
+
+def sample_covariance(posterior: KronPosterior, seed: int) -> Tensor:
+    """The empirical covariance ``[P, P]`` of ``N_KRON_SAMPLES`` draws of the library's sampler."""
+    draws = posterior.sample(N_KRON_SAMPLES, torch.Generator().manual_seed(seed))
+    return torch.cov((draws - posterior.mean).T)
+
+
+def kron_posteriors(t: Tiny) -> dict[str, KronPosterior]:
+    """The library's exact-prior and dampened Kronecker Laplace posteriors at ``θ*``."""
+    blocks = kron_blocks(t)
+    return {name: KronPosterior(t.theta, blocks, t.problem.prior_precision, dampen)
+            for name, dampen in (("exact", False), ("dampened", True))}
+
+
+def curvature_claims(ggns: dict[str, tuple[Tensor, Tensor, Tensor]], blocks: dict[str, tuple[Tensor, Tensor]],
+                     samples: dict[str, tuple[Tensor, Tensor]], damped_cov: tuple[Tensor, Tensor],
+                     variances: tuple[Tensor, Tensor]) -> list[Claim]:
+    """Item 2 from :func:`ggn_paths` per likelihood, :func:`one_example_blocks`, the (sample covariance, dense
+    covariance) pairs per prior treatment, the dampened posterior's (covariance, dense covariance) and the exact-prior
+    and dampened marginal variances."""
+    exact_var, damped_var = variances
+    return [
+        every(item(4, 2, "a"), Compare("‖full GGN (library) − Σ JᵀΛJ (autograd J, Λ = diag(p) − ppᵀ or p(1 − p))‖_F "
+                                       "/ ‖Σ JᵀΛJ‖_F, 2x5 tanh", "≤", ROUNDING),
+              {k: relative_error(full, ref) for k, (full, _, ref) in ggns.items()}, over="likelihood",
+              note="the notes give no tolerance: float64 rounding"),
+        every(item(4, 2, "b"), Compare("‖diagonal-GGN path − diag(full GGN)‖ / ‖diag(full GGN)‖", "≤", ROUNDING),
+              {k: relative_error(diag, full.diagonal()) for k, (full, diag, _) in ggns.items()}, over="likelihood",
+              note="the notes give no tolerance: float64 rounding"),
+        every(item(4, 2, "c"), Compare("‖B ⊗ A − exact GGN block‖_F / ‖block‖_F, one datapoint, 1x5 tanh, "
+                                       "3 classes", "≤", ROUNDING),
+              {k: relative_error(*pair) for k, pair in blocks.items()}, over="dense layer",
+              note="B ⊗ A is the notes' Q ⊗ W in θ's row-major order; float64 rounding"),
+        claim(item(4, 2, "d"), Compare(f"‖empirical covariance of {N_KRON_SAMPLES} exact-prior samples − "
+                                       "(B ⊗ A + δI)⁻¹‖_F / ‖(B ⊗ A + δI)⁻¹‖_F", "≤", 0.05),
+              relative_error(*samples["exact"])),
+        claim(item(4, 2, "e"), Compare("‖dampened posterior's covariance (library solves) − ((B + √δI) ⊗ (A + √δI))⁻¹"
+                                       "‖_F / ‖((B + √δI) ⊗ (A + √δI))⁻¹‖_F", "≤", ROUNDING),
+              relative_error(*damped_cov), note="the notes give no tolerance: float64 rounding"),
+        claim(item(4, 2, "e"), Compare(f"‖empirical covariance of {N_KRON_SAMPLES} dampened samples − "
+                                       "((B + √δI) ⊗ (A + √δI))⁻¹‖_F / ‖·‖_F", "≤", 0.05),
+              relative_error(*samples["dampened"]), note="the tolerance of the exact-prior sampler's check"),
+        claim(item(4, 2, "f"), Compare("min over parameters of (exact-prior variance − dampened variance) / dampened "
+                                       "variance", "≥", -ROUNDING),
+              float(((exact_var - damped_var) / damped_var).min()),
+              note="bias blocks are the same in both: 0 up to rounding"),
+    ]
+
+
+def item2() -> list[Claim]:
+    """notes-004 item 2: curvature checks (eqs. 7, 8 and the exact-prior / dampened Kronecker posteriors)."""
+    ggns = {k: ggn_paths(tiny(k, depth=2, n=12, seed=2)) for k in KINDS}
+    blocks = one_example_blocks(tiny("softmax", depth=1, n=1, seed=3))
+    t = tiny("softmax", depth=1, n=30, seed=4)
+    posteriors = kron_posteriors(t)
+    dense = {name: dense_kron_covariance(posteriors[name].blocks, DELTA, post.dampen)
+             for name, post in posteriors.items()}
+    samples = {name: (sample_covariance(post, seed), dense[name])
+               for seed, (name, post) in enumerate(posteriors.items())}
+    damped = posteriors["dampened"]
+    columns = torch.stack([damped.cov_mv(e) for e in torch.eye(len(t.theta), dtype=DTYPE)], dim=1)
+    variances = (posteriors["exact"].marginal_variance(), damped.marginal_variance())
+    return curvature_claims(ggns, blocks, samples, (columns, dense["dampened"]), variances)
+
+
+# ------------------------------------------------------------------------------------------ item 3
+
+
+def gp_and_weight_space(t: Tiny) -> tuple[Tensor, Tensor]:
+    """notes-004 eq. 15 with M = N: the library's gp latent variance ``σ*²`` ``[T]`` and ``J* Σ_ggn J*ᵀ`` ``[T]`` with
+    ``Σ_ggn = (δI + Σ_n J_nᵀ Λ_n J_n)⁻¹`` dense from autograd Jacobians."""
+    p, fit = t.problem, laplace(t)
+    ctx = t.context(fit)
+    _, cov = gp_latent(ctx, t.X_test, gp_condition(ctx, torch.arange(len(p.X))))
+    _, J = reference_jacobians(p.model, t.theta, t.X_test)
+    sigma = torch.linalg.inv(torch.diag(p.prior_precision) + reference_ggn(t))
+    return cov[:, 0, 0], torch.einsum("tp,pq,tq->t", J[:, 0], sigma, J[:, 0])
+
+
+def gp_and_glm_probabilities(t: Tiny) -> tuple[Tensor, Tensor]:
+    """notes-004 eqs. 13 and 16 with M = N: the library's gp and glm predictive ``p(y = 1 | x)`` ``[T]`` from
+    ``N_MC`` latent draws each (independent seeds), and the Monte Carlo standard error of their difference ``[T]``
+    from the draws' own variances (a binary prediction's epistemic term is ``Var_s p_s``)."""
+    fit = laplace(t)
+    ctx = t.context(fit)
+    gp = gp_predictive(ctx, t.X_test, N_MC, torch.Generator().manual_seed(5),
+                       gp_condition(ctx, torch.arange(len(t.problem.X))))
+    glm = glm_predictive(ctx, t.X_test, N_MC, torch.Generator().manual_seed(6))
+    se = ((gp.epistemic + glm.epistemic) / N_MC).sqrt()
+    return gp.probs[:, 1] - glm.probs[:, 1], se
+
+
+def function_space_claims(variances: tuple[Tensor, Tensor], difference: tuple[Tensor, Tensor]) -> list[Claim]:
+    """Item 3 from :func:`gp_and_weight_space` and :func:`gp_and_glm_probabilities`."""
+    gp, weight = variances
+    gaps, se = difference
+    z = max(abs(standardised(float(d), float(s))) for d, s in zip(gaps, se, strict=True))
+    return [
+        claim(item(4, 3, "a"), Compare("max over test inputs of |σ*² (gp, M = N) − J*Σ_ggnJ*ᵀ| / J*Σ_ggnJ*ᵀ, 1x5 "
+                                       "tanh, binary, N = 20", "≤", 1e-4),
+              float(((gp - weight).abs() / weight).max())),
+        claim(item(4, 3, "b"), Compare(f"max over test inputs of |p_gp − p_glm| / (its Monte Carlo s.e.), "
+                                       f"{N_MC} draws each", "≤", 4.0), z,
+              note="7 test inputs: a 4 s.e. bound fails by chance with probability < 0.001"),
+    ]
+
+
+def item3() -> list[Claim]:
+    """notes-004 item 3: weight space = function space with all N points."""
+    t = tiny("logistic", depth=1, n=20, seed=5)
+    return function_space_claims(gp_and_weight_space(t), gp_and_glm_probabilities(t))
+
+
+def claims() -> list[Claim]:
+    """notes-004 items 1-3, in checklist order."""
+    return [*item1(), *item2(), *item3()]

@@ -1,0 +1,43 @@
+"""The identities page: every notes file's unit and identity items measured, each declared item answered by a
+claim and every claim holding on the code at hand (but one, a result); a check that fails shows on the page as
+failing."""
+
+from __future__ import annotations
+
+from helpers import answered, declared, measured, verdicts
+
+from bnnpred.reproduce import identities
+from bnnpred.reproduce.base import Reproduction, Tier
+from bnnpred.reproduce.claims import Compare, claim, item
+
+
+def build(tmp_path, monkeypatch) -> tuple[str, Reproduction]:
+    for _, modules in identities.SECTIONS:
+        for module in modules:
+            once = measured(module)
+            monkeypatch.setattr(module, "claims", lambda once=once: once)
+    r = Reproduction(runs=tmp_path / "runs", out=tmp_path / "identities", tier=Tier.quick, jobs=1)
+    page = identities.make(r)
+    return page, r
+
+
+def test_every_declared_item_is_measured_and_holds_but_oggn_at_gamma_0999_read_literally(tmp_path, monkeypatch):
+    """The one row that does not hold is a result (notes000_methods.item7): OGGN's mean step at ρ = 0.999 repels
+    from the MAP; the runner's recipe stays there."""
+    page, r = build(tmp_path, monkeypatch)
+    assert answered(r.claims) == declared("identities")
+    failing = [(str(c.item), c.text) for c in r.claims if c.verdict.value != "holds"]
+    assert len(failing) == 1 and failing[0][0] == "notes-000 #7" and "read literally" in failing[0][1]
+    assert page.count("\n## notes-") == len(identities.SECTIONS)
+    assert not (tmp_path / "runs").exists()  # nothing trained
+
+
+def test_a_failing_check_is_a_failing_row(tmp_path, monkeypatch):
+    broken = claim(item(0, 2), Compare("max |GGN − Hessian| / max |Hessian|", "≤", 1e-10), 0.3)
+    module = identities.SECTIONS[0][1][0]
+    monkeypatch.setattr(module, "claims", lambda: [broken])
+    r = Reproduction(runs=tmp_path / "runs", out=tmp_path / "identities", tier=Tier.quick, jobs=1)
+    monkeypatch.setattr(identities, "SECTIONS", (("notes-000", (module,)),))
+    page = identities.make(r)
+    assert verdicts(r.claims) == ["does not hold"]
+    assert "| notes-000 #2 | max \\|GGN − Hessian\\| / max \\|Hessian\\| ≤ 1e−10 | does not hold | 0.3 |" in page
