@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 from types import ModuleType
 
+import torch
+
 from bnnpred.reproduce import STUDIES
 from bnnpred.reproduce.claims import Claim
 from bnnpred.reproduce.identity_checks import single_thread
@@ -28,3 +30,12 @@ def measured(module: ModuleType) -> list[Claim]:
     """An :mod:`~bnnpred.reproduce.identity_checks` module's claims, measured once per test session (seconds)."""
     with single_thread():
         return module.claims()
+
+
+def afresh(module: ModuleType) -> list[Claim]:
+    """An identity-check module's claims measured now (not the session's :func:`measured`), checking that they
+    leave the global random state alone (the checks seed their own generators)."""
+    state = torch.random.get_rng_state()
+    claims = module.claims()
+    assert torch.equal(torch.random.get_rng_state(), state)
+    return claims

@@ -16,21 +16,15 @@ from helpers import measured, verdicts
 from bnnpred.data.toy import TwoMoonsConfig, load_two_moons
 from bnnpred.reproduce.claims import Claim
 from bnnpred.reproduce.identity_checks import notes000_methods as m
-from bnnpred.reproduce.identity_checks import single_thread
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 HOLDS, FAILS, NA = "holds", "does not hold", "not applicable"
 DATA = Path(os.environ.get("BNNPRED_DATA_DIR") or Path(__file__).resolve().parents[3] / "shared" / "data")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The checks are sized for one core; two threads on a busy machine make them many times slower."""
-    with single_thread():
-        yield
-
-
 @pytest.fixture(scope="module")
-def claims(one_thread) -> list[Claim]:
+def claims() -> list[Claim]:
     with pytest.MonkeyPatch.context() as patch:
         if DATA.is_dir():
             patch.setenv("BNNPRED_DATA_DIR", str(DATA))

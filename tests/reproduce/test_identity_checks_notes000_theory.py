@@ -16,18 +16,12 @@ from bnnpred.models import build_model
 from bnnpred.models.mlp import MLPConfig
 from bnnpred.reproduce.claims import Claim
 from bnnpred.reproduce.identity_checks import notes000_theory as theory
-from bnnpred.reproduce.identity_checks import single_thread
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 HOLDS, FAILS = "holds", "does not hold"
 ITEMS = ["notes-000 #1a", "notes-000 #1b", "notes-000 #2a", "notes-000 #2b", "notes-000 #3a", "notes-000 #3b",
          "notes-000 #3c", "notes-000 #4a", "notes-000 #4b", "notes-000 #4c", "notes-000 #5a", "notes-000 #5b"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The claims are measured on one thread (identities.measure); two sum in another order, to the last bits."""
-    with single_thread():
-        yield
 
 
 @pytest.fixture(scope="module")

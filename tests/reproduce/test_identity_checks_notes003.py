@@ -3,25 +3,18 @@ exactly those items, and the comparisons fail on broken inputs."""
 
 import pytest
 import torch
+from helpers import afresh
 
 from bnnpred.predictive import gp_condition, gp_latent
 from bnnpred.reproduce.claims import Verdict
-from bnnpred.reproduce.identity_checks import notes003, single_thread
+from bnnpred.reproduce.identity_checks import notes003
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The checks' numbers are those of one thread (two sum in another order, to the last bits)."""
-    with single_thread():
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def measured(one_thread):
-    rng = torch.random.get_rng_state()
-    claims = notes003.claims()
-    assert torch.equal(torch.random.get_rng_state(), rng)  # the checks seed their own generators
-    return claims
+def measured():
+    return afresh(notes003)
 
 
 def test_every_claim_holds(measured):
