@@ -1,7 +1,7 @@
 """notes-001 (Variational Laplace) items 1-5 as claims: every verdict holds on the library's code, and the
 comparisons reject the empirical Fisher, a regulariser cut off from µ, a KL with log σ for log σ², a VL objective
-per example or off by a constant, MAP's acceptance of ReLU, a tanh preset, a sampling predictive and a metric scored
-at a weight sample."""
+per example, off by a constant, without its regulariser or with the regulariser's sign flipped, MAP's acceptance of
+ReLU, a tanh preset, a sampling predictive and a metric scored at a weight sample."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ import pytest
 import torch
 from helpers import measured, verdicts
 
+from bnnpred.inference.vl import fisher_regulariser, laplace_loglik
 from bnnpred.posteriors import DiagPosterior
 from bnnpred.reproduce.claims import Claim
 from bnnpred.reproduce.identity_checks import notes001
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +28,8 @@ def claims() -> list[Claim]:
 def test_every_claim_holds_and_the_items_are_notes_001_1_to_5(claims):
     assert verdicts(claims) == ["holds"] * len(claims), [(str(c.item), c.numbers) for c in claims]
     assert [str(c.item) for c in claims] == ["notes-001 #1a", "notes-001 #1b", "notes-001 #1c", "notes-001 #2",
-                                             "notes-001 #3a", "notes-001 #3b", "notes-001 #4a", "notes-001 #4b",
-                                             "notes-001 #5a", "notes-001 #5b"]
+                                             "notes-001 #3a", "notes-001 #3b", "notes-001 #3c", "notes-001 #4a",
+                                             "notes-001 #4b", "notes-001 #5a", "notes-001 #5b"]
 
 
 def test_the_empirical_fisher_and_a_detached_regulariser_fail_item_1():
@@ -42,6 +45,20 @@ def test_the_empirical_fisher_and_a_detached_regulariser_fail_item_1():
     assert gradient.verdict.value == fd.verdict.value == "does not hold"
 
 
+def test_a_regulariser_cut_off_from_mu_fails_item_1b_and_1c():
+    """A regulariser detached from µ has a zero gradient (not an error); its finite difference is not zero."""
+    problem = notes001.softplus_problem(n=10, seed=0)
+
+    def detached(problem, f, mu, sigma):
+        return fisher_regulariser(problem, f, mu, sigma).detach()
+
+    gradient = notes001.regulariser_gradient(problem, regulariser=detached)
+    assert gradient[:2] == (0.0, 0.0) and gradient[2] != 0.0
+    exact = notes001.enumerated_fisher(problem)
+    _, nonzero, fd = notes001.fisher_claims(exact, exact, 1, gradient)
+    assert nonzero.verdict.value == fd.verdict.value == "does not hold"
+
+
 def test_a_kl_with_log_sigma_for_log_sigma2_fails_item_2():
     def halved_log(mu, sigma, precision):
         ratio = precision * sigma.square()
@@ -53,12 +70,26 @@ def test_a_kl_with_log_sigma_for_log_sigma2_fails_item_2():
 
 def test_a_vl_objective_per_example_or_off_by_a_constant_fails_item_3():
     problem = notes001.softplus_problem(n=40, seed=2, own_labels=False)
-    values = notes001.vl_and_elbo(problem, (0.01, 0.03))
+    values = notes001.vl_and_elbo(problem, (0.01, 0.03), draws=500)
     N = len(problem.X)
-    per_example = {scale: (vl / N, elbo) for scale, (vl, elbo) in values.items()}  # the data term not × N
+    per_example = {scale: v._replace(vl=v.vl / N) for scale, v in values.items()}  # the data term not × N
     assert notes001.elbo_claims(per_example)[0].verdict.value == "does not hold"
-    offset = {scale: (elbo + 0.5, elbo) for scale, (_, elbo) in values.items()}  # a gap that does not grow
-    assert [c.verdict.value for c in notes001.elbo_claims(offset)] == ["holds", "does not hold"]
+    offset = {scale: v._replace(vl=v.elbo + 0.5) for scale, v in values.items()}  # a gap that does not grow
+    assert [c.verdict.value for c in notes001.elbo_claims(offset)] == ["holds", "does not hold", "does not hold"]
+
+
+def test_a_vl_objective_without_its_regulariser_or_with_it_flipped_fails_item_3c_alone():
+    """The notes' 1 % of |ELBO| and the growing gap pass both; the gap against E_q log p(D|w) − log p(D|µ) not."""
+    def without(problem, mu, sigma, rows):
+        return laplace_loglik(problem, mu, torch.zeros_like(sigma), rows)
+
+    def flipped(problem, mu, sigma, rows):  # (log p + R) / N
+        return 2 * laplace_loglik(problem, mu, torch.zeros_like(sigma), rows) - laplace_loglik(problem, mu, sigma, rows)
+
+    for loglik, draws in ((without, 1), (flipped, 200)):
+        problem = notes001.softplus_problem(n=40, seed=2, own_labels=False)
+        values = notes001.vl_and_elbo(problem, (0.01, 0.03), loglik, draws)
+        assert [c.verdict.value for c in notes001.elbo_claims(values)] == ["holds", "holds", "does not hold"]
 
 
 def test_map_accepting_relu_and_a_tanh_preset_fail_item_4():

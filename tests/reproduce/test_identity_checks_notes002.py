@@ -20,9 +20,8 @@ def claims() -> list[Claim]:
 
 def test_every_claim_holds_and_the_items_are_notes_002_1_to_7(claims):
     assert verdicts(claims) == ["holds"] * len(claims), [(str(c.item), c.numbers) for c in claims]
-    assert [str(c.item) for c in claims] == ["notes-002 #1", "notes-002 #2a", "notes-002 #2b", "notes-002 #3a",
-                                             "notes-002 #3b", "notes-002 #4", "notes-002 #5a", "notes-002 #5b",
-                                             "notes-002 #6a", "notes-002 #6b", "notes-002 #7"]
+    parts = ["1", "2a", "2b", "2c", "3a", "3b", "4", "5a", "5b", "6a", "6b", "7"]
+    assert [str(c.item) for c in claims] == [f"notes-002 #{part}" for part in parts]
 
 
 def test_a_solve_off_by_1e_8_relative_fails_item_1():
@@ -34,9 +33,21 @@ def test_the_mean_field_factor_fails_item_2_unless_u_is_zero():
     """T = diag(d)^{-1/2} ignores U: a factor of the covariance only for U ≡ 0."""
     factors = {name: (torch.diag(post.d.rsqrt()), post.U @ post.U.T + torch.diag(post.d))
                for name, post in notes002.sampler_posteriors(20).items()}
-    claim = notes002.fast_sample_claims(factors, {})[0]
+    post = notes002.sampler_posteriors(20)["random U"]
+    literal = (notes002.literal_algorithm3_factor(post), post.U @ post.U.T + torch.diag(post.d))
+    claim = notes002.fast_sample_claims(factors, {}, literal)[0]
     assert claim.verdict.value == "does not hold"
     assert claim.numbers.startswith("1/3")  # only U ≡ 0 passes
+
+
+def test_the_librarys_sampler_passed_off_as_the_literal_algorithm_3_fails_item_2c():
+    """Item 2c holds when the printed algorithm fails: the library's correct factor in its place does not hold."""
+    post = notes002.sampler_posteriors(20)["random U"]
+    precision = post.U @ post.U.T + torch.diag(post.d)
+    literal = (notes002.literal_algorithm3_factor(post), precision)
+    assert notes002.fast_sample_claims({}, {}, literal)[2].verdict.value == "holds"
+    correct = (notes002.sampler_factor(post), precision)
+    assert notes002.fast_sample_claims({}, {}, correct)[2].verdict.value == "does not hold"
 
 
 def test_eigenvalues_off_by_0_1_percent_fail_item_3a_but_not_3b():
@@ -57,14 +68,16 @@ def test_a_rank_3_run_is_not_vogn_but_keeps_its_diagonal():
     assert verdicts(notes002.full_rank_claims(low_rank, vogn)) == ["does not hold", "does not hold"]
     nudged = low_rank.precisions.clone()
     nudged[10, 4, 4] *= 1 + 1e-9
-    assert notes002.diagonal_claim(notes002.Run(nudged, low_rank.means), vogn).verdict.value == "does not hold"
+    assert notes002.diagonal_claim(notes002.Trajectory(nudged, low_rank.means), vogn).verdict.value == "does not hold"
 
 
-def test_rows_out_of_draw_order_fail_item_6a():
+def test_rows_out_of_draw_order_fail_item_6a_and_sums_off_by_1e_9_fail_6b():
     case = notes002.gradient_case()
     swapped = case.rows.roll(16, dims=0)  # draw 3's rows first: example-aligned but at the wrong θ_s
     a, b = notes002.per_example_claims(GradientCase(swapped, *case[1:]))
     assert (a.verdict.value, b.verdict.value) == ("does not hold", "holds")
+    a, b = notes002.per_example_claims(case._replace(sums=case.sums * (1 + 1e-9), rows=case.rows * (1 + 1e-9)))
+    assert (a.verdict.value, b.verdict.value) == ("does not hold", "does not hold")
 
 
 def test_the_n_over_m_convention_fails_item_7():

@@ -2,13 +2,17 @@ r"""notes-001 (Variational Laplace) checklist items 1-5, measured through the li
 
 - #1 the VL regulariser: :func:`~bnnpred.inference.vl.fisher_regulariser`'s ``g̃²`` averaged over 20,000 label draws
   against the diagonal Fisher by enumerating the classes (autograd Jacobian of ``log softmax``), on a 2-4-3 softplus
-  MLP with 10 inputs; its gradient in ``µ`` by double back-propagation, against a central finite difference.
+  MLP with 10 inputs; its gradient in ``µ`` by double back-propagation (a regulariser cut off from ``µ`` has a zero
+  gradient), against a central finite difference.
 - #2 the KL (eq. 11): :func:`~bnnpred.inference.mean_field.kl_to_prior` against ``torch.distributions``, on three
   draws of 50 weights (``σ`` below, near and above the prior's ``s``).
-- #3 VL approximates the ELBO: eq. 28 from the library's pieces (:func:`~bnnpred.inference.vl.laplace_loglik`'s data
-  term, the regulariser averaged over 5,000 label draws, :func:`~bnnpred.inference.mean_field.kl_to_prior`) against a
-  4,000-sample (antithetic) Monte Carlo ELBO, on a 2-4-3 softplus MLP with 40 inputs and uniform random labels (so
-  the observed labels' Hessian is not minus the Fisher), for ``σ = 0.01, 0.03, 0.1, 0.3 × s``.
+- #3 VL approximates the ELBO: eq. 28 as the trainer computes it (``N ×`` :func:`~bnnpred.inference.vl.laplace_loglik`
+  at ``σ``, averaged over 5,000 label draws, minus :func:`~bnnpred.inference.mean_field.kl_to_prior`) against a
+  4,000-sample (antithetic) Monte Carlo ELBO scored by ``torch.distributions``, on a 2-4-3 softplus MLP with 40 inputs
+  and uniform random labels (so the observed labels' Hessian is not minus the Fisher), for
+  ``σ = 0.01, 0.03, 0.1, 0.3 × s``; the notes' 1 % of ``|ELBO|`` is mostly the KL, common to both sides, so a
+  further claim measures the gap against the part of the ELBO the regulariser approximates,
+  ``E_q log p(D | w) − log p(D | µ)``.
 - #4 the activation guard: the run's config checks (:func:`bnnpred.cli.check_job`) on ``experiment=notes001_fmnist``
   with the two-moons toy data in place of Fashion-MNIST; the model activation of every notes-001 preset (and its VI
   variant), composed as a run composes it.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -102,24 +107,38 @@ def enumerated_fisher(problem: Problem) -> Tensor:
     return (probs.unsqueeze(-1) * J.square()).sum((0, 1))
 
 
-def regulariser_gradient(problem: Problem, step: float = 1e-5) -> tuple[float, float, float]:
-    """``max_λ |∂R/∂µ_λ|`` of the regulariser at VL's initial ``σ = e⁻³ s`` (double back-propagation), and its
-    derivative along a random unit direction ``v`` by autograd and by a central difference of step ``step``, the
-    sampled labels held fixed (the generator restored before each evaluation; notes-001 #1)."""
+Regulariser = Callable[[Problem, Tensor, Tensor, Tensor], Tensor]
+
+
+def gradient_or_zero(value: Tensor, wrt: Tensor) -> Tensor:
+    """``∂value/∂wrt`` ``[*wrt.shape]`` by autograd, zero where ``value`` does not depend on ``wrt`` (no graph at
+    all, or none through ``wrt``)."""
+    if not value.requires_grad:
+        return torch.zeros_like(wrt)
+    (grad,) = torch.autograd.grad(value, wrt, allow_unused=True)
+    return torch.zeros_like(wrt) if grad is None else grad
+
+
+def regulariser_gradient(problem: Problem, step: float = 1e-5,
+                         regulariser: Regulariser = fisher_regulariser) -> tuple[float, float, float]:
+    """``max_λ |∂R/∂µ_λ|`` of the regulariser ``R = regulariser(problem, f(X; µ), µ, σ)`` (the library's by default)
+    at VL's initial ``σ = e⁻³ s`` (double back-propagation; zero if ``R`` is cut off from ``µ``), and its derivative
+    along a random unit direction ``v`` by autograd and by a central difference of step ``step``, the sampled labels
+    held fixed (the generator restored before each evaluation; notes-001 #1)."""
     sigma = initial_rho(problem.prior_precision, VLConfig()).exp()
     state = problem.generator.get_state()
     v = torch.randn(problem.theta0.shape, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
     v = v / v.norm()
 
-    def regulariser(theta: Tensor) -> tuple[Tensor, Tensor]:
+    def at(theta: Tensor) -> tuple[Tensor, Tensor]:
         problem.generator.set_state(state)
         mu = theta.clone().requires_grad_(True)
-        return fisher_regulariser(problem, problem.model(mu, problem.X), mu, sigma), mu
+        return regulariser(problem, problem.model(mu, problem.X), mu, sigma), mu
 
-    value, mu = regulariser(problem.theta0)
-    (grad,) = torch.autograd.grad(value, mu)
-    plus, _ = regulariser(problem.theta0 + step * v)
-    minus, _ = regulariser(problem.theta0 - step * v)
+    value, mu = at(problem.theta0)
+    grad = gradient_or_zero(value, mu)
+    plus, _ = at(problem.theta0 + step * v)
+    minus, _ = at(problem.theta0 - step * v)
     problem.generator.set_state(state)
     return float(grad.abs().max()), float(grad @ v), float((plus - minus).detach() / (2 * step))
 
@@ -180,45 +199,74 @@ def kl_claims(values: dict[str, tuple[float, float]]) -> list[Claim]:
 # ---------------------------------------------------------------- #3 VL approximates the ELBO
 
 
-def vl_and_elbo(problem: Problem, scales: Sequence[float] = SCALES) -> dict[float, tuple[float, float]]:
-    """``{σ/s: (VL objective, Monte Carlo ELBO)}`` at ``µ = θ0`` and ``σ = scale · s`` (β = 1, sums over the data).
+class VLvsELBO(NamedTuple):
+    """#3 at one ``σ`` (sums over the data, β = 1): the VL objective, the Monte Carlo ELBO, and the two
+    log-likelihood terms the VL regulariser links, ``log p(D | µ)`` and the Monte Carlo ``E_q log p(D | w)``."""
 
-    VL (notes-001 eq. 28): ``N`` × the library's per-example expansion at ``σ = 0`` (``log p(y | µ) / N``, the
-    regulariser vanishing), minus its regulariser averaged over ``VL_DRAWS`` label draws (the same draws at every
-    ``σ``: labels come from the network at ``µ``), minus ``kl_to_prior``. ELBO (eq. 10): the mean log-likelihood
-    over ``2 · WEIGHT_PAIRS`` antithetic weight samples ``µ ± σ ε`` minus the KL of ``torch.distributions``."""
+    vl: float
+    elbo: float
+    at_mean: float
+    expected: float
+
+
+ExpectedLoglik = Callable[[Problem, Tensor, Tensor, slice], Tensor]
+
+
+def data_loglik(problem: Problem, theta: Tensor) -> Tensor:
+    """``log p(D | θ)`` ``[]`` of the problem's data at weights ``θ`` ``[P]``, scored by ``torch.distributions``
+    (categorical; independent of the library's likelihood)."""
+    return CategoricalDistribution(logits=problem.model(theta, problem.X)).log_prob(problem.y).sum()
+
+
+def vl_and_elbo(problem: Problem, scales: Sequence[float] = SCALES, loglik: ExpectedLoglik = laplace_loglik,
+                draws: int = VL_DRAWS) -> dict[float, VLvsELBO]:
+    """``{σ/s: VLvsELBO}`` at ``µ = θ0`` and ``σ = scale · s``.
+
+    VL (notes-001 eq. 28) as the trainer computes it: ``N × loglik(problem, µ, σ, all rows)`` (the library's
+    per-example expansion by default) averaged over ``draws`` calls, each with its own label draw (the same draws at
+    every ``σ``: labels come from the network at ``µ``), minus ``kl_to_prior``. ELBO (eq. 10): the mean of
+    ``log p(D | w)`` (``torch.distributions``) over ``2 · WEIGHT_PAIRS`` antithetic weight samples ``µ ± σ ε`` minus
+    the KL of ``torch.distributions``."""
     N, s, mu = len(problem.X), problem.prior_precision.rsqrt(), problem.theta0
     eps = torch.randn(WEIGHT_PAIRS, mu.numel(), generator=torch.Generator().manual_seed(11), dtype=DTYPE)
     eps = torch.cat([eps, -eps])
+    with torch.no_grad():
+        at_mean = float(data_loglik(problem, mu))
     m = mu.clone().requires_grad_(True)
-    data_term = N * laplace_loglik(problem, m, torch.zeros_like(mu), slice(None)).detach()
     labels = problem.generator.get_state()
     out = {}
     for scale in scales:
         sigma = scale * s
         with torch.no_grad():
-            loglik = torch.vmap(lambda theta: problem.likelihood.log_prob(problem.model(theta, problem.X),
-                                                                          problem.y).sum())(mu + sigma * eps)
-        elbo = loglik.mean() - kl_divergence(Normal(mu, sigma), Normal(torch.zeros_like(mu), s)).sum()
+            expected = float(torch.vmap(lambda theta: data_loglik(problem, theta))(mu + sigma * eps).mean())
+        elbo = expected - float(kl_divergence(Normal(mu, sigma), Normal(torch.zeros_like(mu), s)).sum())
         problem.generator.set_state(labels)
-        regulariser, _ = stacked_regulariser(problem, sigma, VL_DRAWS)
-        vl = data_term - regulariser - kl_to_prior(mu, sigma, problem.prior_precision)
-        out[scale] = (float(vl), float(elbo))
+        data_term = N * sum(float(loglik(problem, m, sigma, slice(None)).detach()) for _ in range(draws)) / draws
+        vl = data_term - float(kl_to_prior(mu, sigma, problem.prior_precision))
+        out[scale] = VLvsELBO(vl, elbo, at_mean, expected)
     return out
 
 
-def elbo_claims(values: dict[float, tuple[float, float]]) -> list[Claim]:
-    """#3: at the smallest ``σ/s`` of ``values`` (``{σ/s: (VL, ELBO)}``) the gap is ≤ 1 % of ``|ELBO|``; the gap
-    ``|VL − ELBO|`` rises with ``σ/s``."""
+def elbo_claims(values: dict[float, VLvsELBO]) -> list[Claim]:
+    """#3 from ``{σ/s: VLvsELBO}``: at the smallest ``σ/s`` the gap ``|VL − ELBO|`` is ≤ 1 % of ``|ELBO|`` (the
+    notes'); the gap rises with ``σ/s``; at the smallest ``σ/s`` the gap is ≤ 10 % of
+    ``|E_q log p(D | w) − log p(D | µ)|``, the part of the ELBO the regulariser approximates (ours: the notes'
+    1 % of ``|ELBO|`` is mostly the KL, which both sides share, and passes without the regulariser)."""
     scales = sorted(values)
-    vl, elbo = values[scales[0]]
-    gaps = [abs(values[x][0] - values[x][1]) for x in scales]
+    first = values[scales[0]]
+    gap = abs(first.vl - first.elbo)
+    gaps = [abs(values[x].vl - values[x].elbo) for x in scales]
     return [
         claim(item(1, 3, "a"), Compare(f"|VL objective − MC ELBO| at σ = {scales[0]:g} s (4,000 weight samples; "
                                        "2-4-3 softplus MLP, 40 points)", "≤", "|MC ELBO|", factor=0.01),
-              (abs(vl - elbo), abs(elbo))),
+              (gap, abs(first.elbo))),
         claim(item(1, 3, "b"), Trend("|VL objective − MC ELBO|", "strictly rises",
                                      over=f"σ/s = {', '.join(f'{x:g}' for x in scales)}"), gaps),
+        claim(item(1, 3, "c"), Compare(f"|VL objective − MC ELBO| at σ = {scales[0]:g} s", "≤",
+                                       "|MC E_q log p(D|w) − log p(D|µ)|", factor=0.1),
+              (gap, abs(first.expected - first.at_mean)),
+              note="tolerance ours: the notes' 1 % of |ELBO| is mostly the KL and holds without the regulariser; "
+                   "this measures the gap against the part of the ELBO the regulariser approximates"),
     ]
 
 
