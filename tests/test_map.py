@@ -12,7 +12,7 @@ from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Problem
 from bnnpred.inference.map import MapConfig, Schedule, train_map
-from bnnpred.inference.map_finish import Finish, log_joint_grad_norm, sum_neg_log_joint
+from bnnpred.inference.map_finish import Finish, _armijo, log_joint_grad_norm, sum_neg_log_joint
 from bnnpred.inference.mean_field import kl_to_prior
 from bnnpred.likelihoods import Categorical
 from bnnpred.models.mlp import MLPConfig, build_mlp
@@ -53,6 +53,25 @@ def test_the_finish_reaches_its_tolerance_at_the_known_optimum_of_logistic_regre
         assert fit.info["finish_iterations"] <= 6
     bound = tol / float(torch.linalg.eigvalsh(H)[0])
     assert float((fit.theta - w_star).norm()) <= bound + 1e-12
+
+
+def test_the_line_search_refuses_a_shortened_step_that_leaves_the_objective_equal():
+    """At the optimum of logistic regression, a descent direction of length 1e-3 along the (rounding-sized)
+    gradient overshoots at t = 1; after ~30 halvings the step is ~1e-12 long and the objective is equal in float64,
+    which passes ``f ≤ f₀ + c·t·gᵀd`` on rounding alone. Accepting it stalled the Newton finish at its iteration
+    cap (one run: ‖∇‖ ≈ 1e-8 for 2,000 iterations of 2.9 s); the search now reports no step, so Newton raises its
+    damping and ends. A full step is still taken on equality (it shrinks the gradient)."""
+    problem, _ = tiny_problem("bernoulli", depth=0, n=60, d=3, delta=0.5)
+    problem.X, problem.prior_precision = problem.X.double(), problem.prior_precision.double()
+    problem.model.module.double()
+    w_star, _ = newton_optimum(problem)
+    value = float(sum_neg_log_joint(problem, w_star))
+    gradient = torch.func.grad(lambda t: sum_neg_log_joint(problem, t))(w_star)
+    step = -1e-3 * gradient / gradient.norm()
+    slope = float(gradient @ step)
+    assert slope < 0 and float(sum_neg_log_joint(problem, w_star + 2.0**-29 * step)) == value
+    assert _armijo(problem, w_star, step, value, slope) is None
+    assert _armijo(problem, w_star, -1e-20 * gradient, value, float(gradient @ (-1e-20 * gradient))) == 1.0
 
 
 @pytest.mark.parametrize("value", [0.0, -1e-6])

@@ -172,13 +172,17 @@ def _preconditioned_cg(hvp: Callable[[Tensor], Tensor], G: Tensor, grad: Tensor,
 
 
 def _armijo(problem: Problem, theta: Tensor, step: Tensor, value: float, slope: float) -> float | None:
-    """The first ``t`` of ``1, ½, ¼, …`` with sufficient decrease along ``step``; None if none of ``HALVINGS``."""
+    """The first ``t`` of ``1, ½, ¼, …`` with sufficient decrease along ``step``; None if none of ``HALVINGS``. A
+    shortened step must lower the objective strictly: one that leaves it equal in float64 passes the test on
+    rounding alone (near a MAP, after ~30 halvings, it moves θ by nothing and Newton would repeat it until its
+    iteration cap). A full Newton step is taken on equality, as it still shrinks the gradient."""
     if not slope < 0:
         return None
     t = 1.0
     with torch.no_grad():
         for _ in range(HALVINGS):
-            if float(sum_neg_log_joint(problem, theta + t * step)) <= value + ARMIJO * t * slope:
+            trial = float(sum_neg_log_joint(problem, theta + t * step))
+            if trial <= value + ARMIJO * t * slope and (t == 1.0 or trial < value):
                 return t
             t /= 2
     return None
