@@ -42,7 +42,9 @@ def measure(modules: tuple[ModuleType, ...]) -> list[Claim]:
 
 
 def make(r: Reproduction) -> str:
-    """The page: one section per notes file, its claims measured now (nothing is read from runs)."""
+    """The page: one section per notes file, its claims measured now (nothing is read from runs; the provenance
+    line, written after them, gives the time they took)."""
+    sections = [(title, r.table(measure(modules))) for title, modules in SECTIONS]
     lines = ["# The notes' unit and identity checks, measured", "", r.provenance("bnnpred reproduce identities"), "",
              "Each row measures one pass criterion of a notes file's checklist (its sections of unit, identity and "
              "data checks) on a small seeded float64 problem, through the code the runner uses, against an "
@@ -50,8 +52,8 @@ def make(r: Reproduction) -> str:
              "differences, torch.distributions, enumeration or a large Monte Carlo reference. The tolerances are "
              "the notes' where they give one; a row whose tolerance is ours says so and why. Settings: the modules "
              "of `bnnpred/reproduce/identity_checks/`."]
-    for title, modules in SECTIONS:
-        lines += ["", f"## {title}", "", r.table(measure(modules))]
+    for title, table in sections:
+        lines += ["", f"## {title}", "", table]
     return "\n".join(lines) + "\n"
 
 
