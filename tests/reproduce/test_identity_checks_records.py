@@ -26,7 +26,8 @@ def claims():
 def test_every_field_is_recorded_by_the_runs(claims):
     assert verdicts(claims) == ["holds"] * len(claims), [(str(c.item), c.numbers) for c in claims]
     assert [str(c.item) for c in claims] == ["notes-000 #21"] * 2 + ["notes-001 #11"] + ["notes-004 #11"] * 3
-    assert [c.numbers for c in claims] == ["6/6", "9/9", "12/12", "20/20", "3", "4/4"]
+    assert [c.numbers.split(":")[0] for c in claims] == ["6/6", "9/9", "12/12", "20/20", "3", "4/4"]
+    assert claims[0].numbers == "6/6: seed, P, δ, Monte Carlo samples, σ², final MAP gradient norm"
 
 
 def files() -> RunFiles:
@@ -66,9 +67,11 @@ def test_a_record_missing_a_field_fails_its_item_and_names_it(claims):
     del broken.metrics["info"]["converged"]
     claim = records.notes000_claims(voggn, broken)[1]
     assert claim.verdict.value == "does not hold"
-    assert claim.numbers == "8/9; missing: convergence status (metrics.json: info.converged)"
+    assert claim.numbers.endswith("; missing: convergence status (metrics.json: info.converged)")
+    assert claim.numbers.startswith("8/9: seed, P, δ,")
     # the Laplace fields on the VOGGN run: no σ² (a classification run) and no MAP gradient norm
-    assert records.notes000_claims(voggn, voggn)[0].numbers.startswith("4/6; missing: σ²")
+    assert records.notes000_claims(voggn, voggn)[0].numbers.endswith(
+        "; missing: σ² (metrics.json: run.sigma2), final MAP gradient norm (metrics.json: info.grad_norm)")
     cut = RunFiles(voggn.metrics, voggn.config, voggn.selection.iloc[:1])
     assert verdicts(records.notes004_claims(cut, None, ("", "no data: x")))[1:] == ["does not hold", "not applicable"]
 

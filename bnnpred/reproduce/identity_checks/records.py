@@ -102,15 +102,15 @@ def make_run(overrides: Sequence[str]) -> RunFiles:
 
 
 def fields_claim(it: Item, run: str, files: RunFiles | None, fields: Sequence[Field], reason: str = "") -> Claim:
-    """``it`` holds when ``files`` records every one of ``fields``; the numbers name the missing ones (none: not
-    applicable, for ``reason``)."""
+    """``it`` holds when ``files`` records every one of ``fields``; the numbers name the recorded and the missing
+    ones (no files: not applicable, for ``reason``)."""
     criterion = Compare(f"{run}: fields recorded, of the {len(fields)} the item names", "≥", len(fields))
     if files is None:
         return claim(it, criterion, math.nan, numbers=reason)
+    held = [f.name for f in fields if files.holds(f)]
     missing = [f"{f.name} ({f.file}: {f.key})" for f in fields if not files.holds(f)]
-    recorded = len(fields) - len(missing)
-    return claim(it, criterion, recorded,
-                 numbers=f"{recorded}/{len(fields)}" + (f"; missing: {', '.join(missing)}" if missing else ""))
+    return claim(it, criterion, len(held), numbers=f"{len(held)}/{len(fields)}: {', '.join(held)}"
+                 + (f"; missing: {', '.join(missing)}" if missing else ""))
 
 
 # ------------------------------------------------------------------------------------------ notes-000 #21
