@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from bnnpred.inference import map as map_module
+from bnnpred.inference.base import TrainingClock
 from bnnpred.inference.map import MapConfig, train_map
-from bnnpred.io import load_torch
+from bnnpred.io import load_checked, load_torch, save_checked
 from tests.helpers import tiny_problem
 
 MINIBATCH = MapConfig(steps=60, batch_size=4, lr=1e-2, schedule="cosine")  # 3 steps an epoch
@@ -62,6 +63,20 @@ def test_a_resumed_training_ends_bit_for_bit_where_an_uninterrupted_one_ends(tmp
     resumed = train_map(problem_in(tmp_path), MINIBATCH)
     assert torch.equal(resumed.theta, uninterrupted.theta)
     assert resumed.trace == uninterrupted.trace and resumed.info == uninterrupted.info
+
+
+def test_a_resumed_training_counts_the_seconds_its_checkpoint_carries(tmp_path, monkeypatch):
+    """The training clock goes on from the checkpoint's seconds: a killed process's training time is not lost from
+    the run's time per epoch."""
+    interrupted_at(monkeypatch, tmp_path, 31)
+    newest = next(p for p in (tmp_path / "ckpt").glob("*.pt") if ".prev" not in p.name)
+    state = load_checked(newest)
+    assert state["seconds"] > 0
+    save_checked(newest, {**state, "seconds": 1000.0})
+    timing = train_map(problem_in(tmp_path), MINIBATCH).timing
+    assert 1000 < timing["seconds"] < 1060 and timing["epochs"] == 20  # 60 steps of 3 an epoch
+    assert timing["seconds_per_epoch"] == timing["seconds"] / 20
+    assert math.isnan(TrainingClock().timing(0)["seconds_per_epoch"])  # no epoch: no time per epoch
 
 
 @pytest.mark.parametrize("damage", ["newest", "both"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +63,9 @@ class Fit:
         buffers: the network's buffers after training (batch-norm running statistics; empty for most networks).
         evidence: a Laplace fit's log evidence as a function of the prior and the noise (its curvature kept apart
             from the prior), or ``None`` for a method without one.
+        timing: the training loop's wall time (:meth:`TrainingClock.timing`; empty for a fit that did not train,
+            e.g. one read from the fit cache). Kept apart from ``info``: it is not a result, and a resumed fit
+            equals an uninterrupted one in all else.
     """
 
     theta: Tensor
@@ -69,6 +74,25 @@ class Fit:
     trace: list[dict[str, float]] = field(default_factory=list)
     buffers: dict[str, Tensor] = field(default_factory=dict)
     evidence: LaplaceEvidence | None = None
+    timing: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class TrainingClock:
+    """The wall time of a training loop, carried across a resume: ``before`` is the seconds earlier processes
+    spent (saved in the checkpoint, :meth:`seconds` at the save), so a resumed run counts its whole training."""
+
+    before: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+    def seconds(self) -> float:
+        return self.before + time.perf_counter() - self.started
+
+    def timing(self, epochs: float) -> dict[str, float]:
+        """``{"seconds", "epochs", "seconds_per_epoch"}`` after ``epochs`` passes over the training set (notes-001
+        #11's time per epoch; NaN after none)."""
+        seconds = self.seconds()
+        return {"seconds": seconds, "epochs": epochs, "seconds_per_epoch": seconds / epochs if epochs else math.nan}
 
 
 def batches(N: int, batch_size: int | None, generator: torch.Generator) -> Iterator[Tensor | slice]:

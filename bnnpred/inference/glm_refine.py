@@ -83,6 +83,6 @@ def fit_glm_refine(problem: Problem, cfg: GLMRefineConfig) -> Fit:
     refined = run_ngvi(linearized_problem(problem, laplace.theta, cfg.jacobian_dtype), cfg, estimate,
                        start=laplace.posterior)
     info = {**laplace.info, **{f"refine_{k}": v for k, v in refined.info.items()}}
-    return Fit(theta=laplace.theta, posterior=refined.posterior, info=info, trace=refined.trace)
+    return Fit(theta=laplace.theta, posterior=refined.posterior, info=info, trace=refined.trace, timing=refined.timing)
 
 

@@ -152,4 +152,4 @@ def with_evidence(problem: Problem, fit: Fit, curvature: LaplaceCurvature, logli
     if posterior.jitter:
         info["jitter"] = posterior.jitter
     return Fit(theta=fit.theta, posterior=posterior, info=info, trace=fit.trace, buffers=fit.buffers,
-               evidence=evidence)
+               evidence=evidence, timing=fit.timing)

@@ -35,6 +35,7 @@ from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import (
     Fit,
     Problem,
+    TrainingClock,
     batches,
     decay_factor,
     posterior_trace_row,
@@ -249,10 +250,11 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
     iterations, log_every = training_length(N, cfg.batch_size, cfg.iterations, cfg.epochs, cfg.log_every)
     per_epoch = steps_per_epoch(N, cfg.batch_size)
     trace: list[dict[str, float]] = []
-    checkpoints, done = Checkpoints(problem, "slang", cfg), 0
+    checkpoints, done, clock = Checkpoints(problem, "slang", cfg), 0, TrainingClock()
     if (saved := checkpoints.load()) is not None:  # resume where a killed run left off (at an epoch boundary)
         problem.generator.set_state(saved["generator"])
         state, trace, done = SLANGState(**saved["state"]), saved["trace"], saved["step"]
+        clock = TrainingClock(before=saved.get("seconds", 0.0))
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     for t in progress(range(done + 1, iterations + 1), iterations - done, "SLANG", problem.progress):
         thetas = state.q().sample(cfg.n_samples, problem.generator)
@@ -270,7 +272,6 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
             trace.append(posterior_trace_row(problem, state.q(), t, t / per_epoch))
         if checkpoints.due(at_boundary=t % per_epoch == 0, last_step=t == iterations):
             checkpoints.save({"step": t, "state": {k: getattr(state, k) for k in ("mean", "U", "d", "momentum", "t")},
-                              "trace": trace,
-                              "generator": problem.generator.get_state()})
-    posterior = state.q()
-    return Fit(theta=state.mean, posterior=posterior, info={"iterations": iterations}, trace=trace)
+                              "trace": trace, "generator": problem.generator.get_state(), "seconds": clock.seconds()})
+    return Fit(theta=state.mean, posterior=state.q(), info={"iterations": iterations}, trace=trace,
+               timing=clock.timing(iterations / per_epoch))
