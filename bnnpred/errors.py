@@ -10,6 +10,10 @@ class BnnpredError(Exception):
         self.exit_status = exit_status
 
 
+class MissingDataError(BnnpredError):
+    """A data set's files (or the data root) are not there; the message names the fetch command."""
+
+
 def unknown_choice(kind: str, name: str, choices) -> BnnpredError:
     """Error for a name that is not one of ``choices``, listing the valid ones."""
     return BnnpredError(f"unknown {kind} '{name}'; valid choices: {', '.join(sorted(choices))}")

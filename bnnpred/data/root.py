@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bnnpred.errors import BnnpredError, unknown_choice
+from bnnpred.errors import BnnpredError, MissingDataError, unknown_choice
 from bnnpred.progress import progress
 
 ENV_VAR = "BNNPRED_DATA_DIR"
@@ -140,11 +140,11 @@ def data_root(configured: str | None) -> Path:
     """The data root: ``configured`` if given, else the ``BNNPRED_DATA_DIR`` environment variable.
 
     Raises:
-        BnnpredError: if neither is set.
+        MissingDataError: if neither is set.
     """
     chosen = configured or os.environ.get(ENV_VAR)
     if not chosen:
-        raise BnnpredError(
+        raise MissingDataError(
             f"no data root: set {ENV_VAR} or dataset.root=PATH (bnnpred data fetch NAME downloads into it)"
         )
     return Path(chosen).expanduser()
@@ -185,13 +185,14 @@ def require_file(root: Path, name: str, rel_path: str) -> Path:
     """The verified path ``root / rel_path`` of a registered file of dataset ``name``.
 
     Raises:
-        BnnpredError: if the file is missing or its sha256 differs from the registry, naming the fix.
+        MissingDataError: if the file is missing; BnnpredError: if its sha256 differs from the registry; both
+            naming the fix.
     """
     remote = _remote_file(name, rel_path)
     path = Path(root) / remote.path
     status = _status(path, remote)
     if status == "missing":
-        raise BnnpredError(f"missing data file {path}; run: bnnpred data fetch {name} (or set {ENV_VAR})")
+        raise MissingDataError(f"missing data file {path}; run: bnnpred data fetch {name} (or set {ENV_VAR})")
     if status == "corrupt":
         raise BnnpredError(
             f"corrupt data file {path} (sha256 mismatch); run: bnnpred data fetch {name} --force"

@@ -51,13 +51,14 @@ def make(r: Reproduction) -> str:
     sections = [(title, r.table(measure(modules))) for title, modules in SECTIONS]
     lines = ["# The notes' unit, identity and run-record checks, measured", "",
              r.provenance("bnnpred reproduce identities"), "",
-             "Each row measures one pass criterion of a notes file's checklist (its sections of unit, identity and "
-             "data checks) on a small seeded float64 problem, through the code the runner uses, against an "
-             "independent reference: autograd derivatives and Hessians, dense linear algebra, central finite "
-             "differences, torch.distributions, enumeration or a large Monte Carlo reference. The tolerances are "
-             "the notes' where they give one; a row whose tolerance is ours says so and why. The last section makes "
-             "small runs through the runner and looks up, in the files each writes, every field an item asks a run "
-             "to record. Settings: the modules of `bnnpred/reproduce/identity_checks/`."]
+             "Each row of the notes-NNN sections measures one pass criterion of a notes file's checklist (its "
+             "unit, identity and data checks) on a small seeded float64 problem, through the code the runner uses, "
+             "against an independent reference: autograd derivatives and Hessians, dense linear algebra, central "
+             "finite differences, torch.distributions, enumeration or a large Monte Carlo reference. The tolerances "
+             "are the notes' where they give one; a row whose tolerance is ours says so and why. The run-record "
+             "section makes small runs through the runner and looks up, in the files each writes, every field an "
+             "item asks a run to record (a field marked (config) is a setting of the config the run saved). "
+             "Settings: the modules of `bnnpred/reproduce/identity_checks/`."]
     for title, table in sections:
         lines += ["", f"## {title}", "", table]
     return "\n".join(lines) + "\n"
