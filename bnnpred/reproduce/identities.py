@@ -5,7 +5,7 @@ small seeded float64 problem through the library's own code and compared with an
 (:mod:`bnnpred.reproduce.identity_checks`); and the items that ask what every run records, checked on the files
 of small runs made through the runner.
 
-The checks run no experiment (at most a few optimiser steps on a toy, and five runs of seconds) and take about
+The checks run no experiment (at most a few optimiser steps on a toy, and six runs of seconds) and take about
 30 s on one thread, so every tier (and ``--report-only``) measures them again with the code at hand; the unit tests
 assert the same identities on their own problems.
 """
