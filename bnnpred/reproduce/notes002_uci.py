@@ -151,5 +151,6 @@ def make(r: Reproduction) -> str:
 
 STUDY = Study(name="notes002_uci", title="SLANG paper (notes-002) Table 2: UCI regression, SLANG L = 1 vs BBB on the "
               "standard splits", make=make,
-              cpu_cost="about 2.5 h (320 runs; the first 5 splits of the eight sets took 38 min with 2 jobs)",
+              cpu_cost="about 2 h (320 runs with 2 jobs: splits 0-4 took 38 min, splits 5-19 71 min, 17 of them "
+              "beside another study)",
               items=items(2, 19, 20))
