@@ -1,14 +1,17 @@
 """Numerical health of a fit: broken numbers end a run as failed, or are flagged where the user keeps them.
 
-A point estimate ``θ*`` is checked against the random start ``θ₀`` on the objective every method's mean is
-meant to improve, the full-data negative log joint per example
-``L(θ) = -(1/N) [Σ_i log p(y_i | f(x_i; θ)) - ½ θᵀ diag(δ) θ]`` (notes-000 eq. 2.2): a fit that ends with a
-non-finite or a higher ``L`` than it started from has diverged. A method that trains to a stationary point on the
-full batch (a MAP by full-batch Adam or with a full-batch finish: its info records ``grad_norm`` and
-``full_batch = 1``) must also end with a smaller gradient norm than it started with. A minibatch-trained MAP's final
-gradient norm measures the noise of its last steps, not a breakage (3c3d on 8,000 Fashion-MNIST images, six epochs
-at a constant step: 3.7e3 at the start, 1.0e4 at the end), so only its objective is checked. Metrics must be
-finite. Jitter added to a precision is never a failure but always a flag.
+A fit is checked on the objective its method declares (``HEALTH``,
+:class:`~bnnpred.inference.contract.HealthObjective`). By default ``θ*`` is checked against the random start ``θ₀``
+on the full-data negative log joint per example ``L(θ) = -(1/N) [Σ_i log p(y_i | f(x_i; θ)) - ½ θᵀ diag(δ) θ]``
+(notes-000 eq. 2.2), which a point estimate and a posterior centred on the MAP's basin are meant to improve: a fit
+that ends with a non-finite or a higher ``L`` than it started from has diverged. A mean-field method is checked on
+its own objective instead, the ELBO per example of its trace (non-finite, or lower at the last row than at the
+first: diverged); its mean alone need not improve ``L``.
+A method that trains to a stationary point on the full batch (a MAP by full-batch Adam or with a full-batch finish:
+its info records ``grad_norm`` and ``full_batch = 1``) must also end with a smaller gradient norm than it started
+with. A minibatch-trained MAP's final gradient norm measures the noise of its last steps, not a breakage (3c3d on
+8,000 Fashion-MNIST images, six epochs at a constant step: 3.7e3 at the start, 1.0e4 at the end), so only its
+objective is checked. Metrics must be finite. Jitter added to a precision is never a failure but always a flag.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import torch
 from torch import Tensor
 
 from bnnpred.inference.base import Fit, Problem
+from bnnpred.inference.contract import HealthObjective
 
 # Examples per forward / backward pass of the full-data objective (bounds memory on image networks).
 CHUNK = 512
@@ -63,18 +67,38 @@ def objective_at(problem: Problem, theta: Tensor, data: DataTerm | None = None) 
     return Objective(value=(data.nll + prior) / len(problem.X), grad_norm=float(grad.norm()))
 
 
-def fit_problems(start: Objective, end: Objective, fit: Fit) -> list[str]:
-    """Why the fit's numbers are broken (empty if they are not)."""
-    found = []
-    if not math.isfinite(end.value):
-        found.append(f"the objective is {end.value} at the fitted θ")
-    elif end.value > start.value:
-        found.append(f"the fit ended worse than it started (negative log joint per example {start.value:.4g} → "
-                     f"{end.value:.4g})")
+def fit_problems(start: Objective, end: Objective, fit: Fit,
+                 objective: HealthObjective = HealthObjective.log_joint) -> list[str]:
+    """Why the fit's numbers are broken (empty if they are not), on ``objective`` (``start`` and ``end``: ``L`` at
+    ``θ₀`` and ``θ*``; the ELBO: ``fit.trace``)."""
+    found = elbo_problems(fit.trace) if objective is HealthObjective.elbo else log_joint_problems(start, end)
     if fit.info.get("full_batch") and not end.grad_norm < start.grad_norm:
         found.append(f"the gradient norm did not fall ({start.grad_norm:.3g} at the start, {end.grad_norm:.3g} at "
                      "the end)")
     return found
+
+
+def log_joint_problems(start: Objective, end: Objective) -> list[str]:
+    """``L`` non-finite at ``θ*``, or higher there than at ``θ₀``."""
+    if not math.isfinite(end.value):
+        return [f"the objective is {end.value} at the fitted θ"]
+    if end.value > start.value:
+        return [f"the fit ended worse than it started (negative log joint per example {start.value:.4g} → "
+                f"{end.value:.4g})"]
+    return []
+
+
+def elbo_problems(trace: list[dict[str, float]]) -> list[str]:
+    """The trace's ELBO per example non-finite at its last row, or lower there than at its first; a trace without
+    an ELBO is itself a problem (there is nothing to check the fit on)."""
+    elbo = [row["elbo"] for row in trace if "elbo" in row]
+    if not elbo:
+        return ["the fit's trace has no ELBO to check it on"]
+    if not math.isfinite(elbo[-1]):
+        return [f"the ELBO is {elbo[-1]} at the end"]
+    if elbo[-1] < elbo[0]:
+        return [f"the ELBO fell over the fit (per example {elbo[0]:.4g} at the first trace row → {elbo[-1]:.4g})"]
+    return []
 
 
 def jitter_flags(fit: Fit) -> list[str]:

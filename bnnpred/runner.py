@@ -80,7 +80,7 @@ class Trainer:
         start = objective_at(problem, problem.theta0, None if warm is not None else self.start_data[sigma2])
         fit = replace(inference.fit(problem, s.cfg.inference), buffers=s.model.buffer_state())
         end = objective_at(problem, fit.theta)
-        problems = fit_problems(start, end, fit)
+        problems = fit_problems(start, end, fit, s.cfg.inference.HEALTH)
         log_evidence = None if fit.evidence is None else fit.evidence.value
         valid_nll = (self.valid_nll(fit, likelihood, precision) if s.cfg.selection.method is SelectionMethod.valid_nll
                      else None)
