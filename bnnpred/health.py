@@ -71,7 +71,12 @@ def fit_problems(start: Objective, end: Objective, fit: Fit,
                  objective: HealthObjective = HealthObjective.log_joint) -> list[str]:
     """Why the fit's numbers are broken (empty if they are not), on ``objective`` (``start`` and ``end``: ``L`` at
     ``θ₀`` and ``θ*``; the ELBO: ``fit.trace``)."""
-    found = elbo_problems(fit.trace) if objective is HealthObjective.elbo else log_joint_problems(start, end)
+    if not math.isfinite(end.value):  # on every objective
+        found = [f"the objective is {end.value} at the fitted θ"]
+    elif objective is HealthObjective.elbo:
+        found = elbo_problems(fit.trace)
+    else:
+        found = log_joint_problems(start, end)
     if fit.info.get("full_batch") and not end.grad_norm < start.grad_norm:
         found.append(f"the gradient norm did not fall ({start.grad_norm:.3g} at the start, {end.grad_norm:.3g} at "
                      "the end)")
@@ -79,9 +84,7 @@ def fit_problems(start: Objective, end: Objective, fit: Fit,
 
 
 def log_joint_problems(start: Objective, end: Objective) -> list[str]:
-    """``L`` non-finite at ``θ*``, or higher there than at ``θ₀``."""
-    if not math.isfinite(end.value):
-        return [f"the objective is {end.value} at the fitted θ"]
+    """``L`` higher at ``θ*`` than at ``θ₀``."""
     if end.value > start.value:
         return [f"the fit ended worse than it started (negative log joint per example {start.value:.4g} → "
                 f"{end.value:.4g})"]
@@ -89,15 +92,19 @@ def log_joint_problems(start: Objective, end: Objective) -> list[str]:
 
 
 def elbo_problems(trace: list[dict[str, float]]) -> list[str]:
-    """The trace's ELBO per example non-finite at its last row, or lower there than at its first; a trace without
-    an ELBO is itself a problem (there is nothing to check the fit on)."""
+    """The trace's ELBO per example (the trainer's objective: β-weighted where β ≠ 1, each row averaged over its
+    window of minibatch steps) non-finite at its last row, or lower there than at its first; a trace without an
+    ELBO is itself a problem (nothing to check the fit on). A fit traced once (one window) is not compared, and a
+    loss spike inside the first window lowers the bar: the trainer's own guard (a non-finite loss is an error) and
+    the finite ``L`` at ``θ*`` remain."""
     elbo = [row["elbo"] for row in trace if "elbo" in row]
     if not elbo:
         return ["the fit's trace has no ELBO to check it on"]
     if not math.isfinite(elbo[-1]):
-        return [f"the ELBO is {elbo[-1]} at the end"]
+        return [f"its objective (the trace's ELBO) is {elbo[-1]} at the end"]
     if elbo[-1] < elbo[0]:
-        return [f"the ELBO fell over the fit (per example {elbo[0]:.4g} at the first trace row → {elbo[-1]:.4g})"]
+        return [f"its objective fell over the fit (the trace's ELBO per example {elbo[0]:.4g} at the first row → "
+                f"{elbo[-1]:.4g})"]
     return []
 
 

@@ -241,7 +241,7 @@ def run_summary(s: Setup, chosen: Candidate, key: str, flags: list[str], seconds
         "prior": chosen.prior.deltas(),
         "data_split": getattr(cfg.dataset, "split", None),  # the published split of UCI sets
         "n_params": s.model.n_params, "n_train": len(s.data.X_train), "seconds": seconds,
-        # the training loop's seconds, epochs and seconds per epoch (null: the fit did not train, e.g. a cached MAP)
+        # the training loop's seconds, epochs and seconds per epoch (null: no stepped loop ran, Fit.timing)
         "training": non_finite_to_null(chosen.fit.timing) if chosen.fit.timing else None,
         "tags": list(cfg.tags),
         "version": __version__, "commit": code_commit(), "code": code_digest(), "key": key, "flags": flags,

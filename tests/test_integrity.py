@@ -245,14 +245,18 @@ def test_a_mean_field_fit_is_checked_on_its_elbo_not_on_its_means_log_joint():
     elbo = HealthObjective.elbo
     assert fit_problems(start, worse, fit(-0.9, -0.5, -0.4), elbo) == []
     assert fit_problems(start, worse, fit(-0.5, -0.9, -0.6), elbo) == [
-        "the ELBO fell over the fit (per example -0.5 at the first trace row → -0.6)"]
-    assert fit_problems(start, worse, fit(-0.5, float("nan")), elbo) == ["the ELBO is nan at the end"]
+        "its objective fell over the fit (the trace's ELBO per example -0.5 at the first row → -0.6)"]
+    assert fit_problems(start, worse, fit(-0.5, float("nan")), elbo) == [
+        "its objective (the trace's ELBO) is nan at the end"]
     assert fit_problems(start, worse, fit(), elbo) == ["the fit's trace has no ELBO to check it on"]
+    broken = Objective(value=float("inf"), grad_norm=10.0)  # a non-finite L at θ* fails on every objective
+    assert fit_problems(start, broken, fit(-0.9, -0.4), elbo) == ["the objective is inf at the fitted θ"]
     assert fit_problems(start, worse, fit(-0.9, -0.4)) == [
         "the fit ended worse than it started (negative log joint per example 0.708 → 0.72)"]
 
 
 def test_the_mean_field_methods_and_only_they_are_checked_on_the_elbo():
+    """SLANG and the natural-gradient family stay on the log joint (contract.HealthObjective says why)."""
     on_elbo = {name for name, (config, _) in METHODS.items() if config.HEALTH is HealthObjective.elbo}
     assert on_elbo == {"bbb", "vl"}  # inference=vi is bbb's config (notes-001's VI)
 

@@ -63,9 +63,10 @@ class Fit:
         buffers: the network's buffers after training (batch-norm running statistics; empty for most networks).
         evidence: a Laplace fit's log evidence as a function of the prior and the noise (its curvature kept apart
             from the prior), or ``None`` for a method without one.
-        timing: the training loop's wall time (:meth:`TrainingClock.timing`; empty for a fit that did not train,
-            e.g. one read from the fit cache). Kept apart from ``info``: it is not a result, and a resumed fit
-            equals an uninterrupted one in all else.
+        timing: the training loop's wall time (:meth:`TrainingClock.timing`): Adam's for a MAP (its full-batch
+            finish is not in it) and a Laplace fit, the refinement's for a GLM refinement; empty for a fit without
+            a stepped training loop (read from the fit cache, exact VI's L-BFGS). Kept apart from ``info``: it is
+            not a result, and a resumed fit equals an uninterrupted one in all else.
     """
 
     theta: Tensor
@@ -86,6 +87,7 @@ class TrainingClock:
     started: float = field(default_factory=time.perf_counter)
 
     def seconds(self) -> float:
+        """The seconds so far: earlier processes' and this one's since it started."""
         return self.before + time.perf_counter() - self.started
 
     def timing(self, epochs: float) -> dict[str, float]:
