@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bnnpred.inference.base import Problem
+from bnnpred.inference.base import Problem, TrainingClock
 from bnnpred.inference.fit_cache import stage_digest
 from bnnpred.io import CorruptFile, load_checked, save_checked
 
@@ -24,13 +24,15 @@ log = logging.getLogger(__name__)
 
 
 class Checkpoints:
-    """The checkpoints of one stage of one problem (inactive when ``problem.checkpoints`` is None)."""
+    """The checkpoints of one stage of one problem (inactive when ``problem.checkpoints`` is None), and the stage's
+    training clock (``clock``), which a checkpoint carries so that a resumed training counts its whole time."""
 
     def __init__(self, problem: Problem, stage: str, settings: Any):
         self.every = problem.checkpoint_seconds
         self.path = (None if problem.checkpoints is None
                      else Path(problem.checkpoints) / f"{stage}-{stage_digest(problem, stage, settings)}.pt")
         self.last = time.monotonic()
+        self.clock = TrainingClock()
 
     @property
     def previous(self) -> Path:
@@ -49,6 +51,7 @@ class Checkpoints:
                 log.warning("checkpoint %s ignored: %s", path.name, e)
                 continue
             log.info("resuming from %s (step %d)", path.name, state["step"])
+            self.clock = TrainingClock(before=state.get("seconds", 0.0))
             return state
         return None
 
@@ -62,7 +65,7 @@ class Checkpoints:
         try:
             if self.path.exists():
                 self.path.replace(self.previous)
-            save_checked(self.path, state)
+            save_checked(self.path, {**state, "seconds": self.clock.seconds()})
         except OSError as e:
             log.warning("checkpoint %s not written (%s); training goes on", self.path, e.strerror or e)
         self.last = time.monotonic()

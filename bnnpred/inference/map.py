@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, TrainingClock, batches, steps_per_epoch, training_length
+from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
 from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.contract import POINT_KINDS, Budget, Method
 from bnnpred.inference.fit_cache import cached_fit
@@ -97,7 +97,7 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
     scheduler = lr_scheduler(optimizer, cfg.schedule, steps, per_epoch)
     trace: list[dict[str, float]] = []
     checkpoints = Checkpoints(problem, "map", cfg)
-    done, clock = 0, TrainingClock()
+    done = 0
     if (state := checkpoints.load()) is not None:
         with torch.no_grad():
             theta.copy_(state["theta"])
@@ -106,7 +106,6 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
         problem.generator.set_state(state["generator"])
         problem.model.load_buffers(state["buffers"])
         trace, done = state["trace"], state["step"]
-        clock = TrainingClock(before=state.get("seconds", 0.0))
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     for step in progress(range(done + 1, steps + 1), steps - done, "MAP", problem.progress):
         rows = next(rows_stream)
@@ -125,9 +124,9 @@ def _adam(problem: Problem, cfg: MapConfig) -> Fit:
         if checkpoints.due(at_boundary=step % per_epoch == 0, last_step=step == steps):
             checkpoints.save({"step": step, "theta": theta.detach(), "optimizer": optimizer.state_dict(),
                               "scheduler": scheduler.state_dict(), "generator": problem.generator.get_state(),
-                              "buffers": problem.model.buffer_state(), "trace": trace, "seconds": clock.seconds()})
+                              "buffers": problem.model.buffer_state(), "trace": trace})
     theta = theta.detach()
-    timing = clock.timing(steps / per_epoch)
+    timing = checkpoints.clock.timing(steps / per_epoch)
     info = {"grad_norm": log_joint_grad_norm(problem, theta), "full_batch": float(cfg.batch_size is None)}
     return Fit(theta=theta, posterior=None, info=info, trace=trace, timing=timing)
 

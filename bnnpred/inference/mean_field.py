@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, TrainingClock, batches, steps_per_epoch, training_length
+from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
 from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.contract import Budget, HealthObjective, Method
 from bnnpred.inference.map import Schedule, lr_scheduler
@@ -126,7 +126,7 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
     scheduler = lr_scheduler(optimizer, cfg.schedule, steps, per_epoch)
     trace: list[dict[str, float]] = []
     window: list[float] = []
-    checkpoints, done, clock = Checkpoints(problem, cfg.name, cfg), 0, TrainingClock()
+    checkpoints, done = Checkpoints(problem, cfg.name, cfg), 0
     if (state := checkpoints.load()) is not None:  # resume where a killed run left off
         with torch.no_grad():
             mu.copy_(state["mu"])
@@ -136,7 +136,6 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
         problem.generator.set_state(state["generator"])
         problem.model.load_buffers(state["buffers"])
         trace, window, done = state["trace"], state["window"], state["step"]
-        clock = TrainingClock(before=state.get("seconds", 0.0))
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     for step in progress(range(done + 1, steps + 1), steps - done, cfg.name, problem.progress):
         optimizer.zero_grad(set_to_none=True)
@@ -158,9 +157,9 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
             checkpoints.save({"step": step, "mu": mu.detach(), "rho": rho.detach(), "window": window,
                               "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                               "generator": problem.generator.get_state(), "buffers": problem.model.buffer_state(),
-                              "trace": trace, "seconds": clock.seconds()})
+                              "trace": trace})
     mu, sigma = mu.detach(), sigma_of(rho.detach(), cfg)
-    timing = clock.timing(steps / per_epoch)
+    timing = checkpoints.clock.timing(steps / per_epoch)
     info = {"steps": steps, "elbo_per_example": trace[-1]["elbo"], "kl": trace[-1]["kl"]}
     return Fit(theta=mu, posterior=DiagPosterior(mu, 1.0 / sigma.square()), info=info, trace=trace, timing=timing)
 

@@ -160,14 +160,13 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
         problem.generator.set_state(saved["generator"])
         state, start_info = precision_from_state(saved["precision"]), saved["start_info"]
         post, momentum, trace, done = state.posterior(saved["mean"]), saved["momentum"], saved["trace"], saved["step"]
-        clock = TrainingClock(before=saved.get("seconds", 0.0))
     else:
         state = initial_precision(cfg.structure, delta, cfg.init_var, cfg.woodbury, start)
         warm = train_map(problem, cfg.map) if cfg.start is Start.map and start is None else None
         start_info = {} if warm is None else {"start_map_grad_norm": warm.info["grad_norm"]}
         post = start or state.posterior((problem.theta0 if warm is None else warm.theta).clone())
         momentum, trace, done = torch.zeros_like(post.mean), [], 0
-        clock = TrainingClock()  # after the warm start: the iterations' own time
+        checkpoints.clock = TrainingClock()  # started after the warm start: the iterations' own time
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     per_epoch = steps_per_epoch(N, cfg.batch_size)
     converged, plateau, rel_change, t = False, False, math.inf, done
@@ -194,11 +193,10 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
             break
         if checkpoints.due(at_boundary=t % per_epoch == 0, last_step=t == cfg.iterations):
             checkpoints.save({"step": t, "precision": state.state(), "mean": post.mean, "momentum": momentum,
-                              "trace": trace, "generator": problem.generator.get_state(), "start_info": start_info,
-                              "seconds": clock.seconds()})
+                              "trace": trace, "generator": problem.generator.get_state(), "start_info": start_info})
     info = {"iterations": t, "converged": float(converged), "plateau": float(plateau), "rel_change": rel_change,
             **start_info}
-    return Fit(theta=post.mean, posterior=post, info=info, trace=trace, timing=clock.timing(t / per_epoch))
+    return Fit(theta=post.mean, posterior=post, info=info, trace=trace, timing=checkpoints.clock.timing(t / per_epoch))
 
 
 def glm_elbo(problem: Problem, post: Posterior, step: int) -> float:

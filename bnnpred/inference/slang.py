@@ -35,7 +35,6 @@ from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import (
     Fit,
     Problem,
-    TrainingClock,
     batches,
     decay_factor,
     posterior_trace_row,
@@ -250,11 +249,10 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
     iterations, log_every = training_length(N, cfg.batch_size, cfg.iterations, cfg.epochs, cfg.log_every)
     per_epoch = steps_per_epoch(N, cfg.batch_size)
     trace: list[dict[str, float]] = []
-    checkpoints, done, clock = Checkpoints(problem, "slang", cfg), 0, TrainingClock()
+    checkpoints, done = Checkpoints(problem, "slang", cfg), 0
     if (saved := checkpoints.load()) is not None:  # resume where a killed run left off (at an epoch boundary)
         problem.generator.set_state(saved["generator"])
         state, trace, done = SLANGState(**saved["state"]), saved["trace"], saved["step"]
-        clock = TrainingClock(before=saved.get("seconds", 0.0))
     rows_stream = batches(N, cfg.batch_size, problem.generator)
     for t in progress(range(done + 1, iterations + 1), iterations - done, "SLANG", problem.progress):
         thetas = state.q().sample(cfg.n_samples, problem.generator)
@@ -272,6 +270,6 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
             trace.append(posterior_trace_row(problem, state.q(), t, t / per_epoch))
         if checkpoints.due(at_boundary=t % per_epoch == 0, last_step=t == iterations):
             checkpoints.save({"step": t, "state": {k: getattr(state, k) for k in ("mean", "U", "d", "momentum", "t")},
-                              "trace": trace, "generator": problem.generator.get_state(), "seconds": clock.seconds()})
+                              "trace": trace, "generator": problem.generator.get_state()})
     return Fit(theta=state.mean, posterior=state.q(), info={"iterations": iterations}, trace=trace,
-               timing=clock.timing(iterations / per_epoch))
+               timing=checkpoints.clock.timing(iterations / per_epoch))

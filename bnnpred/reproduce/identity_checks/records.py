@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import math
 import tempfile
 from collections.abc import Sequence
@@ -37,11 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
+from omegaconf import OmegaConf
 
 from bnnpred.cli import compose
 from bnnpred.errors import MissingDataError
 from bnnpred.reproduce.claims import Claim, Compare, Item, claim, item
+from bnnpred.run_record import read_finished
 from bnnpred.runner import train
 
 QUIET = ("progress=false", "plot.enabled=false", "dtype=float64")
@@ -89,14 +89,15 @@ class RunFiles:
 
 def make_run(overrides: Sequence[str]) -> RunFiles:
     """One run of ``overrides`` (plus :data:`QUIET`) through :func:`bnnpred.runner.train` into a temporary folder
-    (its fit cache there too), read back; the run's printed table is swallowed."""
+    (its fit cache there too), read back as a finished run (:func:`bnnpred.run_record.read_finished`: its files
+    verified against their manifest); the run's printed table is swallowed."""
     with tempfile.TemporaryDirectory() as folder:
         run_dir = Path(folder) / "run"
         cfg = compose([*overrides, *QUIET, f"fit_cache={Path(folder) / 'fit_cache'}"])
         with contextlib.redirect_stdout(io.StringIO()):
             train(cfg, run_dir)
-        return RunFiles(metrics=json.loads((run_dir / "metrics.json").read_text()),
-                        config=yaml.safe_load((run_dir / "config.yaml").read_text()))
+        run = read_finished(run_dir)
+        return RunFiles(metrics=run.document, config=OmegaConf.to_container(run.config, resolve=True))
 
 
 def fields_claim(it: Item, run: str, files: RunFiles | None, fields: Sequence[Field], reason: str = "") -> Claim:
