@@ -57,8 +57,8 @@ def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, re
                 raise
             log.warning("page %s not rebuilt: %s", study.name, e)
             continue
-        failures = r.failures_section()
-        pages.append(write_text(r.out / "README.md", page if not failures else f"{page.rstrip()}\n\n{failures}"))
+        sections = [page, r.runs_section(), r.failures_section()]
+        pages.append(write_text(r.out / "README.md", "\n\n".join(part.strip() for part in sections if part) + "\n"))
         write_json(r.out / "claims.json", {"study": study.name, "tier": tier.value, "claims": claims_json(r.claims)})
     write_text(out / "README.md", index(out))
     checklist(out)

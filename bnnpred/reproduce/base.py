@@ -8,6 +8,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from bnnpred.errors import BnnpredError
+from bnnpred.io import read_json
+from bnnpred.report.tables import UNRECORDED
 from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.run_index import failed_runs
 from bnnpred.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
@@ -41,6 +44,7 @@ class Reproduction:
     started: float = field(default_factory=time.time)
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
+    read: list[Path] = field(default_factory=list)  # every finished run and re-evaluation the page reads
 
     def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
         """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
@@ -49,9 +53,9 @@ class Reproduction:
 
     def train_once(self, run_dir: Path, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
         """``bnnpred train OVERRIDES`` into ``run_dir`` (the quick tier appends ``quick``)."""
-        if self.report_only:
-            return _finished(run_dir)
-        _bnnpred("train", *overrides, *self._quick(quick), f"hydra.run.dir={run_dir}")
+        if not self.report_only:
+            _bnnpred("train", *overrides, *self._quick(quick), f"hydra.run.dir={run_dir}")
+        self.read.append(_finished(run_dir))
         return run_dir
 
     def sweep(self, sweep_dir: Path, subdir: str, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
@@ -62,8 +66,10 @@ class Reproduction:
             _bnnpred("train", "-m", *overrides, *self._quick(quick), "hydra/launcher=joblib",
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
                      f"hydra.sweep.subdir={subdir}", failures_allowed=True)
-        if not any(sweep_dir.glob("*/manifest.json")):
+        finished_runs = sorted(manifest.parent for manifest in sweep_dir.glob("*/manifest.json"))
+        if not finished_runs:
             raise BnnpredError(f"no finished runs in {sweep_dir}; run the study without --report-only first")
+        self.read.extend(finished_runs)
         self.failures.extend(failed_runs(sweep_dir))
         return sweep_dir
 
@@ -75,8 +81,9 @@ class Reproduction:
 
         if not self.report_only:
             _bnnpred("eval", f"run_dir={run_dir}", *overrides)
-        folder = eval_folder(run_dir, predictive_overrides(list(overrides)))
-        return _finished(folder, EVAL_FILES)
+        folder = _finished(eval_folder(run_dir, predictive_overrides(list(overrides))), EVAL_FILES)
+        self.read.append(folder)
+        return folder
 
     def _quick(self, overrides: tuple[str, ...]) -> tuple[str, ...]:
         """The quick tier's overrides; its smoke-scale fits are kept when their numbers are broken (flagged), since
@@ -98,11 +105,23 @@ class Reproduction:
         return "\n".join(["## Failed runs", "", "Left out of every table and claim above:", "",
                           "| run | overrides | why it failed |", "|---|---|---|", *rows, ""])
 
+    def runs_section(self) -> str:
+        """``## Runs``: how many finished runs and re-evaluations the page read, counted by the commit and code
+        digest that made them (the provenance line names the commit that built the page, which a page rebuilt with
+        ``--report-only`` need not share with its runs); empty if the page read none."""
+        if not self.read:
+            return ""
+        made_by = Counter(_made_by(folder) for folder in dict.fromkeys(self.read))
+        counts = ", ".join(f"{n} that record no commit" if commit == UNRECORDED else
+                           f"{n} at commit {commit} (code {code})" for (commit, code), n in made_by.most_common())
+        return "\n".join(["## Runs", "", f"The page reads {sum(made_by.values())} finished runs and re-evaluations: "
+                          f"{counts}.", ""])
+
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``."""
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent).stdout.strip()
-        took = ("page rebuilt from the runs (each run records its own commit and time)" if self.report_only
+        took = ("page rebuilt from the runs (the commits that made them: the Runs section)" if self.report_only
                 else f"{(time.time() - self.started) / 60:.1f} min including cached runs")
         return (f"Made by `{command}` (tier {self.tier.value}) at commit {commit} on "
                 f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()} {platform.system()} "
@@ -134,6 +153,12 @@ def _bnnpred(*args: str, failures_allowed: bool = False) -> None:
 def _finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Path:
     document(run_dir, required)
     return run_dir
+
+
+def _made_by(folder: Path) -> tuple[str, str]:
+    """The commit and code digest a finished run (or re-evaluation) records (``unrecorded`` where it has none)."""
+    made = read_json(folder / "metrics.json")["run"]
+    return made.get("commit") or UNRECORDED, made.get("code") or UNRECORDED
 
 
 def finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> FinishedRun:
