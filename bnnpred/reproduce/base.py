@@ -16,9 +16,10 @@ from enum import Enum
 from pathlib import Path
 from typing import TypeVar
 
+import pandas as pd
+
 from bnnpred.errors import BnnpredError
-from bnnpred.io import read_json
-from bnnpred.report.tables import UNRECORDED
+from bnnpred.report.tables import UNRECORDED, check_code, find_runs
 from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.run_index import failed_runs
 from bnnpred.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
@@ -44,7 +45,7 @@ class Reproduction:
     started: float = field(default_factory=time.time)
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
-    read: list[Path] = field(default_factory=list)  # every finished run and re-evaluation the page reads
+    made_by: dict[Path, tuple[str, str]] = field(default_factory=dict)  # (commit, code) of each run it reads
 
     def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
         """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
@@ -55,7 +56,7 @@ class Reproduction:
         """``bnnpred train OVERRIDES`` into ``run_dir`` (the quick tier appends ``quick``)."""
         if not self.report_only:
             _bnnpred("train", *overrides, *self._quick(quick), f"hydra.run.dir={run_dir}")
-        self.read.append(_finished(run_dir))
+        self.made_by[run_dir] = _made_by(document(run_dir))
         return run_dir
 
     def sweep(self, sweep_dir: Path, subdir: str, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
@@ -66,12 +67,17 @@ class Reproduction:
             _bnnpred("train", "-m", *overrides, *self._quick(quick), "hydra/launcher=joblib",
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
                      f"hydra.sweep.subdir={subdir}", failures_allowed=True)
-        finished_runs = sorted(manifest.parent for manifest in sweep_dir.glob("*/manifest.json"))
-        if not finished_runs:
+        made_by = _sweep_made_by(sweep_dir)
+        if not made_by:
             raise BnnpredError(f"no finished runs in {sweep_dir}; run the study without --report-only first")
-        self.read.extend(finished_runs)
+        self.made_by.update(made_by)
         self.failures.extend(failed_runs(sweep_dir))
         return sweep_dir
+
+    def runs_of(self, sweep_dir: Path) -> list[Path]:
+        """The finished runs of a sweep that the page reads: of its newest code, as
+        :func:`~bnnpred.report.tables.collect` keeps them."""
+        return sorted(run_dir for run_dir in self.made_by if sweep_dir in run_dir.parents)
 
     def evaluate(self, run_dir: Path, *overrides: str) -> Path:
         """``bnnpred eval run_dir=RUN_DIR OVERRIDES`` (skipped when only rebuilding the page); returns the
@@ -81,8 +87,8 @@ class Reproduction:
 
         if not self.report_only:
             _bnnpred("eval", f"run_dir={run_dir}", *overrides)
-        folder = _finished(eval_folder(run_dir, predictive_overrides(list(overrides))), EVAL_FILES)
-        self.read.append(folder)
+        folder = eval_folder(run_dir, predictive_overrides(list(overrides)))
+        self.made_by[folder] = _made_by(document(folder, EVAL_FILES))
         return folder
 
     def _quick(self, overrides: tuple[str, ...]) -> tuple[str, ...]:
@@ -106,16 +112,17 @@ class Reproduction:
                           "| run | overrides | why it failed |", "|---|---|---|", *rows, ""])
 
     def runs_section(self) -> str:
-        """``## Runs``: how many finished runs and re-evaluations the page read, counted by the commit and code
-        digest that made them (the provenance line names the commit that built the page, which a page rebuilt with
-        ``--report-only`` need not share with its runs); empty if the page read none."""
-        if not self.read:
+        """``## Runs``: the finished runs the page reads (its single runs and re-evaluations, and the runs of its
+        sweeps of the code its tables keep: :func:`~bnnpred.report.tables.check_code`), counted by the commit and
+        code digest that made them; the provenance line names the commit that built the page, which a page rebuilt
+        with ``--report-only`` need not share with its runs. Empty if the page read no run."""
+        if not self.made_by:
             return ""
-        made_by = Counter(_made_by(folder) for folder in dict.fromkeys(self.read))
-        counts = ", ".join(f"{n} that record no commit" if commit == UNRECORDED else
-                           f"{n} at commit {commit} (code {code})" for (commit, code), n in made_by.most_common())
-        return "\n".join(["## Runs", "", f"The page reads {sum(made_by.values())} finished runs and re-evaluations: "
-                          f"{counts}.", ""])
+        counts = Counter(self.made_by.values()).most_common()
+        made = ", ".join(f"{n} at commit {commit} (code {code})" if commit != UNRECORDED else
+                         f"{n} with no recorded commit (code {code})" for (commit, code), n in counts)
+        total = len(self.made_by)
+        return "\n".join(["## Runs", "", f"The page reads {total} finished run{'s' * (total != 1)}: {made}.", ""])
 
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``."""
@@ -150,15 +157,25 @@ def _bnnpred(*args: str, failures_allowed: bool = False) -> None:
         raise BnnpredError(f"'bnnpred {' '.join(args[:3])} ...' failed (exit {result.returncode}); see above")
 
 
-def _finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Path:
-    document(run_dir, required)
-    return run_dir
+def _made_by(document: dict) -> tuple[str, str]:
+    """The commit and code digest a run's (or re-evaluation's) ``metrics.json`` records (``unrecorded`` if none)."""
+    return document["run"].get("commit") or UNRECORDED, document["run"].get("code") or UNRECORDED
 
 
-def _made_by(folder: Path) -> tuple[str, str]:
-    """The commit and code digest a finished run (or re-evaluation) records (``unrecorded`` where it has none)."""
-    made = read_json(folder / "metrics.json")["run"]
-    return made.get("commit") or UNRECORDED, made.get("code") or UNRECORDED
+def _sweep_made_by(sweep_dir: Path) -> dict[Path, tuple[str, str]]:
+    """The commit and code of each finished run under ``sweep_dir`` that :func:`~bnnpred.report.tables.collect`
+    reads from it: unverifiable runs left out, and of several code versions only the newest's."""
+    made_by = {}
+    for run_dir in find_runs([sweep_dir]):
+        try:
+            made_by[run_dir] = _made_by(read_finished(run_dir).document)
+        except NotFinished:
+            continue
+    if not made_by:
+        return {}
+    frame = pd.DataFrame({"run_dir": list(map(str, made_by)), "code": [code for _, code in made_by.values()]})
+    kept = set(check_code(frame, "newest")["run_dir"])
+    return {run_dir: made for run_dir, made in made_by.items() if str(run_dir) in kept}
 
 
 def finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> FinishedRun:

@@ -15,7 +15,6 @@ import pandas as pd
 from bnnpred.io import load_torch
 from bnnpred.prior import Prior
 from bnnpred.report import figures
-from bnnpred.report.tables import find_runs
 from bnnpred.reproduce.base import Reproduction, Study, finished
 from bnnpred.reproduce.claims import (
     Claim,
@@ -42,21 +41,25 @@ QUICK_MAP = ("dataset.n_train=2000", "inference.map.epochs=4")
 
 
 def sweep_runs(r: Reproduction, seeds: str) -> pd.DataFrame:
-    """Every run of the study: method, β, multiplier, fixed σ², seed, test metrics at the mean, ELBO, trace."""
+    """Every run the study's sweeps keep (no other run under its folder, none of older code): method, β,
+    multiplier, fixed σ², seed, test metrics at the mean, ELBO, trace."""
     base = r.runs / "notes001"
-    r.sweep(base / "learned", "${inference.name}_beta${inference.kl_weight}_x${inference.rho_lr_factor}_seed${seed}",
-            "experiment=notes001_fmnist", "inference=vl,vi", "inference.kl_weight=1,0.1",
-            f"inference.rho_lr_factor={','.join(map(str, MULTIPLIERS))}", f"seed={seeds}", quick=QUICK)
-    for group in ("map", "map_tempered"):
-        r.sweep(base / group, "seed${seed}", f"experiment=notes001_fmnist_{group}", f"seed={seeds}", quick=QUICK_MAP)
-    r.sweep(base / "fixed", "${inference.name}_sigma2_${inference.fixed_sigma2}_seed${seed}",
-            "experiment=notes001_fmnist", "inference=vl,vi", "inference.kl_weight=1",
-            f"inference.fixed_sigma2={','.join(f'{s:.4g}' for s in FIXED_SIGMA2)}", f"seed={seeds}", quick=QUICK)
-    # VL(H) beside VL's β = 1, multiplier 10 runs, one seed; kept when the health checks flag it (its divergence
-    # is what it shows), and marked so on the page
-    r.sweep(base / "hessian", "seed${seed}", "experiment=notes001_fmnist", "inference.curvature=hessian",
-            "inference.kl_weight=1", "inference.rho_lr_factor=10", "seed=0", "keep_unhealthy=true", quick=QUICK)
-    return pd.DataFrame([run_row(d) for d in find_runs([base])])
+    folders = [
+        r.sweep(base / "learned",
+                "${inference.name}_beta${inference.kl_weight}_x${inference.rho_lr_factor}_seed${seed}",
+                "experiment=notes001_fmnist", "inference=vl,vi", "inference.kl_weight=1,0.1",
+                f"inference.rho_lr_factor={','.join(map(str, MULTIPLIERS))}", f"seed={seeds}", quick=QUICK),
+        *(r.sweep(base / group, "seed${seed}", f"experiment=notes001_fmnist_{group}", f"seed={seeds}",
+                  quick=QUICK_MAP) for group in ("map", "map_tempered")),
+        r.sweep(base / "fixed", "${inference.name}_sigma2_${inference.fixed_sigma2}_seed${seed}",
+                "experiment=notes001_fmnist", "inference=vl,vi", "inference.kl_weight=1",
+                f"inference.fixed_sigma2={','.join(f'{s:.4g}' for s in FIXED_SIGMA2)}", f"seed={seeds}", quick=QUICK),
+        # VL(H) beside VL's β = 1, multiplier 10 runs, one seed; kept when the health checks flag it (its divergence
+        # is what it shows), and marked so on the page
+        r.sweep(base / "hessian", "seed${seed}", "experiment=notes001_fmnist", "inference.curvature=hessian",
+                "inference.kl_weight=1", "inference.rho_lr_factor=10", "seed=0", "keep_unhealthy=true", quick=QUICK),
+    ]
+    return pd.DataFrame([run_row(d) for folder in folders for d in r.runs_of(folder)])
 
 
 def run_row(run_dir: Path) -> dict:

@@ -27,15 +27,20 @@ BANANA_MARGIN = 2.0  # banana's inputs are standardised
 # ------------------------------------------------------------------------------------- Fig. 5.2, 1-D regression
 
 
+def home(r: Reproduction) -> Path:
+    """The study's own folder of runs (toys' banana sweep has other settings: a shared folder would mix them)."""
+    return r.runs / "notes003_structures"
+
+
 def regression(r: Reproduction) -> str:
     """δ at the overfitting end of the evidence grid, its optimum ★ and the underfitting end, under each structure
     (the thesis MLP on Snelson with a gap, σ² = 0.1)."""
-    grid = r.train_once(r.runs / "fig5_2_grid", "experiment=thesis_fig5_2", "selection.sigma2_grid=null",
+    grid = r.train_once(home(r) / "fig5_2_grid", "experiment=thesis_fig5_2", "selection.sigma2_grid=null",
                         "likelihood.sigma2=0.1", quick=(*QUICK_MAP, "selection.delta_grid=[0.0001,1,100]"))
     evidence = pd.read_csv(grid / "selection.csv").sort_values("delta")
     deltas = {"overfit": evidence["delta"].iloc[0], "★": evidence.loc[evidence["log_marglik"].idxmax(), "delta"],
               "underfit": evidence["delta"].iloc[-1]}
-    runs = {(end, structure): r.train_once(r.runs / f"fig5_2_{end.replace('★', 'star')}_{structure}",
+    runs = {(end, structure): r.train_once(home(r) / f"fig5_2_{end.replace('★', 'star')}_{structure}",
                                            "experiment=thesis_fig5_2", "selection=none", "likelihood.sigma2=0.1",
                                            f"prior.delta={delta}", f"inference.structure={structure}",
                                            "predictive.kinds=[closed]", quick=QUICK_MAP)
@@ -116,7 +121,7 @@ def uncertainty_split(run: Path, margin: float) -> dict[str, float]:
 
 def moons(r: Reproduction) -> tuple[str, dict[str, float]]:
     """Each structure's evidence-optimal δ on two moons (the thesis MLP), its GLM and NN predictives."""
-    runs = {structure: r.train_once(r.runs / f"fig5_3_{structure}", "experiment=thesis_fig5_3",
+    runs = {structure: r.train_once(home(r) / f"fig5_3_{structure}", "experiment=thesis_fig5_3",
                                     f"inference.structure={structure}", "predictive.kinds=[glm,nn]",
                                     quick=(*QUICK_MAP, "selection.delta_grid=[0.01,1,100]"))
             for structure in STRUCTURES}
@@ -167,7 +172,7 @@ def moons_claims(train_acc: dict[str, float], far_confidence: dict[str, float]) 
 def banana(r: Reproduction) -> tuple[str, dict[str, float]]:
     """Banana (notes-003 Table 5.1 / Fig. 5.7 settings) under each structure, δ per predictive by validation NLL."""
     seeds = r.pick(quick="0", cpu="0,1")
-    folder = r.sweep(r.runs / "banana", "${hydra.job.num}", "experiment=banana", f"seed={seeds}",
+    folder = r.sweep(home(r) / "banana", "${hydra.job.num}", "experiment=banana", f"seed={seeds}",
                      f"inference.structure={','.join(STRUCTURES)}", "predictive.kinds=[nn,glm]", "plot.enabled=false",
                      quick=(*QUICK_MAP, "dataset.n_train=300", "predictive.n_samples=100", "prior.delta=0.1,10"))
     everything = collect([folder])

@@ -187,8 +187,8 @@ def fig5_3_map_claims(a_errors: int, b_agreement: float, test_ll: dict[str, floa
 def banana(r: Reproduction) -> str:
     runs, out = r.runs, r.out
     seeds = r.pick(quick="0", cpu="0,1")
-    folder = r.sweep(runs / "banana", "${hydra.job.num}", "experiment=banana", f"seed={seeds}", "plot.enabled=false",
-                     quick=(*QUICK_MAP, "dataset.n_train=300", "predictive.n_samples=100",
+    folder = r.sweep(runs / "banana", "delta${prior.delta}_seed${seed}", "experiment=banana", f"seed={seeds}",
+                     "plot.enabled=false", quick=(*QUICK_MAP, "dataset.n_train=300", "predictive.n_samples=100",
                             "prior.delta=0.1,10"))
     everything = collect([folder])
     by_delta = (everything[everything["split"] == "test"].groupby(["delta", "predictive"])["nll"].mean()

@@ -1,20 +1,27 @@
 """A page names the commits and code digests of the runs it reads: a page rebuilt with --report-only is built by
-other code than its runs, and its provenance line alone would hide that."""
+other code than its runs, and its provenance line alone would hide that. It counts what the tables read: a sweep's
+runs of its newest code (as ``collect`` keeps them), the single runs and the re-evaluations."""
 
 import json
+import os
 from pathlib import Path
 
-from bnnpred.reproduce.base import Reproduction, Tier
+import bnnpred.reproduce as reproduce_module
+from bnnpred import saved_runs
+from bnnpred.reproduce import reproduce
+from bnnpred.reproduce.base import Reproduction, Study, Tier
 from bnnpred.run_files import write_manifest
 
 
-def finished_run(folder: Path, run: dict) -> Path:
-    """A finished run (every run file, verified by its manifest) that records ``run`` in its metrics.json."""
+def finished_run(folder: Path, run: dict, finished_at: float = 0.0) -> Path:
+    """A finished run (every run file, verified by its manifest) that records ``run`` in its metrics.json, its
+    manifest dated ``finished_at`` (seconds since the epoch; which code is newest goes by it)."""
     folder.mkdir(parents=True)
     (folder / "config.yaml").write_text("seed: 0\n")
     (folder / "metrics.json").write_text(json.dumps({"run": run, "info": {}, "metrics": {}}))
     (folder / "posterior.pt").write_bytes(b"0")
     write_manifest(folder)
+    os.utime(folder / "manifest.json", (finished_at, finished_at))
     return folder
 
 
@@ -22,14 +29,45 @@ def test_the_runs_section_counts_the_runs_read_by_commit_and_code(tmp_path):
     r = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=True)
     assert r.runs_section() == ""
     sweep = tmp_path / "sweep"
+    finished_run(sweep / "stale", {"commit": "1111111", "code": "old"}, finished_at=1.0)
     for name in ("a", "b"):
-        finished_run(sweep / name, {"commit": "2d2c33d", "code": "9ede33ae"})
+        finished_run(sweep / name, {"commit": "2d2c33d", "code": "new"}, finished_at=2.0)
     (sweep / "unfinished").mkdir()  # no manifest: not read
-    single = finished_run(tmp_path / "single", {"commit": "a701e8e", "code": "1234abcd"})
-    old = finished_run(tmp_path / "old", {})
+    single = finished_run(tmp_path / "single", {"commit": "a701e8e", "code": "other"})
+    untracked = finished_run(tmp_path / "untracked", {"code": "other"})
     r.sweep(sweep, "${seed}")
     r.sweep(sweep, "${seed}")  # read twice, counted once
     r.train_once(single)
-    r.train_once(old)
-    assert r.runs_section() == ("## Runs\n\nThe page reads 4 finished runs and re-evaluations: 2 at commit 2d2c33d "
-                                "(code 9ede33ae), 1 at commit a701e8e (code 1234abcd), 1 that record no commit.\n")
+    r.train_once(untracked)
+    assert r.runs_of(sweep) == [sweep / "a", sweep / "b"]  # the stale run is not read, as collect leaves it out
+    assert r.runs_section() == ("## Runs\n\nThe page reads 4 finished runs: 2 at commit 2d2c33d (code new), 1 at "
+                                "commit a701e8e (code other), 1 with no recorded commit (code other).\n")
+
+
+def test_a_re_evaluation_is_counted_and_one_run_is_singular(tmp_path, monkeypatch):
+    r = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=True)
+    run = finished_run(tmp_path / "run", {"commit": "2d2c33d", "code": "new"})
+    r.train_once(run)
+    assert "reads 1 finished run: 1 at commit 2d2c33d" in r.runs_section()
+    evaluation = finished_run(run / "evals" / "key", {"commit": "52fb789", "code": "newer"})
+    monkeypatch.setattr(saved_runs, "eval_folder", lambda run_dir, overrides: evaluation)
+    assert r.evaluate(run, "predictive.n_samples=10") == evaluation
+    assert r.runs_section().endswith("reads 2 finished runs: 1 at commit 2d2c33d (code new), 1 at commit 52fb789 "
+                                     "(code newer).\n")
+
+
+def test_a_page_ends_with_its_runs_then_its_failures(tmp_path, monkeypatch):
+    run = finished_run(tmp_path / "runs" / "one", {"commit": "2d2c33d", "code": "new"})
+
+    def make(r: Reproduction) -> str:
+        r.train_once(run)
+        r.failures.append({"run_dir": str(tmp_path / "runs" / "two"), "overrides": "seed=1", "message": "diverged"})
+        return "# page\n\ntext\n"
+
+    study = Study(name="fake", title="a fake study", make=make, cpu_cost="none", items=())
+    monkeypatch.setattr(reproduce_module, "STUDIES", {"fake": study})
+    reproduce(["fake"], Tier.cpu, tmp_path / "runs", tmp_path / "outputs", jobs=1, report_only=True)
+    page = (tmp_path / "outputs" / "fake" / "README.md").read_text()
+    assert page.startswith("# page\n\ntext\n\n## Runs\n\nThe page reads 1 finished run: 1 at commit 2d2c33d (code "
+                           "new).\n\n## Failed runs\n")
+    assert page.endswith("| two | `seed=1` | diverged |\n") and not page.endswith("\n\n")
