@@ -166,7 +166,7 @@ def _sweep_made_by(sweep_dir: Path) -> dict[Path, tuple[str, str]]:
     """The commit and code of each finished run under ``sweep_dir`` that :func:`~bnnpred.report.tables.collect`
     reads from it: unverifiable runs left out, and of several code versions only the newest's."""
     made_by = {}
-    for run_dir in find_runs([sweep_dir]):
+    for run_dir in find_runs([sweep_dir]) if sweep_dir.is_dir() else []:
         try:
             made_by[run_dir] = _made_by(read_finished(run_dir).document)
         except NotFinished:

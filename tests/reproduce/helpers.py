@@ -1,9 +1,12 @@
-"""Shared by the study claim tests: verdicts as strings, the checklist items a list of claims answers, and the
-identity checks measured once per session."""
+"""Shared by the study tests: verdicts as strings, the checklist items a list of claims answers, the identity
+checks measured once per session, and a finished run's files."""
 
 from __future__ import annotations
 
 import functools
+import json
+import os
+from pathlib import Path
 from types import ModuleType
 
 import torch
@@ -11,6 +14,7 @@ import torch
 from bnnpred.reproduce import STUDIES
 from bnnpred.reproduce.claims import Claim
 from bnnpred.reproduce.identity_checks import single_thread
+from bnnpred.run_files import write_manifest
 
 
 def verdicts(claims: list[Claim]) -> list[str]:
@@ -39,3 +43,15 @@ def afresh(module: ModuleType) -> list[Claim]:
     claims = module.claims()
     assert torch.equal(torch.random.get_rng_state(), state)
     return claims
+
+
+def finished_run(folder: Path, run: dict, finished_at: float = 0.0) -> Path:
+    """A finished run (every run file, verified by its manifest) that records ``run`` in its metrics.json, its
+    manifest dated ``finished_at`` (seconds since the epoch; which code is newest goes by it)."""
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text("seed: 0\n")
+    (folder / "metrics.json").write_text(json.dumps({"run": run, "info": {}, "metrics": {}}))
+    (folder / "posterior.pt").write_bytes(b"0")
+    write_manifest(folder)
+    os.utime(folder / "manifest.json", (finished_at, finished_at))
+    return folder

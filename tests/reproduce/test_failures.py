@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from helpers import finished_run
 
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.base import Reproduction, Tier
@@ -28,8 +29,7 @@ def test_a_page_lists_its_sweeps_failed_runs_and_a_sweep_without_finished_runs_i
     r = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=True)
     assert r.failures_section() == ""
     sweep = tmp_path / "sweep"
-    (sweep / "a").mkdir(parents=True)
-    (sweep / "a" / "manifest.json").write_text("{}")
+    finished_run(sweep / "a", {"commit": "x", "code": "c"})
     append(sweep, key="b", status="failed", overrides="prior.delta=100 seed=68", run_dir=str(sweep / "b"),
            message="broken | fit", seconds=1.0, code="c", commit="x", sweep="s")
     assert r.sweep(sweep, "${seed}") == sweep

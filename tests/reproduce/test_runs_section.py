@@ -2,27 +2,12 @@
 other code than its runs, and its provenance line alone would hide that. It counts what the tables read: a sweep's
 runs of its newest code (as ``collect`` keeps them), the single runs and the re-evaluations."""
 
-import json
-import os
-from pathlib import Path
+from helpers import finished_run
 
 import bnnpred.reproduce as reproduce_module
 from bnnpred import saved_runs
 from bnnpred.reproduce import reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier
-from bnnpred.run_files import write_manifest
-
-
-def finished_run(folder: Path, run: dict, finished_at: float = 0.0) -> Path:
-    """A finished run (every run file, verified by its manifest) that records ``run`` in its metrics.json, its
-    manifest dated ``finished_at`` (seconds since the epoch; which code is newest goes by it)."""
-    folder.mkdir(parents=True)
-    (folder / "config.yaml").write_text("seed: 0\n")
-    (folder / "metrics.json").write_text(json.dumps({"run": run, "info": {}, "metrics": {}}))
-    (folder / "posterior.pt").write_bytes(b"0")
-    write_manifest(folder)
-    os.utime(folder / "manifest.json", (finished_at, finished_at))
-    return folder
 
 
 def test_the_runs_section_counts_the_runs_read_by_commit_and_code(tmp_path):
