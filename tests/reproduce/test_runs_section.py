@@ -18,13 +18,14 @@ def test_the_runs_section_counts_the_runs_read_by_commit_and_code(tmp_path):
     for name in ("a", "b"):
         finished_run(sweep / name, {"commit": "2d2c33d", "code": "new"}, finished_at=2.0)
     (sweep / "unfinished").mkdir()  # no manifest: not read
+    (finished_run(sweep / "damaged", {"commit": "2d2c33d", "code": "new"}, 2.0) / "metrics.json").write_text("{")
     single = finished_run(tmp_path / "single", {"commit": "a701e8e", "code": "other"})
     untracked = finished_run(tmp_path / "untracked", {"code": "other"})
     r.sweep(sweep, "${seed}")
     r.sweep(sweep, "${seed}")  # read twice, counted once
     r.train_once(single)
     r.train_once(untracked)
-    assert r.runs_of(sweep) == [sweep / "a", sweep / "b"]  # the stale run is not read, as collect leaves it out
+    assert r.runs_of(sweep) == [sweep / "a", sweep / "b"]  # the stale and the damaged run: collect leaves them out
     assert r.runs_section() == ("## Runs\n\nThe page reads 4 finished runs: 2 at commit 2d2c33d (code new), 1 at "
                                 "commit a701e8e (code other), 1 with no recorded commit (code other).\n")
 
