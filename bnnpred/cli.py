@@ -594,12 +594,16 @@ def reproduce_command(args: list[str]) -> None:
     parser.add_argument("--runs", help="run folder (default runs/reproduce, or runs/reproduce-quick)")
     parser.add_argument("--out", help="page folder (default outputs/, or runs/reproduce-quick/outputs)")
     parser.add_argument("--report-only", action="store_true", help="rebuild the pages from the runs, train nothing")
+    parser.add_argument("--device", choices=["cpu", "cuda"],
+                        help="where studies built from records train, and whose records their pages read (default: "
+                             "cpu; with --report-only, the device of the committed page)")
     ns = parser.parse_args(args)
     tier = Tier(ns.tier)
     quick = tier is Tier.quick
-    runs = Path(ns.runs or ("runs/reproduce-quick" if quick else "runs/reproduce"))
+    device_runs = "" if ns.device in (None, "cpu") else f"-{ns.device}"
+    runs = Path(ns.runs or ("runs/reproduce-quick" if quick else "runs/reproduce") + device_runs)
     out = Path(ns.out or (runs / "outputs" if quick else "outputs/full" if tier is Tier.full else "outputs"))
-    for page in reproduce(ns.studies, tier, runs, out, ns.jobs, ns.report_only):
+    for page in reproduce(ns.studies, tier, runs, out, ns.jobs, ns.report_only, ns.device):
         print(page)
 
 

@@ -54,9 +54,10 @@ def ece(probs: Tensor, y: Tensor, n_bins: int = 10) -> float:
         y: integer labels ``[B]``.
         n_bins: number of equal-width confidence bins on ``[0, 1]``.
     """
-    confidence, predicted = probs.max(dim=1)
-    correct = (predicted == y.long()).to(probs.dtype)
-    inner_edges = torch.arange(1, n_bins, dtype=probs.dtype, device=probs.device) / n_bins
+    # binned on the CPU: CUDA's weighted bincount adds with atomics, in an order that changes from run to run
+    confidence, predicted = (t.cpu() for t in probs.max(dim=1))
+    correct = (predicted == y.cpu().long()).to(probs.dtype)
+    inner_edges = torch.arange(1, n_bins, dtype=probs.dtype) / n_bins
     bin_index = torch.bucketize(confidence, inner_edges, right=False)
     correct_sum = torch.bincount(bin_index, weights=correct, minlength=n_bins)
     confidence_sum = torch.bincount(bin_index, weights=confidence, minlength=n_bins)

@@ -236,6 +236,7 @@ def _training_kernel(ctx: Context, subset: Tensor, per_class: bool) -> tuple[ker
     chunks = list(kernel.iter_features(ctx.model, ctx.theta, ctx.X_train[subset], 1 / ctx.prior_precision))
     f_m = torch.cat([f for _, f, _ in chunks])
     feats = kernel.concat([u for _, _, u in chunks])
+    del chunks  # the features are in ``feats`` now: holding both doubled the GP's peak memory
     M, C = f_m.shape
     K = kernel.cross_kernel(feats, feats, per_class).reshape(M * C, M * C)
     return feats, ctx.likelihood.hessian_sqrt(f_m), K

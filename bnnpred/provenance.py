@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -34,16 +35,22 @@ def code_digest(root: Path = PACKAGE) -> str:
     return digest.hexdigest()[:16]
 
 
+# The commit of a checkout shipped without its git folder (``bench/gpu/campaign.sh`` sets it, from the clean tree
+# the checkout was copied from); a run still records its own code digest, which is what identifies its code.
+COMMIT_VARIABLE = "BNNPRED_COMMIT"
+
+
 @functools.cache
 def code_commit(root: Path = PACKAGE) -> str | None:
-    """The git commit of the source tree (``+dirty`` with uncommitted changes), or None outside git."""
+    """The git commit of the source tree (``+dirty`` with uncommitted changes); outside git, ``$BNNPRED_COMMIT``
+    or None."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                               timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=root, capture_output=True,
                                text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return None
+        return os.environ.get(COMMIT_VARIABLE)
     if head.returncode != 0:
-        return None
+        return os.environ.get(COMMIT_VARIABLE)
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

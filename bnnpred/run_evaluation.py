@@ -91,7 +91,7 @@ def evaluate_all(
     splits = [name.value for name in s.cfg.predictive.splits]
 
     def predicted(kind: str, split: str, X: torch.Tensor) -> tuple[Prediction, float]:
-        if (kept := stored.get(kind, split)) is not None:
+        if (kept := stored.get(kind, split, X.device)) is not None:
             return kept
         start = time.perf_counter()
         pred = predict_by_kind[kind](X)
@@ -152,6 +152,29 @@ def prediction_arrays(predictions: dict[str, Prediction], y: torch.Tensor,
             arrays[f"{kind}_mean"] = pred.mean.cpu().numpy()
             arrays[f"{kind}_var"] = pred.variance.cpu().numpy()
     return arrays
+
+
+ENTROPY_BINS = 40  # equal bins of predictive entropy on [0, log C]
+
+
+def entropy_histograms(test: dict[str, Prediction], ood: dict[str, Prediction]) -> dict[str, Any] | None:
+    """What a page draws of the test and OOD predictions, kept in the run's record (its predictions are not):
+    ``{"edges": [B + 1], kind: {"test" | "ood": {"counts": [B], "mean": mean entropy, "n": inputs}}}`` over
+    :data:`ENTROPY_BINS` equal bins on ``[0, log C]`` (every entropy of C classes lies there), for each
+    classification predictive with OOD predictions; None without them."""
+    kinds = [kind for kind, pred in test.items() if kind in ood and isinstance(pred, ClassPrediction)]
+    if not kinds:
+        return None
+    n_classes = test[kinds[0]].probs.shape[-1]
+    edges = np.linspace(0.0, math.log(n_classes), ENTROPY_BINS + 1)
+    out: dict[str, Any] = {"edges": edges.tolist()}
+    for kind in kinds:
+        out[kind] = {}
+        for split, pred in (("test", test[kind]), ("ood", ood[kind])):
+            h = metrics.entropy(pred.probs.double()).clamp(0.0, edges[-1]).cpu().numpy()
+            out[kind][split] = {"counts": np.histogram(h, bins=edges)[0].tolist(), "mean": float(h.mean()),
+                                "n": len(h)}
+    return out
 
 
 def print_table(results: dict[str, dict[str, dict[str, float]]], summary: dict[str, Any]) -> None:

@@ -34,18 +34,24 @@ from bnnpred.io import read_json, sha256_file, write_json
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
+# Marks a run's record (:mod:`bnnpred.run_record`): its small files and manifest, its large files left on the machine
+# that made it; ``{"absent": [names]}``. Not part of a result: a new result committed into the folder removes it.
+RECORD = "record.json"
 REPLACING = ".replacing"
 EVALS = "evals"  # re-evaluations of a run (bnnpred eval): <run>/evals/<key>/
 STAGE_PREFIX = ".stage-"
 
 
 def is_result_file(name: str) -> bool:
-    """Whether an entry of a result folder belongs to the result (not a dot-file, not Hydra's log)."""
-    return not name.startswith(".") and not name.endswith(".log")
+    """Whether an entry of a result folder belongs to the result (not a dot-file, Hydra's log or a record's
+    marker)."""
+    return not name.startswith(".") and not name.endswith(".log") and name != RECORD
 
 
-def problems(folder: Path, required: Iterable[str]) -> str | None:
-    """Why ``folder`` does not hold a complete, intact result with the ``required`` files, or None if it does."""
+def problems(folder: Path, required: Iterable[str], absent_ok: Iterable[str] = ()) -> str | None:
+    """Why ``folder`` does not hold a complete, intact result with the ``required`` files, or None if it does; a
+    listed file named in ``absent_ok`` may be missing (a run's record keeps its large files' checksums only), but
+    when present it must match its checksum too."""
     try:
         manifest = read_json(folder / MANIFEST)
         files = manifest["files"]
@@ -63,6 +69,8 @@ def problems(folder: Path, required: Iterable[str]) -> str | None:
             if sha256_file(path) != digest:
                 return f"{name} does not match its checksum"
         except FileNotFoundError:
+            if name in absent_ok:
+                continue
             return f"{name} is missing"
         except OSError as e:
             return f"{name} is unreadable ({e.strerror})"
@@ -131,6 +139,7 @@ def recover(run_dir: Path) -> None:
         for name in set(previous) - set(incoming):
             (run_dir / name).unlink(missing_ok=True)
         shutil.rmtree(run_dir / EVALS, ignore_errors=True)  # re-evaluations of the previous result
+    (run_dir / RECORD).unlink(missing_ok=True)  # the folder holds a whole result from here on, not a record
     for new in sorted(replacing.iterdir(), key=lambda p: p.name == MANIFEST):
         os.replace(new, run_dir / new.name)
     replacing.rmdir()

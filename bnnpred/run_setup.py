@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import platform
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,6 +51,8 @@ def setup(cfg: Config) -> Setup:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
+    if device.type == "cuda":  # dtype=float32 means float32: no TF32 (10-bit mantissa) convolutions or products
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     dtype = torch.float64 if cfg.dtype is DType.float64 else torch.float32
     data = to_device(load_dataset(cfg.dataset), device, dtype)
     check_targets(data)
@@ -60,6 +63,12 @@ def setup(cfg: Config) -> Setup:
     X_ood = ood_inputs(cfg, data, device, dtype)
     return Setup(cfg=cfg, data=data, model=model, device=device, dtype=dtype,
                  prior=Prior.from_config(model, cfg.prior), X_ood=X_ood)
+
+
+def device_fields(device: torch.device) -> dict[str, str]:
+    """``device`` (``cpu`` / ``cuda``) and ``device_name`` (the GPU's, or the processor's architecture) of a run."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine()
+    return {"device": device.type, "device_name": name}
 
 
 def ood_inputs(cfg: Config, data: Dataset, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:

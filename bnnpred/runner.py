@@ -11,10 +11,12 @@ runs are found, restored and re-evaluated by :mod:`bnnpred.saved_runs`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import time
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from bnnpred.io import non_finite_to_null, save_npz, save_torch, write_json, wri
 from bnnpred.prior import Prior
 from bnnpred.provenance import code_commit, code_digest
 from bnnpred.run_evaluation import (
+    entropy_histograms,
     evaluate_all,
     make_context,
     metric_flags,
@@ -45,8 +48,8 @@ from bnnpred.run_evaluation import (
     predictors,
     print_table,
 )
-from bnnpred.run_setup import Setup, likelihood_at, noise_variance, setup, typed
-from bnnpred.saved_runs import finished_run
+from bnnpred.run_setup import Setup, device_fields, likelihood_at, noise_variance, setup, typed
+from bnnpred.saved_runs import finished_run, moved
 from bnnpred.selection import Candidate, SelectionMethod, select
 from bnnpred.stored_predictions import StoredPredictions
 
@@ -197,7 +200,8 @@ def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, ch
     results, test_predictions, ood_predictions = evaluate_all(s, predict, StoredPredictions(checkpoints, key))
     flags = [*chosen.flags, *jitter_flags(fit), *metric_flags(results, cfg.keep_unhealthy)]
     summary = run_summary(s, chosen, key, flags, time.perf_counter() - start)
-    document = {"run": summary, "info": non_finite_to_null(fit.info), "metrics": non_finite_to_null(results)}
+    document = {"run": summary, "info": non_finite_to_null(fit.info), "metrics": non_finite_to_null(results),
+                "entropy": entropy_histograms(test_predictions, ood_predictions)}
     with run_files.staged(run_dir) as stage:
         write_text(stage / "config.yaml", OmegaConf.to_yaml(cfg_dict, resolve=True))
         save_torch(stage / "posterior.pt", saved_fit(s, fit, chosen))
@@ -206,7 +210,7 @@ def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, ch
         write_text(stage / "trace.csv", pd.DataFrame(fit.trace).to_csv(index=False))
         if cfg.plot.enabled:
             run_figures(stage, s, ctx, predict, rows, fit.trace)
-            ood_figure(stage / f"ood_entropy.{cfg.plot.format.value}", results, test_predictions, ood_predictions)
+            ood_figure(stage / f"ood_entropy.{cfg.plot.format.value}", document)
         write_json(stage / "metrics.json", document)
     for flag in flags:
         log.warning("flagged: %s", flag)
@@ -240,7 +244,11 @@ def run_summary(s: Setup, chosen: Candidate, key: str, flags: list[str], seconds
         "selection": cfg.selection.method.value, "seed": cfg.seed, "delta": chosen.delta, "sigma2": chosen.sigma2,
         "prior": chosen.prior.deltas(),
         "data_split": getattr(cfg.dataset, "split", None),  # the published split of UCI sets
-        "n_params": s.model.n_params, "n_train": len(s.data.X_train), "seconds": seconds,
+        "n_params": s.model.n_params, "n_train": len(s.data.X_train),
+        "n_test": len(s.data.X_test), "n_ood": None if s.X_ood is None else len(s.X_ood),
+        "theta_sha256": hashlib.sha256(chosen.fit.theta.detach().cpu().numpy().tobytes()).hexdigest()[:16],
+        "seconds": seconds, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **device_fields(s.device),
         # the training loop's seconds, epochs and seconds per epoch (null: no stepped loop ran, Fit.timing)
         "training": non_finite_to_null(chosen.fit.timing) if chosen.fit.timing else None,
         "tags": list(cfg.tags),
@@ -251,8 +259,7 @@ def run_summary(s: Setup, chosen: Candidate, key: str, flags: list[str], seconds
 def saved_fit(s: Setup, fit: Fit, chosen: Candidate) -> dict[str, Any]:
     return {
         "theta": fit.theta.cpu(),
-        "posterior": None if fit.posterior is None else {k: (v.cpu() if torch.is_tensor(v) else v)
-                                                          for k, v in fit.posterior.state().items()},
+        "posterior": None if fit.posterior is None else moved(fit.posterior.state(), torch.device("cpu")),
         "delta": chosen.delta,
         "prior": chosen.prior.state(),
         "sigma2": chosen.sigma2,

@@ -4,6 +4,7 @@ re-evaluations beside it (``<run>/evals/<key>/``), never over it."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,16 @@ from bnnpred.predictive import (
 )
 from bnnpred.prior import Prior
 from bnnpred.provenance import code_commit, code_digest
-from bnnpred.run_evaluation import evaluate_all, metric_flags, prediction_arrays, predictors, print_table
+from bnnpred.run_evaluation import (
+    entropy_histograms,
+    evaluate_all,
+    metric_flags,
+    prediction_arrays,
+    predictors,
+    print_table,
+)
 from bnnpred.run_record import EVAL_FILES, EVALS, FinishedRun, NotFinished, has_result_files, read_finished
-from bnnpred.run_setup import Setup, likelihood_at, setup, typed
+from bnnpred.run_setup import Setup, device_fields, likelihood_at, setup, typed
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +52,21 @@ def load_run(run_dir: Path) -> tuple[FinishedRun, dict[str, Any]]:
     """A finished, intact run directory and its saved fit (tensors only: loading runs no code)."""
     try:
         run = read_finished(Path(run_dir))
-        return run, load_torch(run.folder / "posterior.pt")
-    except (NotFinished, CorruptFile) as e:
+    except NotFinished as e:
         raise BnnpredError(f"{run_dir} is not a finished run ({e}); train it again with the same config") from e
+    return run, load_fit(run)
+
+
+def load_fit(run: FinishedRun) -> dict[str, Any]:
+    """A finished run's saved fit (tensors only: loading runs no code); a record's is on the machine that made it."""
+    if run.record:
+        raise BnnpredError(f"{run.folder} holds the run's record only: its posterior.pt stayed on the machine that "
+                           f"made it ({run.document['run'].get('device') or 'unrecorded device'}); train it again "
+                           "here with the same config and force=true")
+    try:
+        return load_torch(run.folder / "posterior.pt")
+    except CorruptFile as e:
+        raise BnnpredError(f"{run.folder} is not a finished run ({e}); train it again with the same config") from e
 
 
 def restore(run_dir: Path, overrides: DictConfig | None = None) -> tuple[Setup, Context]:
@@ -61,14 +81,22 @@ def restored(run: FinishedRun, saved: dict[str, Any], overrides: DictConfig | No
     theta = saved["theta"].to(device=s.device, dtype=s.dtype)
     s.model.load(theta)
     s.model.load_buffers(saved.get("buffers", {}))  # runs saved before buffers were kept have none
-    posterior = None
-    if saved["posterior"] is not None:
-        state = {k: (v.to(device=s.device, dtype=s.dtype) if torch.is_tensor(v) else v)
-                 for k, v in saved["posterior"].items()}
-        posterior = load_posterior(state)
+    posterior = None if saved["posterior"] is None else load_posterior(moved(saved["posterior"], s.device, s.dtype))
     prior = Prior.from_state(saved["prior"]) if "prior" in saved else s.prior.at(saved["delta"])
     return s, Context(s.model, likelihood_at(s, saved["sigma2"]), theta, posterior, prior.precision(theta),
                       s.data.X_train)
+
+
+def moved(state: Any, device: torch.device, dtype: torch.dtype | None = None) -> Any:
+    """A saved fit's state with every tensor, nested ones too (a Kronecker posterior's blocks, a subset posterior's
+    inner state), on ``device``, floating ones in ``dtype`` (when given)."""
+    if isinstance(state, dict):
+        return {k: moved(v, device, dtype) for k, v in state.items()}
+    if isinstance(state, list | tuple):
+        return type(state)(moved(v, device, dtype) for v in state)
+    if torch.is_tensor(state):
+        return state.to(device=device, dtype=dtype if dtype is not None and state.is_floating_point() else None)
+    return state
 
 
 def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = False) -> dict[str, Any]:
@@ -81,9 +109,11 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = 
     run_dir = Path(run_dir)
     with run_files.locked(run_dir):
         run_files.recover(run_dir)
-        run, saved = load_run(run_dir)
+        try:
+            run = read_finished(run_dir)
+        except NotFinished as e:
+            raise BnnpredError(f"{run_dir} is not a finished run ({e}); train it again with the same config") from e
         merged = eval_config(run, predictive_overrides)
-        s, ctx = restored(run, saved, predictive_overrides)
         key = run_key(merged)
         folder = run_dir / EVALS / key
         if folder.is_dir():
@@ -96,19 +126,22 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = 
                 return done
             except NotFinished:
                 pass
+        s, ctx = restored(run, load_fit(run), predictive_overrides)
         predict = predictors(s, ctx)
         results, test_predictions, ood_predictions = evaluate_all(s, predict)
         own = run.document["run"]
         summary = {**own, "key": key, "eval_of": own.get("key"), "changes": changed_settings(run.config, merged),
                    "code": code_digest(), "commit": code_commit(),
+                   "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), **device_fields(s.device),
                    "flags": [*own.get("flags", []), *metric_flags(results, keep=True)]}
-        document = {"run": summary, "info": run.document.get("info", {}), "metrics": non_finite_to_null(results)}
+        document = {"run": summary, "info": run.document.get("info", {}), "metrics": non_finite_to_null(results),
+                    "entropy": entropy_histograms(test_predictions, ood_predictions)}
         with run_files.staged(folder) as stage:
             write_text(stage / "config.yaml", OmegaConf.to_yaml(merged, resolve=True))
             save_npz(stage / "predictions.npz", prediction_arrays(test_predictions, s.data.y_test, ood_predictions))
             if s.cfg.plot.enabled:
                 run_figures(stage, s, ctx, predict, [], [])
-                ood_figure(stage / f"ood_entropy.{s.cfg.plot.format.value}", results, test_predictions, ood_predictions)
+                ood_figure(stage / f"ood_entropy.{s.cfg.plot.format.value}", document)
             write_json(stage / "metrics.json", document)
     print_table(results, summary)
     print(f"re-evaluation written to {folder}")

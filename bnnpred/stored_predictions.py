@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import torch
+
 from bnnpred.io import CorruptFile, load_checked, save_checked
 from bnnpred.prediction import ClassPrediction, CountPrediction, Prediction, RegPrediction
 
@@ -28,8 +30,8 @@ class StoredPredictions:
     def _path(self, kind: str, split: str) -> Path:
         return Path(self.folder) / f"predictive-{self.key[:16]}-{kind}-{split}.pt"
 
-    def get(self, kind: str, split: str) -> tuple[Prediction, float] | None:
-        """The stored prediction and the seconds it took, or None."""
+    def get(self, kind: str, split: str, device: torch.device) -> tuple[Prediction, float] | None:
+        """The stored prediction (on ``device``) and the seconds it took, or None."""
         if self.folder is None:
             return None
         try:
@@ -40,7 +42,8 @@ class StoredPredictions:
             log.warning("stored %s predictions on %s ignored: %s", kind, split, e)
             return None
         log.info("predictive %s on %s: kept from an earlier, interrupted start", kind, split)
-        return TYPES[state["type"]](*state["fields"]), state["seconds"]
+        fields = (f.to(device) if isinstance(f, torch.Tensor) else f for f in state["fields"])
+        return TYPES[state["type"]](*fields), state["seconds"]
 
     def put(self, kind: str, split: str, prediction: Prediction, seconds: float) -> None:
         """Keep ``prediction``; one that cannot be written costs a warning, not the run."""

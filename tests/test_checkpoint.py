@@ -310,7 +310,7 @@ def test_every_prediction_type_round_trips_through_the_stored_predictions(tmp_pa
     stored = StoredPredictions(tmp_path, "k" * 16)
     for pred in examples:
         stored.put(type(pred).__name__, "test", pred, 1.5)
-        back, seconds = stored.get(type(pred).__name__, "test")
+        back, seconds = stored.get(type(pred).__name__, "test", torch.device("cpu"))
         assert type(back) is type(pred) and seconds == 1.5
         assert all(torch.equal(a, b) for a, b in zip(back, pred, strict=True))
 

@@ -454,15 +454,17 @@ def plot_heatmaps(path: str | Path, matrices: Mapping[str, ArrayLike], title: st
     return _save(fig, path)
 
 
-def plot_entropy_histograms(path: str | Path, panels: Mapping[str, tuple[ArrayLike, ArrayLike, float]],
+def plot_entropy_histograms(path: str | Path, panels: Mapping[str, tuple[ArrayLike, ArrayLike, ArrayLike, float]],
                             labels: tuple[str, str] = ("in-distribution", "OOD")) -> Path:
     """notes-004 Fig. 6: predictive entropy of in-distribution and OOD test inputs, one panel per method, each
-    titled with its OOD-AUC; ``panels`` maps a method to ``(entropies_in [N], entropies_out [M], auc)``."""
+    titled with its OOD-AUC; ``panels`` maps a method to ``(edges [B + 1], counts_in [B], counts_out [B], auc)``,
+    histograms over shared bins (a run's record keeps them: ``run_evaluation.entropy_histograms``)."""
     fig, axes = _panel_row(len(panels))
-    for ax, (name, (inside, outside, auc)) in zip(axes, panels.items(), strict=True):
-        bins = np.linspace(0, max(float(_np(inside).max()), float(_np(outside).max()), 1e-6), 30)
-        ax.hist(_np(inside), bins=bins, alpha=0.6, density=True, label=labels[0])
-        ax.hist(_np(outside), bins=bins, alpha=0.6, density=True, label=labels[1])
+    for ax, (name, (edges, inside, outside, auc)) in zip(axes, panels.items(), strict=True):
+        edges = _np(edges)
+        for counts, label in ((inside, labels[0]), (outside, labels[1])):
+            counts = _np(counts).astype(float)
+            ax.stairs(counts / max(counts.sum(), 1.0) / np.diff(edges), edges, fill=True, alpha=0.6, label=label)
         ax.set(title=f"{name} (OOD-AUC {auc:.3f})", xlabel="predictive entropy", ylabel="density")
         ax.legend(fontsize="small")
     return _save(fig, path)

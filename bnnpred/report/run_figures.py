@@ -11,7 +11,6 @@ import pandas as pd
 import torch
 
 from bnnpred.data import Task
-from bnnpred.metrics import entropy
 from bnnpred.prediction import ClassPrediction
 from bnnpred.predictive import Context, PredictiveKind, glm_latent, glm_samples, nn_samples
 from bnnpred.report import figures
@@ -41,13 +40,19 @@ def suffix(s: Any) -> str:
     return s.cfg.plot.format.value
 
 
-def ood_figure(path: Path, results: dict, test_predictions: dict[str, Any], ood_predictions: dict[str, Any]) -> None:
+def ood_figure(path: Path, document: dict[str, Any]) -> None:
     """notes-004 Fig. 6 for one run: predictive entropy of the test and OOD inputs per predictive, with its
-    OOD-AUC (nothing without an OOD set)."""
-    if ood_predictions:
-        figures.plot_entropy_histograms(path, {
-            kind: (entropy(test_predictions[kind].probs).cpu(), entropy(pred.probs).cpu(),
-                   results["test"][kind]["ood_auc"]) for kind, pred in ood_predictions.items()})
+    OOD-AUC, from the histograms of its ``metrics.json`` (nothing without an OOD set)."""
+    if (histograms := document.get("entropy")) is not None:
+        figures.plot_entropy_histograms(path, {kind: entropy_panel(histograms, kind, document["metrics"]["test"][kind])
+                                               for kind in histograms if kind != "edges"})
+
+
+def entropy_panel(histograms: dict[str, Any], kind: str, test_metrics: dict[str, float]) -> tuple[Any, ...]:
+    """One panel of :func:`~bnnpred.report.figures.plot_entropy_histograms`: a predictive's test and OOD entropy
+    histograms from a run's ``entropy`` record, and its OOD-AUC."""
+    return (histograms["edges"], histograms[kind]["test"]["counts"], histograms[kind]["ood"]["counts"],
+            test_metrics["ood_auc"])
 
 
 def _figures_1d(out: Path, s: Any, ctx: Context, predict: dict) -> None:

@@ -13,6 +13,7 @@ before averaging the test metrics (notes-004 §3.3: "δ is selected per method b
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,7 @@ def rows_of(run_dir: Path, document: dict[str, Any], label: str = "") -> list[di
     summary = document["run"]
     run = {k: summary.get(k) for k in RUN_KEYS}
     run["code"] = summary.get("code") or UNRECORDED
+    run["finished"] = summary.get("finished")
     run["flags"] = "; ".join(summary.get("flags") or [])
     return [{"run_dir": str(run_dir), **run, "split": split, "predictive": f"{kind}{label}", **values}
             for split, by_kind in document["metrics"].items() for kind, values in by_kind.items()]
@@ -102,12 +104,21 @@ def check_code(frame: pd.DataFrame, mixed_code: str) -> pd.DataFrame:
         log.warning("these runs come from %d code versions (%s); the table keeps them apart by a code column",
                     len(counts), listed)
         return frame
-    finished = frame.drop_duplicates("run_dir").set_index("run_dir")["code"]
-    ended = {run: (Path(run) / "manifest.json").stat().st_mtime for run in finished.index}
-    newest = finished[max(ended, key=ended.get)]
+    finished = frame.drop_duplicates("run_dir").set_index("run_dir")
+    when = finished["finished"] if "finished" in finished else pd.Series(None, index=finished.index, dtype=object)
+    ended = {run: ended_at(run, at) for run, at in when.items()}
+    newest = finished["code"][max(ended, key=ended.get)]
     log.warning("these runs come from %d code versions (%s); only the %d run(s) of the newest code (%s) are used",
                 len(counts), listed, counts[newest], newest)
     return frame[frame["code"] == newest]
+
+
+def ended_at(run_dir: str, finished: str | None) -> float:
+    """When a run finished, in seconds since the epoch: the time its record states (a record copied elsewhere has
+    new file times), else its manifest's modification time (runs made before the time was recorded)."""
+    if isinstance(finished, str):
+        return datetime.fromisoformat(finished).timestamp()
+    return (Path(run_dir) / "manifest.json").stat().st_mtime
 
 
 def select_by_valid_nll(frame: pd.DataFrame) -> pd.DataFrame:

@@ -35,10 +35,12 @@ def _discover() -> dict[str, Study]:
 STUDIES: dict[str, Study] = _discover()
 
 
-def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, report_only: bool) -> list[Path]:
+def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, report_only: bool,
+              device: str | None = None) -> list[Path]:
     """Make the pages of ``names`` (all studies if empty) with their ``claims.json``, the index ``out/README.md``,
     the checklist index ``out/checklist.md`` and the verdicts table of the README beside ``out``; returns the
-    pages."""
+    pages. ``device`` (cpu, cuda) is where a study built from records trains and whose records its page reads;
+    by default the CPU, or when only rebuilding, the device its committed page was made from."""
     for name in names:
         if name not in STUDIES:
             raise unknown_choice("study", name, STUDIES)
@@ -48,22 +50,39 @@ def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, re
                            "use --tier cpu")
     pages = []
     for study in chosen:
-        r = Reproduction(runs=runs, out=out / study.name, tier=tier, jobs=jobs, report_only=report_only)
-        r.out.mkdir(parents=True, exist_ok=True)
+        r = Reproduction(runs=runs, out=out / study.name, tier=tier, jobs=jobs, report_only=report_only,
+                         device=device or (page_device(out / study.name) if report_only else "cpu"),
+                         from_records=study.from_records)
         try:
-            page = study.make(r)
+            pages.append(make_page(study, r))
         except BnnpredError as e:
             if not report_only or names:
                 raise
             log.warning("page %s not rebuilt: %s", study.name, e)
-            continue
-        sections = [page, r.runs_section(), r.failures_section()]
-        pages.append(write_text(r.out / "README.md", "\n\n".join(part.strip() for part in sections if part) + "\n"))
-        write_json(r.out / "claims.json", {"study": study.name, "tier": tier.value, "claims": claims_json(r.claims)})
     write_text(out / "README.md", index(out))
     checklist(out)
     update_readme(out)
     return pages
+
+
+def make_page(study: Study, r: Reproduction) -> Path:
+    """Train what ``study`` misses (unless ``r.report_only``) and write its page ``r.out/README.md`` with its Runs
+    and Failed runs sections, and its claims as data, ``claims.json``; returns the page."""
+    r.out.mkdir(parents=True, exist_ok=True)
+    sections = [study.make(r), r.runs_section(), r.failures_section()]
+    page = write_text(r.out / "README.md", "\n\n".join(part.strip() for part in sections if part) + "\n")
+    write_json(r.out / "claims.json", {"study": study.name, "tier": r.tier.value,
+                                       **({"device": r.device} if study.from_records else {}),
+                                       "claims": claims_json(r.claims)})
+    return page
+
+
+def page_device(page: Path) -> str:
+    """The device whose records a built page was made from (its ``claims.json``), ``cpu`` if none is recorded."""
+    try:
+        return str(read_json(page / "claims.json").get("device", "cpu"))
+    except (OSError, ValueError, AttributeError):
+        return "cpu"
 
 
 def checklist(out: Path) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -23,8 +24,17 @@ from bnnpred.io import read_json
 from bnnpred.report.tables import UNRECORDED, check_code, find_runs
 from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.run_files import MANIFEST
-from bnnpred.run_index import failed_runs
-from bnnpred.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
+from bnnpred.run_index import INDEX, failed_runs
+from bnnpred.run_record import (
+    EVAL_FILES,
+    RUN_FILES,
+    FinishedRun,
+    NotFinished,
+    export_record,
+    read_finished,
+    seed_from_record,
+    verify_record,
+)
 
 T = TypeVar("T")
 
@@ -37,13 +47,22 @@ class Tier(str, Enum):
 
 @dataclass
 class Reproduction:
-    """One study's run: where its runs and page go, at which tier, and whether to train or only read runs."""
+    """One study's run: where its runs and page go, at which tier, on which device, and whether to train or only
+    read runs.
+
+    A study whose page reads records alone (``from_records``) reads every run through its record under
+    ``out/runs/<device>/`` (:mod:`bnnpred.run_record`), the path of its run folder under ``runs`` kept: its sweeps
+    first copy the records into run folders that lack a finished run (so a campaign continued on another machine
+    trains only what is missing), train, then write the records of the finished runs back. Its page can thus be
+    rebuilt on a fresh clone from the committed records, and records of the CPU and of a GPU are kept apart."""
 
     runs: Path
     out: Path
     tier: Tier
     jobs: int
     report_only: bool = False
+    device: str = "cpu"  # where the runs are trained (device=...), and whose records the page reads
+    from_records: bool = False
     started: float = field(default_factory=time.time)
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
@@ -54,27 +73,72 @@ class Reproduction:
         unless ``full`` is given."""
         return {Tier.quick: quick, Tier.cpu: cpu, Tier.full: cpu if full is None else full}[self.tier]
 
+    @property
+    def records(self) -> Path:
+        """Where the records of this device's runs are kept: ``out/runs/<device>``."""
+        return self.out / "runs" / self.device
+
+    def record_of(self, run_dir: Path) -> Path:
+        """The record folder of the run (or sweep) folder ``run_dir`` under ``runs``."""
+        return self.records / Path(run_dir).relative_to(self.runs)
+
+    def run_of(self, record_dir: Path) -> Path:
+        """The run folder under ``runs`` of a record folder."""
+        return self.runs / Path(record_dir).relative_to(self.records)
+
     def train_once(self, run_dir: Path, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
-        """``bnnpred train OVERRIDES`` into ``run_dir`` (the quick tier appends ``quick``)."""
+        """``bnnpred train OVERRIDES`` into ``run_dir`` (the quick tier appends ``quick``); returns the folder the
+        page reads: the run's record for a study built from records."""
+        record = self.record_of(run_dir)
+        if self.from_records and not self.report_only and (record / MANIFEST).is_file():
+            seed_from_record(record, run_dir)
         if not self.report_only:
-            _bnnpred("train", *overrides, *self._quick(quick), f"hydra.run.dir={run_dir}")
-        self.made_by[run_dir] = _made_by(document(run_dir))
-        return run_dir
+            _bnnpred("train", *overrides, *self._quick(quick), *self._device(), f"hydra.run.dir={run_dir}")
+        if self.from_records and (run_dir / MANIFEST).is_file():
+            export_record(run_dir, record)
+        if self.from_records:
+            verify_record(record)
+        read = record if self.from_records else run_dir
+        self.made_by[read] = _made_by(document(read))
+        return read
 
     def sweep(self, sweep_dir: Path, subdir: str, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
-        """``bnnpred train -m OVERRIDES`` with ``self.jobs`` joblib workers into ``sweep_dir/<subdir>``. A run
-        that fails (a broken fit, the health checks) fails alone: it is left out of the page's tables, which lists
-        it with its reason (:meth:`failures_section`); a sweep with no finished run is an error."""
+        """``bnnpred train -m OVERRIDES`` with ``self.jobs`` joblib workers into ``sweep_dir/<subdir>``; returns
+        the folder the page reads (its records for a study built from records, :meth:`mirror`). A run that fails
+        (a broken fit, the health checks) fails alone: it is left out of the page's tables, which lists it with
+        its reason (:meth:`failures_section`); a sweep with no finished run is an error."""
+        records = self.record_of(sweep_dir)
+        if self.from_records and not self.report_only and records.is_dir():
+            for record in _sweep_made_by(records):
+                seed_from_record(record, self.run_of(record))
         if not self.report_only:
-            _bnnpred("train", "-m", *overrides, *self._quick(quick), "hydra/launcher=joblib",
+            _bnnpred("train", "-m", *overrides, *self._quick(quick), *self._device(), "hydra/launcher=joblib",
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
                      f"hydra.sweep.subdir={subdir}", failures_allowed=True)
-        made_by = _sweep_made_by(sweep_dir)
+        read = sweep_dir
+        if self.from_records:
+            read = self.mirror(sweep_dir) if sweep_dir.is_dir() else records
+            for record in find_runs([read]) if read.is_dir() else []:
+                verify_record(record)
+        made_by = _sweep_made_by(read)
         if not made_by:
-            raise BnnpredError(f"no finished runs in {sweep_dir}; run the study without --report-only first")
+            raise BnnpredError(f"no finished runs in {read}; run the study without --report-only first")
         self.made_by.update(made_by)
-        self.failures.extend(failed_runs(sweep_dir))
-        return sweep_dir
+        self.failures.extend(failed_runs(read))
+        return read
+
+    def mirror(self, sweep_dir: Path) -> Path:
+        """Make the sweep's records hold exactly the records of its finished runs (of the code the page reads) and
+        its index of jobs (for the failed ones); returns the records' folder."""
+        records = self.record_of(sweep_dir)
+        kept = {self.record_of(run_dir) for run_dir in _sweep_made_by(sweep_dir)}
+        for stale in set(_sweep_made_by(records) if records.is_dir() else ()) - kept:
+            shutil.rmtree(stale)
+        for record in sorted(kept):
+            export_record(self.run_of(record), record)
+        if (sweep_dir / INDEX).is_file():
+            shutil.copyfile(sweep_dir / INDEX, records / INDEX)
+        return records
 
     def runs_of(self, sweep_dir: Path) -> list[Path]:
         """The finished runs of a sweep that the page reads: of its newest code, as
@@ -83,15 +147,24 @@ class Reproduction:
 
     def evaluate(self, run_dir: Path, *overrides: str) -> Path:
         """``bnnpred eval run_dir=RUN_DIR OVERRIDES`` (skipped when only rebuilding the page); returns the
-        re-evaluation's folder ``RUN_DIR/evals/<key>``."""
+        re-evaluation's folder ``RUN_DIR/evals/<key>``. For a study built from records ``run_dir`` is a record: the
+        run's own folder is evaluated (a re-evaluation its record holds already is found there and kept) and its
+        record written again with the re-evaluation's."""
         from bnnpred.cli import predictive_overrides
         from bnnpred.saved_runs import eval_folder
 
         if not self.report_only:
-            _bnnpred("eval", f"run_dir={run_dir}", *overrides)
+            target = self.run_of(run_dir) if self.from_records else run_dir
+            _bnnpred("eval", f"run_dir={target}", *overrides, *self._device())
+            if self.from_records:
+                export_record(target, run_dir)
         folder = eval_folder(run_dir, predictive_overrides(list(overrides)))
         self.made_by[folder] = _made_by(document(folder, EVAL_FILES))
         return folder
+
+    def _device(self) -> tuple[str, ...]:
+        """The device override of every run a study built from records trains (its run keys name the device)."""
+        return (f"device={self.device}",) if self.from_records else ()
 
     def _quick(self, overrides: tuple[str, ...]) -> tuple[str, ...]:
         """The quick tier's overrides; its smoke-scale fits are kept when their numbers are broken (flagged), since
@@ -128,6 +201,10 @@ class Reproduction:
 
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``."""
+        if self.from_records:  # the same text wherever and whenever the page is rebuilt from its records
+            return (f"Made by `{command}` (tier {self.tier.value}, device {self.device}) from the records of its "
+                    f"runs, `runs/{self.device}/` beside this page (the Runs section names the commits that made "
+                    "them; `--report-only` rebuilds this page from them on any machine).")
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent).stdout.strip()
         took = ("page rebuilt from the runs (the commits that made them: the Runs section)" if self.report_only
@@ -148,6 +225,9 @@ class Study:
     cpu_cost: str  # wall time of the CPU tier on 2 cores, for the README
     items: tuple[Item, ...]  # the checklist items its claims answer (the index lists them before claims.json exists)
     full_scale: bool = False  # whether the full tier differs from the CPU tier (GPU presets)
+    # whether its page is built from its runs' records alone (outputs/<name>/runs/<device>/, committed), so that a
+    # fresh clone rebuilds it and a campaign continues on another machine
+    from_records: bool = False
 
 
 def _bnnpred(*args: str, failures_allowed: bool = False) -> None:
@@ -170,16 +250,18 @@ def _sweep_made_by(sweep_dir: Path) -> dict[Path, tuple[str, str]]:
     newest's. Only ``metrics.json`` is read: ``collect`` verifies every file against its checksum, and hashing the
     full posteriors twice doubled a page's rebuild (525 runs of notes004_table1 on 2 cores: 43 s against collect's
     23 s; reading the records takes 0.15 s)."""
-    made_by = {}
+    made_by, finished = {}, {}
     for run_dir in find_runs([sweep_dir]) if sweep_dir.is_dir() else []:
         try:
             if (run_dir / MANIFEST).is_file():
-                made_by[run_dir] = _made_by(read_json(run_dir / "metrics.json"))
+                summary = read_json(run_dir / "metrics.json")
+                made_by[run_dir], finished[run_dir] = _made_by(summary), summary["run"].get("finished")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not a run's record: collect skips it
             continue
     if not made_by:
         return {}
-    frame = pd.DataFrame({"run_dir": list(map(str, made_by)), "code": [code for _, code in made_by.values()]})
+    frame = pd.DataFrame({"run_dir": list(map(str, made_by)), "code": [code for _, code in made_by.values()],
+                          "finished": list(finished.values())})
     kept = set(check_code(frame, "newest")["run_dir"])
     return {run_dir: made for run_dir, made in made_by.items() if str(run_dir) in kept}
 

@@ -12,16 +12,12 @@ tier (the paper's 3c3d runs are notes004_table2's GPU preset); ``quick`` is a sm
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 from scipy.stats import spearmanr
 
-from bnnpred.io import load_torch
-from bnnpred.metrics import entropy
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce.base import Reproduction, Study, document
@@ -76,8 +72,8 @@ def code_versions(frame: pd.DataFrame) -> str:
     for posterior, own in runs.groupby("posterior", sort=False):
         commits = sorted({document(d)["run"].get("commit") or "?" for d in own["run_dir"]})
         made.append(f"{posterior}: code {own['code'].iloc[0]} (commit {', '.join(commits)})")
-    same = [len({hashlib.sha256(load_torch(Path(d) / "posterior.pt")["theta"].numpy().tobytes()).digest()
-                 for d in group["run_dir"]}) == 1 for _, group in runs.groupby(["delta", "seed"])]
+    same = [len({document(d)["run"]["theta_sha256"] for d in group["run_dir"]}) == 1
+            for _, group in runs.groupby(["delta", "seed"])]
     return (f"Runs by posterior: {'; '.join(made)}. The posteriors of each (δ, seed) sit on the same MAP network "
             f"(θ* equal bit for bit) in {sum(same)} of {len(same)} cases.")
 
@@ -135,11 +131,17 @@ def table_claims(s: pd.DataFrame, network: str = "ours the substitute MLP") -> l
     ]
 
 
-def entropies(run_dir: str, kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """Predictive entropies of the test and OOD images saved with a run (or re-evaluation)."""
-    saved = np.load(f"{run_dir}/predictions.npz")
-    return (entropy(torch.from_numpy(saved[f"{kind}_probs"])).numpy(),
-            entropy(torch.from_numpy(saved[f"{kind}_ood_probs"])).numpy())
+def entropies(run_dir: str, kind: str) -> dict:
+    """A predictive's test and OOD entropy histograms and means as its run (or re-evaluation) recorded them
+    (:func:`bnnpred.run_evaluation.entropy_histograms`), with their bin edges."""
+    histograms = document(Path(run_dir), EVAL_FILES)["entropy"]
+    return {"edges": histograms["edges"], **histograms[kind]}
+
+
+def entropy_panel(run_dir: str, kind: str, auc: float) -> tuple:
+    """One panel of :func:`~bnnpred.report.figures.plot_entropy_histograms` from a run's record."""
+    h = entropies(run_dir, kind)
+    return h["edges"], h["test"]["counts"], h["ood"]["counts"], auc
 
 
 def kind_of(row: str) -> str:
@@ -149,7 +151,7 @@ def kind_of(row: str) -> str:
 def entropy_gaps(chosen: pd.DataFrame) -> dict[str, float]:
     """Per row, the mean over seeds of (mean OOD entropy − mean test entropy) of its chosen runs."""
     test = chosen[chosen["split"] == "test"]
-    return {row: float(np.mean([np.mean(out) - np.mean(inside) for inside, out in
+    return {row: float(np.mean([h["ood"]["mean"] - h["test"]["mean"] for h in
                                 (entropies(d, kind_of(row)) for d in test.loc[test["row"] == row, "run_dir"])]))
             for row in ROWS.values()}
 
@@ -170,7 +172,7 @@ def ood_claims(s: pd.DataFrame, gaps: dict[str, float]) -> list[Claim]:
 def fig5_9(r: Reproduction, chosen: pd.DataFrame) -> str:
     """Entropy histograms of the first seed's chosen runs, one panel per row."""
     test = chosen[(chosen["split"] == "test") & (chosen["seed"] == chosen["seed"].min())].set_index("row")
-    panels = {row: (*entropies(test.loc[row, "run_dir"], kind_of(row)), test.loc[row, "ood_auc"])
+    panels = {row: entropy_panel(test.loc[row, "run_dir"], kind_of(row), test.loc[row, "ood_auc"])
               for row in ROWS.values()}
     path = figures.plot_entropy_histograms(r.out / "fig5_9_entropy.png", panels,
                                            labels=("Fashion-MNIST (test)", "MNIST (OOD)"))
@@ -212,7 +214,7 @@ def gp_claims(by_m: pd.DataFrame, s: pd.DataFrame) -> list[Claim]:
 def fig5_10(r: Reproduction, by_m: pd.DataFrame) -> str:
     """GP entropy histograms per M for the first seed."""
     first = by_m[by_m["seed"] == by_m["seed"].min()]
-    panels = {f"GP, M = {M}": (*entropies(folder, "gp"), auc)
+    panels = {f"GP, M = {M}": entropy_panel(folder, "gp", auc)
               for M, folder, auc in zip(first["M"], first["folder"], first["ood_auc"], strict=True)}
     path = figures.plot_entropy_histograms(r.out / "fig5_10_gp_entropy.png", panels,
                                            labels=("Fashion-MNIST (test)", "MNIST (OOD)"))

@@ -19,14 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
-from omegaconf import OmegaConf
 
-from bnnpred.metrics import entropy
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce import notes003_images
-from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.base import Reproduction, Study, document, finished
 from bnnpred.reproduce.claims import Claim, Compare, claim, item, items, lookup
 
 PAIRS = {"fashion_mnist": "mnist", "mnist": "fashion_mnist"}  # in-distribution set -> OOD set
@@ -55,11 +52,12 @@ NOTES003_POSTERIORS = {name: overrides for name, overrides in notes003_images.PO
 
 
 def sweep_all(r: Reproduction, sets: list[str]) -> pd.DataFrame:
-    """Every run of every set and posterior (notes-003's extra posteriors on :data:`NOTES003_SET`): one row per
-    (run, split, predictive) with its set and posterior."""
+    """Every run of every set and posterior, Table 2's first (notes-003's extra posteriors on :data:`NOTES003_SET`
+    after them: a campaign cut short by its budget has made the main table's runs): one row per (run, split,
+    predictive) with its set and posterior."""
+    sweeps = [(name, POSTERIORS) for name in sets] + [(NOTES003_SET, NOTES003_POSTERIORS)]
     frames = []
-    for name in sets:
-        posteriors = {**POSTERIORS, **(NOTES003_POSTERIORS if name == NOTES003_SET else {})}
+    for name, posteriors in sweeps:
         for posterior, overrides in posteriors.items():
             folder = r.sweep(r.runs / "notes004_table2" / name / posterior, "delta${prior.delta}",
                              "experiment=notes004_table2", f"dataset={name}", f"ood={PAIRS[name]}", *overrides,
@@ -125,35 +123,31 @@ def choose(frame: pd.DataFrame) -> pd.DataFrame:
 def fig6(r: Reproduction, chosen: pd.DataFrame, name: str) -> str:
     """Predictive entropy of the test and OOD images per method at its chosen δ, titled with its OOD-AUC."""
     test = chosen[(chosen["set"] == name) & (chosen["split"] == "test")].set_index("row")
-    panels = {}
-    for (_, kind), row in ROWS.items():
-        saved = np.load(f"{test.loc[row, 'run_dir']}/predictions.npz")
-        panels[row] = (entropy(torch.from_numpy(saved[f"{kind}_probs"])),
-                       entropy(torch.from_numpy(saved[f"{kind}_ood_probs"])), test.loc[row, "ood_auc"])
+    panels = {row: notes003_images.entropy_panel(test.loc[row, "run_dir"], kind, test.loc[row, "ood_auc"])
+              for (_, kind), row in ROWS.items()}
     path = figures.plot_entropy_histograms(r.out / f"fig6_entropy_{name}.png", panels,
                                            labels=(f"{name} (test)", f"{PAIRS[name]} (OOD)"))
     return path.name
 
 
 GP_MEMORY = ("the paper's M = 1600 needs 18 GB and 3200 needs 44 GB for the kernel's features and matrices, "
-             "bench/README.md; these machines have 23 GB")
+             "bench/README.md: more than the CPU machines' 23 GB")
 
 
 def scale(frame: pd.DataFrame, name: str) -> str:
     """The scale one set's runs were made at, read from one of them (the runs of a sweep share it): training
     images, epochs and batch, test and OOD images, predictive samples, the GP's M, the seed."""
-    run_dir = Path(frame.loc[frame["set"] == name, "run_dir"].iloc[0])
-    cfg = OmegaConf.load(run_dir / "config.yaml")
-    with np.load(run_dir / "predictions.npz") as saved:
-        n_test, n_ood = len(saved["y"]), len(saved["map_ood_probs"])
-    n_train = document(run_dir)["run"]["n_train"]
-    images = f"all {n_train:,}" if cfg.dataset.n_train is None else f"a seeded {n_train:,} of the"
+    run = finished(Path(frame.loc[frame["set"] == name, "run_dir"].iloc[0]))
+    cfg, summary = run.config, run.document["run"]
+    images = f"all {summary['n_train']:,}" if cfg.dataset.n_train is None else f"a seeded {summary['n_train']:,} of the"
     epochs = cfg.inference.map.epochs
     valid = "an equal validation half" if cfg.dataset.valid == "test_half" else f"validation: {cfg.dataset.valid}"
+    devices = sorted({document(Path(d))["run"]["device_name"] for d in frame.loc[frame["set"] == name, "run_dir"]})
     return (f"Trained on {images} training images for {epochs} epoch{'s' * (epochs != 1)} (batch "
-            f"{cfg.inference.map.batch_size}); {n_test:,} test images ({valid}), "
-            f"{n_ood:,} OOD images; {cfg.predictive.n_samples} predictive samples; the GP on "
-            f"M = {cfg.predictive.gp_subset_size} training points ({GP_MEMORY}); seed {cfg.seed}.")
+            f"{cfg.inference.map.batch_size}); {summary['n_test']:,} test images ({valid}), "
+            f"{summary['n_ood']:,} OOD images; {cfg.predictive.n_samples} predictive samples; the GP on "
+            f"M = {cfg.predictive.gp_subset_size} training points ({GP_MEMORY}); seed {cfg.seed}; {cfg.dtype} "
+            f"on {' and '.join(devices)} (device={cfg.device}).")
 
 
 def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
@@ -220,4 +214,4 @@ STUDY = Study(name="notes004_table2", title="GLM predictive paper (notes-004) Ta
               "Fashion-MNIST / MNIST with OOD detection (MAP, bnn, dampened bnn, glm, gp); notes-003 Table 5.2 and "
               "Figs 5.9-5.10 on the same networks", make=make,
               cpu_cost="about 12 h (30 runs and 5 GP re-evaluations, 24 core-hours)",
-              items=(*items(4, 8, 10), *items(3, 13, 15, 16)), full_scale=True)
+              items=(*items(4, 8, 10), *items(3, 13, 15, 16)), full_scale=True, from_records=True)

@@ -1,0 +1,142 @@
+"""Run records (issue 38): a study built from records writes each finished run's small files beside its page, rebuilds
+the page from them alone on a fresh clone, and a campaign continued elsewhere trains only the runs they lack. A
+record that fails its checksum, misses a field or was made by other code is refused or retrained, never read as
+this code's result; the records of a CPU and of a GPU are kept apart."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import bnnpred.reproduce as reproduce_module
+from bnnpred.errors import BnnpredError
+from bnnpred.io import sha256_file, write_json
+from bnnpred.report.tables import collect
+from bnnpred.reproduce import reproduce
+from bnnpred.reproduce.base import Reproduction, Study, Tier, document
+from bnnpred.run_files import RECORD
+from bnnpred.run_record import EVAL_FILES
+from bnnpred.saved_runs import restore
+from tests.test_cli import TINY, bnnpred
+
+RUN = [*TINY, "plot.enabled=false", "threads=1"]
+
+
+def make(r: Reproduction) -> str:
+    """A page from a sweep of two runs, a single run and a re-evaluation of it, every number through records."""
+    sweep = r.sweep(r.runs / "tiny" / "sweep", "delta${prior.delta}", *RUN, "predictive.kinds=[map,glm]",
+                    "prior.delta=1,3")
+    single = r.train_once(r.runs / "tiny" / "single", *RUN, "predictive.kinds=[map]")
+    evaluation = r.evaluate(single, "predictive.kinds=[nn]", "predictive.n_samples=5")
+    test = collect([sweep]).query("split == 'test'")
+    rows = [f"| {d:g} | {k} | {nll!r} |" for d, k, nll in zip(test["delta"], test["predictive"], test["nll"],
+                                                                strict=True)]
+    return "\n".join(["# tiny", "", r.provenance("bnnpred reproduce tiny"), "", *rows,
+                      f"single map {document(single)['metrics']['test']['map']['nll']!r}",
+                      f"its nn {document(evaluation, EVAL_FILES)['metrics']['test']['nn']['nll']!r}"])
+
+
+STUDY = Study(name="tiny", title="a tiny study built from records", make=make, cpu_cost="seconds", items=(),
+              from_records=True)
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    monkeypatch.setattr(reproduce_module, "STUDIES", {"tiny": STUDY})
+
+
+def build(tmp_path: Path, runs: str, report_only: bool = False, device: str | None = None) -> str:
+    reproduce(["tiny"], Tier.cpu, tmp_path / runs, tmp_path / "outputs", jobs=1, report_only=report_only,
+              device=device)
+    return (tmp_path / "outputs" / "tiny" / "README.md").read_text()
+
+
+def trained(runs: Path) -> list[Path]:
+    """The runs trained here: a record seeded into a run folder has no posterior.pt."""
+    return sorted(p.parent for p in runs.rglob("posterior.pt"))
+
+
+@pytest.fixture
+def made(tmp_path, tiny) -> str:
+    page = build(tmp_path, "runs")
+    assert len(trained(tmp_path / "runs")) == 3
+    return page
+
+
+def records(tmp_path: Path) -> Path:
+    return tmp_path / "outputs" / "tiny" / "runs" / "cpu" / "tiny"
+
+
+def test_a_page_is_rebuilt_from_its_records_alone_to_the_byte(tmp_path, made):
+    claims = (tmp_path / "outputs" / "tiny" / "claims.json").read_text()
+    assert json.loads(claims)["device"] == "cpu"
+    kept = sorted(p.relative_to(records(tmp_path)).as_posix() for p in records(tmp_path).rglob("*") if p.is_file())
+    assert "sweep/delta1.0/metrics.json" in kept and "single/evals" in "".join(kept)
+    assert not [p for p in kept if p.endswith((".pt", ".npz", ".png"))]  # never weights, predictions or figures
+    shutil.rmtree(tmp_path / "runs")  # a fresh clone: the committed records only
+    assert build(tmp_path, "elsewhere", report_only=True) == made
+    assert (tmp_path / "outputs" / "tiny" / "claims.json").read_text() == claims
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_campaign_continued_on_another_machine_trains_nothing_its_records_hold(tmp_path, made):
+    shutil.rmtree(tmp_path / "runs")
+    assert build(tmp_path, "elsewhere") == made
+    assert trained(tmp_path / "elsewhere") == []
+    assert (tmp_path / "elsewhere" / "tiny" / "sweep" / "delta1.0" / RECORD).is_file()
+
+
+def test_a_record_of_other_code_is_trained_again_and_replaced(tmp_path, made):
+    record = records(tmp_path) / "sweep" / "delta3.0"
+    document_ = json.loads((record / "metrics.json").read_text())
+    document_["run"]["key"] = "0123456789ab"  # a run key of other code (or config)
+    write_json(record / "metrics.json", document_)
+    manifest = json.loads((record / "manifest.json").read_text())
+    manifest["files"]["metrics.json"] = sha256_file(record / "metrics.json")
+    write_json(record / "manifest.json", manifest)
+    shutil.rmtree(tmp_path / "runs")
+    assert build(tmp_path, "elsewhere") == made  # the same numbers from the same code and config
+    assert trained(tmp_path / "elsewhere") == [tmp_path / "elsewhere" / "tiny" / "sweep" / "delta3.0"]
+    assert not (tmp_path / "elsewhere" / "tiny" / "sweep" / "delta3.0" / RECORD).exists()  # a whole run now
+    assert json.loads((record / "metrics.json").read_text())["run"]["key"] != "0123456789ab"
+
+
+@pytest.mark.parametrize("report_only", [True, False])
+def test_a_record_with_a_flipped_byte_is_refused_naming_it(tmp_path, made, report_only):
+    metrics = records(tmp_path) / "sweep" / "delta1.0" / "metrics.json"
+    data = bytearray(metrics.read_bytes())
+    data[10] ^= 1
+    metrics.write_bytes(bytes(data))
+    shutil.rmtree(tmp_path / "runs")
+    with pytest.raises(BnnpredError, match=r"the record .*sweep/delta1\.0 is corrupt \(its record's metrics\.json does "
+                                           r"not match its checksum\); restore it with git checkout"):
+        build(tmp_path, "elsewhere", report_only=report_only)
+    assert trained(tmp_path / "elsewhere") == []
+
+
+def test_a_record_missing_a_field_is_refused(tmp_path, made):
+    record = records(tmp_path) / "single"
+    document_ = json.loads((record / "metrics.json").read_text())
+    del document_["metrics"]
+    write_json(record / "metrics.json", document_)
+    manifest = json.loads((record / "manifest.json").read_text())
+    manifest["files"]["metrics.json"] = sha256_file(record / "metrics.json")
+    write_json(record / "manifest.json", manifest)
+    with pytest.raises(BnnpredError, match=r"single is corrupt \(config.yaml or metrics.json does not hold a run\)"):
+        build(tmp_path, "elsewhere", report_only=True)
+
+
+def test_the_records_of_another_device_are_not_read(tmp_path, made):
+    with pytest.raises(BnnpredError, match=r"no finished runs in .*runs/cuda/tiny/sweep"):
+        build(tmp_path, "elsewhere", report_only=True, device="cuda")
+    assert (tmp_path / "outputs" / "tiny" / "README.md").read_text() == made  # the committed page is kept
+
+
+def test_a_record_cannot_be_restored_or_re_evaluated(tmp_path, made):
+    record = records(tmp_path) / "single"
+    with pytest.raises(BnnpredError, match="holds the run's record only: its posterior.pt stayed on the machine"):
+        restore(record)
+    out = bnnpred("eval", f"run_dir={record}", "predictive.n_samples=7", cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "train it again here with the same config and force=true" in out.stderr
