@@ -113,9 +113,10 @@ def evaluate_all(
             if split == "test":
                 test_predictions[kind] = pred
         if s.X_ood is not None and kind in test_predictions:
-            ood_predictions[kind] = predicted(kind, "ood", s.X_ood)[0]
+            ood_predictions[kind], ood_seconds = predicted(kind, "ood", s.X_ood)
             results["test"][kind]["ood_auc"] = metrics.ood_auc(test_predictions[kind].probs,
                                                                ood_predictions[kind].probs)
+            results["test"][kind]["ood_seconds"] = ood_seconds
     return results, test_predictions, ood_predictions
 
 
@@ -179,7 +180,7 @@ def entropy_histograms(test: dict[str, Prediction], ood: dict[str, Prediction]) 
 
 def print_table(results: dict[str, dict[str, dict[str, float]]], summary: dict[str, Any]) -> None:
     """Test metrics, one row per predictive."""
-    table = pd.DataFrame(results["test"]).T.drop(columns="seconds", errors="ignore")
+    table = pd.DataFrame(results["test"]).T.drop(columns=["seconds", "ood_seconds"], errors="ignore")
     header = (f"{summary['dataset']} | {summary['inference']} {summary['structure'] or ''} | "
               f"δ = {summary['delta']:.4g}" + (f", σ² = {summary['sigma2']:.4g}" if summary["sigma2"] else "")
               + f" | P = {summary['n_params']}")

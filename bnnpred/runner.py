@@ -81,7 +81,9 @@ class Trainer:
         if warm is None and sigma2 not in self.start_data:
             self.start_data[sigma2] = data_term(problem, problem.theta0)
         start = objective_at(problem, problem.theta0, None if warm is not None else self.start_data[sigma2])
+        started = time.perf_counter()
         fit = replace(inference.fit(problem, s.cfg.inference), buffers=s.model.buffer_state())
+        fit_seconds = time.perf_counter() - started  # training and posterior: the posterior's is this less training
         end = objective_at(problem, fit.theta)
         problems = fit_problems(start, end, fit, s.cfg.inference.HEALTH)
         log_evidence = None if fit.evidence is None else fit.evidence.value
@@ -89,7 +91,8 @@ class Trainer:
                      else None)
         row = {"delta": prior.delta, **prior_columns(prior), "sigma2": sigma2 if sigma2 is not None else float("nan"),
                **fit.info, **plugin_metrics(s, fit.theta, likelihood), "objective_start": start.value,
-               "objective_end": end.value, "grad_norm_start": start.grad_norm, "problems": "; ".join(problems)}
+               "objective_end": end.value, "grad_norm_start": start.grad_norm, "fit_seconds": fit_seconds,
+               "problems": "; ".join(problems)}
         if "log_marglik" in fit.info:  # a diagnostic column; a GLM refinement reports its starting Laplace's
             row["log_marglik_per_n"] = fit.info["log_marglik"] / len(s.data.X_train)
         if valid_nll is not None:
@@ -247,7 +250,8 @@ def run_summary(s: Setup, chosen: Candidate, key: str, flags: list[str], seconds
         "n_params": s.model.n_params, "n_train": len(s.data.X_train),
         "n_test": len(s.data.X_test), "n_ood": None if s.X_ood is None else len(s.X_ood),
         "theta_sha256": hashlib.sha256(chosen.fit.theta.detach().cpu().numpy().tobytes()).hexdigest()[:16],
-        "seconds": seconds, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "seconds": seconds, "fit_seconds": chosen.row["fit_seconds"],
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **device_fields(s.device),
         # the training loop's seconds, epochs and seconds per epoch (null: no stepped loop ran, Fit.timing)
         "training": non_finite_to_null(chosen.fit.timing) if chosen.fit.timing else None,

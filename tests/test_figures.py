@@ -110,9 +110,10 @@ def test_plot_metric_vs_hyper(tmp_path):
 
 
 def test_plot_entropy_histograms(tmp_path):
-    gen = torch.Generator().manual_seed(0)
-    panels = {"MAP": (torch.rand(50, generator=gen), torch.rand(40, generator=gen) + 1, 0.9),
-              "glm": (torch.rand(50, generator=gen), torch.rand(40, generator=gen) + 1.5, 0.95)}
+    edges = np.linspace(0, np.log(3), 41)
+    gen = np.random.default_rng(0)
+    panels = {"MAP": (edges, gen.integers(0, 9, 40), gen.integers(0, 9, 40), 0.9),
+              "glm": (edges, gen.integers(0, 9, 40), np.zeros(40, dtype=int), 0.95)}  # an empty histogram draws 0
     assert_only_png(tmp_path, figures.plot_entropy_histograms(tmp_path / "fig6.png", panels))
     with pytest.raises(BnnpredError, match="at least one panel"):
         figures.plot_entropy_histograms(tmp_path / "empty.png", {})

@@ -158,3 +158,20 @@ def test_joint_log_likelihood_mixes_the_samples_whole_test_set_densities():
     one = RegPrediction(torch.tensor([[0.3, 1.0]]), torch.tensor([[0.5, 2.0]]))
     assert metrics.joint_ll(one, y) == pytest.approx(metrics.evaluate(one, y)["ll"], rel=1e-12)
     assert metrics.joint_ll(pred, y) < metrics.evaluate(pred, y)["ll"]
+
+
+def test_entropy_histograms_count_every_input_in_bins_on_zero_to_log_c():
+    from bnnpred.prediction import ClassPrediction
+    from bnnpred.run_evaluation import ENTROPY_BINS, entropy_histograms
+
+    uniform, one_hot = torch.full((1, 4), 0.25), torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+    half = torch.tensor([[0.5, 0.5, 0.0, 0.0]])  # entropy log 2: the bin holding log 2 on [0, log 4]
+    test = {"glm": ClassPrediction(torch.cat([uniform, one_hot, half]))}
+    ood = {"glm": ClassPrediction(torch.cat([uniform, uniform]))}
+    h = entropy_histograms(test, ood)
+    assert h["edges"][0] == 0.0 and h["edges"][-1] == math.log(4) and len(h["edges"]) == ENTROPY_BINS + 1
+    counts = h["glm"]["test"]["counts"]
+    assert counts[0] == 1 and counts[-1] == 1 and counts[ENTROPY_BINS // 2] == 1 and sum(counts) == 3
+    assert h["glm"]["ood"]["counts"][-1] == 2 and h["glm"]["ood"]["n"] == 2
+    assert h["glm"]["test"]["mean"] == pytest.approx((math.log(4) + math.log(2)) / 3, abs=1e-12)
+    assert entropy_histograms(test, {}) is None  # no OOD set, nothing to draw

@@ -32,6 +32,7 @@ RUN_KEYS = ["dataset", "task", "model", "inference", "structure", "selection", "
 MARKERS = ("config.yaml", "metrics.json", "manifest.json")
 NOT_RUNS = {".hydra", ".replacing", EVALS}  # Hydra's copy of the config, a commit in progress, re-evaluations
 UNRECORDED = "unrecorded"  # the code digest of runs made before it was recorded
+NOT_METRICS = {"run_dir", "split", "predictive", "seconds", "ood_seconds"}  # row columns that are not metrics
 
 
 def find_runs(dirs: list[Path]) -> list[Path]:
@@ -135,8 +136,8 @@ def summarize(frame: pd.DataFrame, split: str, by: list[str]) -> pd.DataFrame:
     """Mean, standard error and count of every metric over the rows of each group in ``split``; with a
     ``flagged`` count when any of the rows comes from a flagged run."""
     part = frame[frame["split"] == split]
-    metrics = [c for c in part.columns if c not in set(RUN_KEYS) | {"run_dir", "split", "predictive", "seconds"}
-               and pd.api.types.is_numeric_dtype(part[c])]
+    metrics = [c for c in part.columns
+               if c not in set(RUN_KEYS) | NOT_METRICS and pd.api.types.is_numeric_dtype(part[c])]
     grouped = part.groupby(by, dropna=False)
     mean, sem, count = grouped[metrics].mean(), grouped[metrics].sem(ddof=1).add_suffix("_se"), grouped.size()
     table = mean.join(sem).join(count.rename("n"))
