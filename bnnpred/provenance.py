@@ -35,22 +35,26 @@ def code_digest(root: Path = PACKAGE) -> str:
     return digest.hexdigest()[:16]
 
 
-# The commit of a checkout shipped without its git folder (``bench/gpu/campaign.sh`` sets it, from the clean tree
-# the checkout was copied from); a run still records its own code digest, which is what identifies its code.
+# The commit a campaign states it runs at (``bench/gpu/campaign.sh``: a checkout copied to another machine, whose git
+# folder, if it travels at all, may stand at another commit: the device tool's copy stood at the last landed one
+# with the session's commits as changes). It takes precedence over git; a run still records its own code digest,
+# which is what identifies its code.
 COMMIT_VARIABLE = "BNNPRED_COMMIT"
 
 
 @functools.cache
 def code_commit(root: Path = PACKAGE) -> str | None:
-    """The git commit of the source tree (``+dirty`` with uncommitted changes); outside git, ``$BNNPRED_COMMIT``
-    or None."""
+    """``$BNNPRED_COMMIT`` when set, else the git commit of the source tree (``+dirty`` with uncommitted changes),
+    or None outside git."""
+    if stated := os.environ.get(COMMIT_VARIABLE):
+        return stated
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                               timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=root, capture_output=True,
                                text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return os.environ.get(COMMIT_VARIABLE)
+        return None
     if head.returncode != 0:
-        return os.environ.get(COMMIT_VARIABLE)
+        return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

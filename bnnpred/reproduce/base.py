@@ -67,6 +67,7 @@ class Reproduction:
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
     made_by: dict[Path, tuple[str, str]] = field(default_factory=dict)  # (commit, code) of each run it reads
+    pending: list[Path] = field(default_factory=list)  # sweeps (under runs) a rebuilt page found no runs of
 
     def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
         """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
@@ -102,11 +103,14 @@ class Reproduction:
         self.made_by[read] = _made_by(document(read))
         return read
 
-    def sweep(self, sweep_dir: Path, subdir: str, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
+    def sweep(self, sweep_dir: Path, subdir: str, *overrides: str, quick: tuple[str, ...] = (),
+              missing_ok: bool = False) -> Path | None:
         """``bnnpred train -m OVERRIDES`` with ``self.jobs`` joblib workers into ``sweep_dir/<subdir>``; returns
         the folder the page reads (its records for a study built from records, :meth:`mirror`). A run that fails
         (a broken fit, the health checks) fails alone: it is left out of the page's tables, which lists it with
-        its reason (:meth:`failures_section`); a sweep with no finished run is an error."""
+        its reason (:meth:`failures_section`); a sweep with no finished run is an error, or with ``missing_ok``
+        when only rebuilding the page, None and the sweep listed in :attr:`pending` (a campaign that has not
+        reached it yet)."""
         records = self.record_of(sweep_dir)
         if self.from_records and not self.report_only and records.is_dir():
             for record in _sweep_made_by(records):
@@ -121,6 +125,9 @@ class Reproduction:
             for record in find_runs([read]) if read.is_dir() else []:
                 verify_record(record)
         made_by = _sweep_made_by(read)
+        if not made_by and missing_ok and self.report_only:
+            self.pending.append(sweep_dir.relative_to(self.runs))
+            return None
         if not made_by:
             raise BnnpredError(f"no finished runs in {read}; run the study without --report-only first")
         self.made_by.update(made_by)

@@ -140,3 +140,18 @@ def test_a_record_cannot_be_restored_or_re_evaluated(tmp_path, made):
     out = bnnpred("eval", f"run_dir={record}", "predictive.n_samples=7", cwd=tmp_path)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "train it again here with the same config and force=true" in out.stderr
+
+
+COMMITTED = Path(__file__).resolve().parents[2] / "outputs"
+
+
+@pytest.mark.parametrize("name", [name for name, study in reproduce_module.STUDIES.items()
+                                  if study.from_records and (COMMITTED / name / "claims.json").is_file()])
+def test_every_committed_page_built_from_records_is_rebuilt_from_them_to_the_byte(tmp_path, name):
+    """A fresh clone: no run folder, the committed page and its records only; nothing trains."""
+    shutil.copytree(COMMITTED / name, tmp_path / "outputs" / name)
+    tier = Tier(json.loads((COMMITTED / name / "claims.json").read_text())["tier"])
+    reproduce([name], tier, tmp_path / "runs", tmp_path / "outputs", jobs=1, report_only=True)
+    for page in ("README.md", "claims.json"):
+        assert (tmp_path / "outputs" / name / page).read_bytes() == (COMMITTED / name / page).read_bytes(), page
+    assert not (tmp_path / "runs").exists()
