@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -163,6 +164,7 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> Outcome:
     cfg = typed(cfg_dict)
     key = run_key(cfg_dict)
     run_dir = Path(run_dir)
+    refuse_link(run_dir)
     with run_files.locked(run_dir):
         run_files.recover(run_dir)
         if not cfg.force and (done := finished_run(run_dir, key)) is not None:
@@ -177,6 +179,13 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> Outcome:
             raise
         shutil.rmtree(checkpoints, ignore_errors=True)  # kept only while the run is unfinished (killed, crashed)
         return Outcome(document, trained=True)
+
+
+def refuse_link(run_dir: Path) -> None:
+    """A run folder is a real folder: one that is a link (to another run's folder, say) would be written through."""
+    if run_dir.is_symlink():
+        raise BnnpredError(f"{run_dir} is a link to {os.readlink(run_dir)}; a run folder must be a real folder: "
+                           "remove the link or choose another hydra.run.dir")
 
 
 def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, checkpoints: Path) -> dict[str, Any]:

@@ -107,6 +107,9 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = 
     from bnnpred.report.run_figures import ood_figure, run_figures
 
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():  # never create the folder of a mistyped path
+        raise BnnpredError(f"run_dir={run_dir} is not a folder (missing, a file, a broken link or a link loop); give "
+                           "the folder of a finished bnnpred train run")
     with run_files.locked(run_dir):
         run_files.recover(run_dir)
         try:

@@ -48,16 +48,22 @@ def find_runs(dirs: list[Path]) -> list[Path]:
 
 
 def collect(dirs: list[Path], *, evals: bool = False, mixed_code: str = "newest") -> pd.DataFrame:
-    """One row per (run, split, predictive) with the run's settings and every metric as columns; runs of several
-    code versions are refused (``refuse``), kept apart (``mark``) or, for the study pages, narrowed to the code of
-    the most recently finished run (``newest``: the runs a study just trained beside stale ones)."""
-    rows = []
+    """One row per (run, split, predictive) with the run's settings and every metric as columns, each run counted
+    once by its run key however often it is reached; runs of several code versions are refused (``refuse``), kept
+    apart (``mark``) or, for the study pages, narrowed to the code of the most recently finished run (``newest``:
+    the runs a study just trained beside stale ones)."""
+    rows, seen = [], {}
     for run_dir in find_runs(dirs):
         try:
             run = read_finished(run_dir)
         except NotFinished as e:
             log.warning("skipping %s: %s", run_dir, e)
             continue
+        key = run.document["run"].get("key") or str(run_dir.resolve())
+        if key in seen:  # the same run reached twice (a link, another spelling of its path, a copy): counted once
+            log.warning("skipping %s: it is the run in %s again (run key %s)", run_dir, seen[key], key)
+            continue
+        seen[key] = run_dir
         rows += rows_of(run_dir, run.document)
         for evaluation in evaluations(run_dir) if evals else []:
             rows += rows_of(run_dir, evaluation.document, eval_label(evaluation.document["run"]))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
 import pandas as pd
 from helpers import answered, declared, verdicts
 
@@ -85,11 +84,16 @@ def test_table2_claims():
         "MAP": (85.5, 0.41, 0.03, 0.745), "bnn predictive": (51.0, 1.20, 0.30, 0.70),
         "bnn (Ritter et al.)": (74.6, 0.70, 0.05, 0.80), "glm predictive": (84.3, 0.45, 0.04, 0.874),
         "gp predictive": (85.5, 0.41, 0.02, 0.745)}, orient="index", columns=list(notes004_table2.METRICS))
-    claims = notes004_table2.claims(stats)
-    # bnn collapses; glm loses 1.2 points and NLL; glm AUC best; dampening recovers only to 74.6; gp ECE lowest
-    assert verdicts(claims) == ["holds", "does not hold", "does not hold", "holds", "does not hold", "holds", "holds"]
-    assert claims[6].numbers == "0.02 vs 0.03"
-    assert set(verdicts(notes004_table2.claims(stats.iloc[:0]))) == {NA}
+    claims = notes004_table2.claims(stats, None)
+    # item 8: bnn collapses (a); glm loses 1.2 points (b); glm's AUC beats MAP's and the dampened bnn's (c); gp ECE
+    # lowest (d); item 10: glm loses more than 1 point and NLL; dampening recovers only to 74.6
+    assert verdicts(claims) == ["holds", "does not hold", "holds", "holds",
+                                "holds", "does not hold", "does not hold", "holds", "does not hold"]
+    assert claims[3].numbers == "0.02 vs 0.03"
+    paper = notes004_table2.PAPER
+    beside_paper = notes004_table2.claims(stats, (paper["MAP"], paper["glm predictive"]))
+    assert (beside_paper[4].item.part, beside_paper[4].verdict.value) == ("e", "does not hold")  # MAP 85.5 vs 91.39
+    assert set(verdicts(notes004_table2.claims(stats.iloc[:0], None))) == {NA}
     assert answered(claims) == {key for key in declared("notes004_table2") if key[0] == "notes-004"}
 
 
@@ -117,24 +121,27 @@ def test_the_notes003_rows_on_the_same_networks_are_named_per_posterior_and_answ
 
 
 def test_table2_states_the_scale_its_runs_were_made_at(tmp_path):
-    """The page's scale sentence comes from a run (its config, recorded training-set size and saved predictions),
-    so a page rebuilt from 8k-image runs cannot claim 60,000."""
-    def run(name: str, n_train: int) -> str:
+    """The page's scale sentence comes from a run's record (its config, recorded training, test and OOD sizes and
+    device), so a page rebuilt from 8k-image runs cannot claim 60,000, nor CPU runs a GPU."""
+    def run(name: str, n_train: int, device: str, device_name: str) -> str:
         folder = tmp_path / name
         folder.mkdir()
         subset = "null" if n_train == 60000 else n_train
         (folder / "config.yaml").write_text(f"seed: 117\ndataset: {{n_train: {subset}, valid: test_half}}\n"
                                             "inference: {map: {epochs: 30, batch_size: 512}}\n"
-                                            "predictive: {n_samples: 100, gp_subset_size: 800}\n")
-        (folder / "metrics.json").write_text(json.dumps({"run": {"n_train": n_train}, "info": {}, "metrics": {}}))
+                                            "predictive: {n_samples: 100, gp_subset_size: 800}\n"
+                                            f"dtype: float32\ndevice: {device}\n")
+        summary = {"n_train": n_train, "n_test": 5000, "n_ood": 10000, "device_name": device_name}
+        (folder / "metrics.json").write_text(json.dumps({"run": summary, "info": {}, "metrics": {}}))
         (folder / "posterior.pt").write_bytes(b"tensors")
-        np.savez(folder / "predictions.npz", y=np.zeros(5000), map_ood_probs=np.zeros((10000, 10)))
         write_manifest(folder)
         return str(folder)
 
-    frame = pd.DataFrame({"set": ["fashion_mnist", "mnist"], "run_dir": [run("a", 60000), run("b", 8000)]})
+    gpu, cpu = run("a", 60000, "cuda", "NVIDIA H100 80GB HBM3"), run("b", 8000, "cpu", "x86_64")
+    frame = pd.DataFrame({"set": ["fashion_mnist", "mnist"], "run_dir": [gpu, cpu]})
     assert notes004_table2.scale(frame, "fashion_mnist") == (
         "Trained on all 60,000 training images for 30 epochs (batch 512); 5,000 test images (an equal validation "
         f"half), 10,000 OOD images; 100 predictive samples; the GP on M = 800 training points "
-        f"({notes004_table2.GP_MEMORY}); seed 117.")
+        f"({notes004_table2.GP_MEMORY}); seed 117; float32 on NVIDIA H100 80GB HBM3 (device=cuda).")
     assert notes004_table2.scale(frame, "mnist").startswith("Trained on a seeded 8,000 of the training images")
+    assert notes004_table2.scale(frame, "mnist").endswith("float32 on x86_64 (device=cpu).")
