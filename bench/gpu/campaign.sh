@@ -2,25 +2,28 @@
 # Run a study's missing runs on a lent GPU machine inside a time budget, and return the study's records and page as
 # one archive, $OUT/STUDY.tar.gz (issue 38). Run from the checkout's root on that machine:
 #
-#   BNNPRED_COMMIT=<commit of the clean tree sent> bench/gpu/campaign.sh STUDY [SECONDS] [JOBS]
+#   BNNPRED_COMMIT=<commit of the clean tree sent> OUT=<folder> bench/gpu/campaign.sh STUDY [SECONDS] [JOBS]
 #
 # carrying .whl/ (hydra-core, omegaconf, antlr4-python3-runtime, hydra-joblib-launcher: that machine's PyTorch has no
 # Hydra) and .data/ (the images, laid out as ../shared/data). Records already under outputs/STUDY/runs/cuda/ are
-# copied into run folders first, so only missing runs train. At SECONDS (default 540) the study and every run it
+# copied into run folders first, so only missing runs train. At SECONDS (default 500) the study and every run it
 # started are stopped; a run that had not finished leaves nothing (runs commit atomically), and the records of the
 # finished ones are written by a rebuild that trains nothing. The archive holds outputs/STUDY/ (page, claims,
 # figures when the page could be made, records) and the log; untar it over the checkout's outputs/.
 #
 # On CPU, at a tiny size (tests/reproduce/test_gpu_campaign.py):
 #   DEVICE=cpu TIER=quick OUT=/tmp/out bench/gpu/campaign.sh notes004_table2 600 1
+#
+# Exit status: the study's (0 when it finished), or 0 when stopped at the budget with its records written.
 set -u
 study=$1
-budget=${2:-540}
-jobs=${3:-5}
+budget=${2:-500}  # the stop, the export and the archive take about 30 s more
+jobs=${3:-4}  # four runs share one H100: five GPs of M = 800 at once came near its 80 GB
 device=${DEVICE:-cuda}
 tier=${TIER:-cpu}
-out=${OUT:?set OUT to the folder the archive goes to}
+out=$(realpath -m "${OUT:?set OUT to the folder the archive goes to}")
 python=${PYTHON:-python3}
+[[ $python == */* ]] && python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python")  # the study runs elsewhere
 
 if ! "$python" -c "import hydra, omegaconf" 2>/dev/null; then
   "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -30,32 +33,38 @@ fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export BNNPRED_DATA_DIR=${BNNPRED_DATA_DIR:-$PWD/.data}
 export PYTHONUNBUFFERED=1
-runs=${RUNS:-/tmp/campaign-runs}
+runs=$(realpath -m "${RUNS:-/tmp/campaign-runs}")
 work=$(mktemp -d)
 mkdir -p "$work/outputs" "$out"
 [ -d "outputs/$study" ] && cp -r "outputs/$study" "$work/outputs/"  # its committed records: finished runs skipped
-log=$work/campaign.log
+log=$out/campaign.log  # in $OUT from the start: it comes back even if the call is cut off
 { date -u; "$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
 torch.cuda.get_device_name() if torch.cuda.is_available() else '')"; } >>"$log" 2>&1
-reproduce=("$python" -m bnnpred.cli reproduce "$study" --tier "$tier" --device "$device" --runs "$runs"
-           --out "$work/outputs")
+records=$work/outputs/$study/runs/$device
+mkdir -p "$runs" && cd "$runs"  # the runs' relative paths (the fit cache) stay beside them, out of the checkout
 
-# the study in a session of its own, so that the budget stops its sweeps' workers too
-setsid "${reproduce[@]}" --jobs "$jobs" >>"$log" 2>&1 &
+# the study in a session of its own, so that the budget stops its sweeps' workers too (setsid does not fork here:
+# a background job of a script without job control is no process group leader, so $! is the new group's leader)
+setsid "$python" -m bnnpred.cli reproduce "$study" --tier "$tier" --device "$device" --runs "$runs" \
+  --out "$work/outputs" --jobs "$jobs" >>"$log" 2>&1 &
 group=$!
 deadline=$((SECONDS + budget))
 while kill -0 "$group" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 2; done
+status=0
 if kill -0 "$group" 2>/dev/null; then
   echo "campaign: budget of ${budget}s spent; stopping the study" >>"$log"
   kill -TERM -- "-$group" 2>/dev/null; sleep 10; kill -KILL -- "-$group" 2>/dev/null
   wait "$group" 2>/dev/null
-  # the finished runs' records (and the page if every sweep has runs), training nothing
-  "${reproduce[@]}" --report-only >>"$log" 2>&1 || echo "campaign: the page needs runs not yet made; records kept" >>"$log"
+  # the records of the runs that finished (a run cut off has none: runs commit atomically)
+  timeout 60 "$python" -c "import sys; from pathlib import Path; from bnnpred.records import export_records
+print(len(export_records(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])), 'records written')" \
+    "$runs" "$records" "$device" >>"$log" 2>&1 || status=1
 else
-  wait "$group"; echo "campaign: the study exited with status $?" >>"$log"
+  wait "$group"; status=$?; echo "campaign: the study exited with status $status" >>"$log"
 fi
-find "$work/outputs" -name '.*.partial' -prune -exec rm -rf {} +  # an export cut short by the stop
+find "$work/outputs" -name '.*.partial' -prune -exec rm -rf {} + -o -name '.*.old' -prune -exec rm -rf {} +
 tar czf "$out/$study.tar.gz" -C "$work" outputs/"$study"
-gzip -c "$log" >"$out/campaign.log.gz"
-tail -n 30 "$log"
+gzip -f "$log"
+zcat "$log.gz" | tail -n 30
 ls -la "$out"
+exit "$status"

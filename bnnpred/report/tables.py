@@ -30,20 +30,21 @@ SETTING = ["dataset", "model", "inference", "structure", "selection", "predictiv
 RUN_KEYS = ["dataset", "task", "model", "inference", "structure", "selection", "seed", "data_split", "delta",
             "sigma2", "n_params"]
 MARKERS = ("config.yaml", "metrics.json", "manifest.json")
-NOT_RUNS = {".hydra", ".replacing", EVALS}  # Hydra's copy of the config, a commit in progress, re-evaluations
+NOT_RUNS = {EVALS}  # re-evaluations; and dot-folders (Hydra's, a commit or an export in progress, a stage)
 UNRECORDED = "unrecorded"  # the code digest of runs made before it was recorded
 NOT_METRICS = {"run_dir", "split", "predictive", "seconds", "ood_seconds"}  # row columns that are not metrics
 
 
 def find_runs(dirs: list[Path]) -> list[Path]:
-    """Run directories (those holding a config, metrics or manifest file) under the given folders."""
+    """Run directories (those holding a config, metrics or manifest file) under the given folders, none inside a
+    dot-folder or a run's re-evaluations."""
     runs = set()
     for d in dirs:
         if not d.exists():
             raise BnnpredError(f"no such directory: {d}")
         for marker in MARKERS:
             runs.update(p.parent for p in d.rglob(marker)
-                        if not any(part in NOT_RUNS or part.startswith(".stage-") for part in p.relative_to(d).parts))
+                        if not any(part in NOT_RUNS or part.startswith(".") for part in p.relative_to(d).parts))
     return sorted(runs)
 
 

@@ -21,20 +21,12 @@ import pandas as pd
 
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
+from bnnpred.records import export_record, export_records, seed_from_record, verify_record
 from bnnpred.report.tables import UNRECORDED, check_code, find_runs
 from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.run_files import MANIFEST
 from bnnpred.run_index import INDEX, failed_runs
-from bnnpred.run_record import (
-    EVAL_FILES,
-    RUN_FILES,
-    FinishedRun,
-    NotFinished,
-    export_record,
-    read_finished,
-    seed_from_record,
-    verify_record,
-)
+from bnnpred.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
 
 T = TypeVar("T")
 
@@ -95,8 +87,8 @@ class Reproduction:
             seed_from_record(record, run_dir)
         if not self.report_only:
             _bnnpred("train", *overrides, *self._quick(quick), *self._device(), f"hydra.run.dir={run_dir}")
-        if self.from_records and (run_dir / MANIFEST).is_file():
-            export_record(run_dir, record)
+            if self.from_records:
+                export_record(run_dir, record)
         if self.from_records:
             verify_record(record)
         read = record if self.from_records else run_dir
@@ -120,8 +112,8 @@ class Reproduction:
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
                      f"hydra.sweep.subdir={subdir}", failures_allowed=True)
         read = sweep_dir
-        if self.from_records:
-            read = self.mirror(sweep_dir) if sweep_dir.is_dir() else records
+        if self.from_records:  # a rebuild reads the records and never writes them
+            read = records if self.report_only else self.mirror(sweep_dir)
             for record in find_runs([read]) if read.is_dir() else []:
                 verify_record(record)
         made_by = _sweep_made_by(read)
@@ -135,15 +127,15 @@ class Reproduction:
         return read
 
     def mirror(self, sweep_dir: Path) -> Path:
-        """Make the sweep's records hold exactly the records of its finished runs (of the code the page reads) and
-        its index of jobs (for the failed ones); returns the records' folder."""
+        """Make the sweep's records hold exactly the records of its finished runs of this device (of the code the
+        page reads) and its index of jobs (for the failed ones); returns the records' folder."""
         records = self.record_of(sweep_dir)
-        kept = {self.record_of(run_dir) for run_dir in _sweep_made_by(sweep_dir)}
-        for stale in set(_sweep_made_by(records) if records.is_dir() else ()) - kept:
+        newest = {self.record_of(run_dir) for run_dir in _sweep_made_by(sweep_dir)}
+        kept = {record for record in export_records(sweep_dir, records, self.device) if record in newest}
+        for stale in set(find_runs([records]) if records.is_dir() else ()) - kept:
             shutil.rmtree(stale)
-        for record in sorted(kept):
-            export_record(self.run_of(record), record)
         if (sweep_dir / INDEX).is_file():
+            records.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(sweep_dir / INDEX, records / INDEX)
         return records
 

@@ -13,11 +13,13 @@ tier (the paper's 3c3d runs are notes004_table2's GPU preset); ``quick`` is a sm
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from bnnpred.errors import BnnpredError
 from bnnpred.report import figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce.base import Reproduction, Study, document
@@ -72,7 +74,7 @@ def code_versions(frame: pd.DataFrame) -> str:
     for posterior, own in runs.groupby("posterior", sort=False):
         commits = sorted({document(d)["run"].get("commit") or "?" for d in own["run_dir"]})
         made.append(f"{posterior}: code {own['code'].iloc[0]} (commit {', '.join(commits)})")
-    same = [len({document(d)["run"]["theta_sha256"] for d in group["run_dir"]}) == 1
+    same = [len({recorded(document(d)["run"], "theta_sha256", d) for d in group["run_dir"]}) == 1
             for _, group in runs.groupby(["delta", "seed"])]
     return (f"Runs by posterior: {'; '.join(made)}. The posteriors of each (δ, seed) sit on the same MAP network "
             f"(θ* equal bit for bit) in {sum(same)} of {len(same)} cases.")
@@ -134,8 +136,16 @@ def table_claims(s: pd.DataFrame, network: str = "ours the substitute MLP") -> l
 def entropies(run_dir: str, kind: str) -> dict:
     """A predictive's test and OOD entropy histograms and means as its run (or re-evaluation) recorded them
     (:func:`bnnpred.run_evaluation.entropy_histograms`), with their bin edges."""
-    histograms = document(Path(run_dir), EVAL_FILES)["entropy"]
+    histograms = recorded(document(Path(run_dir), EVAL_FILES), "entropy", run_dir)
     return {"edges": histograms["edges"], **histograms[kind]}
+
+
+def recorded(fields: dict, name: str, run_dir: str) -> Any:
+    """``fields[name]`` of a run's record, or an error naming the run: runs made before it was recorded lack it."""
+    if fields.get(name) is None:
+        raise BnnpredError(f"{run_dir} records no {name} (a run made before bnnpred recorded it); run the study again "
+                           "to train it with this code")
+    return fields[name]
 
 
 def entropy_panel(run_dir: str, kind: str, auc: float) -> tuple:

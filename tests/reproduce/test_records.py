@@ -12,7 +12,8 @@ import pytest
 import bnnpred.reproduce as reproduce_module
 from bnnpred.errors import BnnpredError
 from bnnpred.io import sha256_file, write_json
-from bnnpred.report.tables import collect
+from bnnpred.records import export_record, seed_from_record
+from bnnpred.report.tables import collect, find_runs
 from bnnpred.reproduce import reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier, document
 from bnnpred.run_files import RECORD
@@ -46,6 +47,18 @@ def tiny(monkeypatch):
     monkeypatch.setattr(reproduce_module, "STUDIES", {"tiny": STUDY})
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """The tiny study made once (three runs trained) in a folder of its own; each test works on a copy."""
+    home = tmp_path_factory.mktemp("records")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(home)
+        patch.setattr(reproduce_module, "STUDIES", {"tiny": STUDY})
+        build(home, "runs")
+    assert len(trained(home / "runs")) == 3
+    return home
+
+
 def build(tmp_path: Path, runs: str, report_only: bool = False, device: str | None = None) -> str:
     reproduce(["tiny"], Tier.cpu, tmp_path / runs, tmp_path / "outputs", jobs=1, report_only=report_only,
               device=device)
@@ -58,10 +71,10 @@ def trained(runs: Path) -> list[Path]:
 
 
 @pytest.fixture
-def made(tmp_path, tiny) -> str:
-    page = build(tmp_path, "runs")
-    assert len(trained(tmp_path / "runs")) == 3
-    return page
+def made(tmp_path, tiny, built) -> str:
+    for folder in ("runs", "outputs"):
+        shutil.copytree(built / folder, tmp_path / folder, symlinks=True)
+    return (tmp_path / "outputs" / "tiny" / "README.md").read_text()
 
 
 def records(tmp_path: Path) -> Path:
@@ -155,3 +168,27 @@ def test_every_committed_page_built_from_records_is_rebuilt_from_them_to_the_byt
     for page in ("README.md", "claims.json"):
         assert (tmp_path / "outputs" / name / page).read_bytes() == (COMMITTED / name / page).read_bytes(), page
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_rebuild_reads_the_records_and_never_writes_them(tmp_path, made):
+    before = {p: p.read_bytes() for p in records(tmp_path).rglob("*") if p.is_file()}
+    shutil.rmtree(tmp_path / "runs" / "tiny" / "sweep" / "delta3.0")  # a local run folder gone: its record stays
+    assert build(tmp_path, "runs", report_only=True) == made
+    assert {p: p.read_bytes() for p in records(tmp_path).rglob("*") if p.is_file()} == before
+
+
+def test_a_record_never_replaces_a_run_that_holds_its_large_files(tmp_path, made):
+    run_dir = tmp_path / "runs" / "tiny" / "single"
+    posterior = (run_dir / "posterior.pt").read_bytes()
+    assert not seed_from_record(records(tmp_path) / "single", run_dir)
+    assert (run_dir / "posterior.pt").read_bytes() == posterior and not (run_dir / RECORD).exists()
+
+
+def test_an_export_cut_short_leaves_dot_folders_that_readers_skip_and_the_next_export_removes(tmp_path, made):
+    record = records(tmp_path) / "sweep" / "delta1.0"
+    shutil.copytree(record, record.parent / ".delta1.0.partial")  # killed after copying, before the renames
+    shutil.move(record, record.parent / ".delta1.0.old")  # killed between the two renames: neither in place
+    assert [p.name for p in find_runs([record.parent])] == ["delta3.0"]
+    export_record(tmp_path / "runs" / "tiny" / "sweep" / "delta1.0", record)
+    assert sorted(p.name for p in record.parent.iterdir()) == ["delta1.0", "delta3.0", "index.csv"]
+    assert build(tmp_path, "runs", report_only=True) == made

@@ -1,0 +1,111 @@
+"""A run's record: the part of a finished run that outlives the machine that made it (issue 38).
+
+A record is a run's small files (:data:`~bnnpred.run_record.RECORDED`), its re-evaluations' records and its manifest
+unchanged, so every file it keeps is verified against the checksum the run wrote; the large files (posterior,
+predictions, figures) stay where the run was made, their checksums still listed, their names in
+:data:`~bnnpred.run_files.RECORD`. Study pages are built from records (committed under ``outputs/<study>/runs/``),
+and a record copied into a run folder (:func:`seed_from_record`) reads as that run finished, so a campaign
+continued on another machine at the same code skips it (the runner's skip check compares run keys).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from bnnpred.errors import BnnpredError
+from bnnpred.io import read_json, write_json
+from bnnpred.report.tables import find_runs
+from bnnpred.run_files import EVALS, MANIFEST, RECORD, locked, recover
+from bnnpred.run_record import RECORDED, FinishedRun, NotFinished, evaluations, read_finished
+
+log = logging.getLogger(__name__)
+
+READ = ("config.yaml", "metrics.json")  # what a record must hold to be read
+
+
+def export_record(run_dir: Path, record_dir: Path) -> Path:
+    """Write the record of the finished run (or record) in ``run_dir`` to ``record_dir``, replacing what is there:
+    its :data:`~bnnpred.run_record.RECORDED` files, its manifest and marker, and the records of its finished
+    re-evaluations under ``evals/<key>/``. Written into a dot-folder beside and renamed into place; a kill between
+    the two renames leaves the record in dot-folders, which readers skip and the next export removes."""
+    run = read_finished(run_dir, READ)
+    record_dir = Path(record_dir)
+    record_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial, old = (record_dir.parent / f".{record_dir.name}.{part}" for part in ("partial", "old"))
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
+    _copy_record(run, partial)
+    for evaluation in evaluations(run_dir):
+        _copy_record(evaluation, partial / EVALS / evaluation.folder.name)
+    if record_dir.exists():
+        os.rename(record_dir, old)
+    os.rename(partial, record_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    return record_dir
+
+
+def _copy_record(run: FinishedRun, to: Path) -> None:
+    listed = read_json(run.folder / MANIFEST)["files"]
+    to.mkdir(parents=True)
+    kept = [name for name in RECORDED if name in listed and (run.folder / name).is_file()]
+    for name in kept:
+        shutil.copyfile(run.folder / name, to / name)
+    shutil.copyfile(run.folder / MANIFEST, to / MANIFEST)
+    write_json(to / RECORD, {"absent": sorted(set(listed) - set(kept))})
+
+
+def export_records(runs: Path, records: Path, device: str) -> list[Path]:
+    """The records of every finished run of ``device`` under ``runs``, written to the same paths under ``records``
+    (a campaign stopped at its budget keeps what it finished this way); runs of another device, and folders that
+    hold no finished run, are left out with a warning. Returns the records written."""
+    written = []
+    for run_dir in find_runs([runs]) if runs.is_dir() else []:
+        try:
+            run = read_finished(run_dir)
+        except NotFinished as e:
+            log.warning("no record of %s: %s", run_dir, e)
+            continue
+        if run.config.get("device") != device:
+            log.warning("no record of %s: it ran on device=%s, not %s", run_dir, run.config.get("device"), device)
+            continue
+        written.append(export_record(run_dir, records / run_dir.relative_to(runs)))
+    return written
+
+
+def verify_record(record_dir: Path) -> FinishedRun:
+    """The record in ``record_dir`` read back, its re-evaluations' records checked too; a folder that is no intact
+    record is an error naming it and the fix."""
+    for folder in [Path(record_dir), *sorted((Path(record_dir) / EVALS).glob("*/"))]:
+        try:
+            run = read_finished(folder, READ)
+        except NotFinished as e:
+            raise BnnpredError(f"the record {folder} is corrupt ({e}); restore it with git checkout -- {folder}, "
+                               "or delete it to train that run again") from e
+        if not run.record:
+            raise BnnpredError(f"{folder} is not a record (no {RECORD}); records are written by bnnpred reproduce")
+    return read_finished(record_dir, READ)
+
+
+def seed_from_record(record_dir: Path, run_dir: Path) -> bool:
+    """Copy the record in ``record_dir`` into ``run_dir`` unless that folder holds a finished run (a run of this
+    machine, with its large files, is never replaced by a record; checked again under the run's lock, so a run
+    committed meanwhile is kept); True if copied. The record is verified first."""
+    verify_record(record_dir)
+    with locked(run_dir):
+        recover(run_dir)
+        try:
+            read_finished(run_dir, READ)
+            return False
+        except NotFinished:
+            pass
+        for source in sorted(Path(record_dir).rglob("*"), key=lambda p: (p.name == MANIFEST, str(p))):
+            target = run_dir / source.relative_to(record_dir)
+            if source.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+    return True
