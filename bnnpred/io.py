@@ -111,7 +111,10 @@ def load_checked(path: Path, map_location: str | torch.device = "cpu") -> Any:
         raise CorruptFile(f"{path} has no checksum header ({len(data)} bytes)")
     if hashlib.sha256(payload).hexdigest().encode() != header[len(CHECKED_MAGIC):]:
         raise CorruptFile(f"{path} does not match its checksum")
-    return torch.load(io.BytesIO(payload), map_location=map_location, weights_only=True)
+    try:
+        return torch.load(io.BytesIO(payload), map_location=map_location, weights_only=True)
+    except Exception as e:  # whatever the safe loader refuses (a pickle of code, a truncated zip), it is not ours
+        raise CorruptFile(f"{path} matches its checksum but does not load ({type(e).__name__})") from e
 
 
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:

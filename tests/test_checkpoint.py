@@ -4,6 +4,7 @@ bit for bit where an uninterrupted one ends; corrupt checkpoints are passed over
 from __future__ import annotations
 
 import dataclasses
+import fractions
 import json
 import math
 import os
@@ -19,7 +20,7 @@ import torch
 from bnnpred.inference import map as map_module
 from bnnpred.inference.base import TrainingClock
 from bnnpred.inference.map import MapConfig, train_map
-from bnnpred.io import load_checked, load_torch, save_checked
+from bnnpred.io import CorruptFile, load_checked, load_torch, save_checked
 from tests.helpers import tiny_problem
 
 MINIBATCH = MapConfig(steps=60, batch_size=4, lr=1e-2, schedule="cosine")  # 3 steps an epoch
@@ -339,3 +340,34 @@ def test_a_slang_run_resumes_bit_for_bit(tmp_path, monkeypatch):
     assert torch.equal(resumed.theta, whole.theta)
     assert torch.equal(resumed.posterior.U, whole.posterior.U) and torch.equal(resumed.posterior.d, whole.posterior.d)
     assert resumed.trace == whole.trace
+
+
+def test_a_valid_checkpoint_of_another_problem_under_this_name_is_never_resumed(tmp_path, monkeypatch, caplog,
+                                                                               uninterrupted):
+    """Issue 37: a checkpoint names its problem; one of another problem (another prior here), renamed to this
+    problem's file, is passed over."""
+    interrupted_at(monkeypatch, tmp_path / "other", 20, delta=0.8)
+    interrupted_at(monkeypatch, tmp_path, 20)
+    others = sorted((tmp_path / "other" / "ckpt").glob("*.pt"))
+    ours = sorted((tmp_path / "ckpt").glob("*.pt"))
+    for theirs, mine in zip(others, ours, strict=True):  # the same order: newest then .prev
+        mine.write_bytes(theirs.read_bytes())
+    with caplog.at_level("INFO"):
+        resumed = train_map(problem_in(tmp_path), MINIBATCH)
+    assert caplog.text.count("is of another problem or stage") == 2 and "resuming" not in caplog.text
+    assert torch.equal(resumed.theta, uninterrupted.theta)
+
+
+def test_a_checksummed_checkpoint_the_safe_loader_refuses_falls_back_to_the_previous_one(tmp_path, monkeypatch,
+                                                                                        caplog, uninterrupted):
+    """Issue 37: a file whose checksum holds but whose content ``weights_only`` refuses (a pickled object) is a
+    corrupt file like any other: the previous checkpoint is resumed, with a warning naming the file."""
+    interrupted_at(monkeypatch, tmp_path, 20)
+    newest = next(p for p in (tmp_path / "ckpt").glob("*.pt") if ".prev" not in p.name)
+    save_checked(newest, {"step": 1, "hook": fractions.Fraction(1, 3)})  # an object weights_only does not load
+    with pytest.raises(CorruptFile, match="matches its checksum but does not load"):
+        load_checked(newest)
+    with caplog.at_level("INFO"):
+        resumed = train_map(problem_in(tmp_path), MINIBATCH)
+    assert f"checkpoint {newest.name} ignored" in caplog.text and "resuming from" in caplog.text
+    assert torch.equal(resumed.theta, uninterrupted.theta)

@@ -62,3 +62,18 @@ def test_a_run_monitoring_other_splits_does_not_take_anothers_trace(tmp_path, mo
     other = dataclasses.replace(cached_problem(tmp_path), monitor=monitor_of(valid[:4]))
     with pytest.raises(AssertionError, match="trained although"):
         train_map(other, MINIBATCH)
+
+
+def test_a_valid_entry_of_another_problem_under_this_name_is_moved_aside_and_computed_again(tmp_path, caplog):
+    """Issue 37: an entry names its problem and stage; another problem's (another prior), copied under this
+    problem's name, is refused and this problem's MAP trained."""
+    own = train_map(cached_problem(tmp_path / "own"), MINIBATCH)
+    train_map(cached_problem(tmp_path, delta=0.8), MINIBATCH)
+    (theirs,) = (tmp_path / "cache" / "map").glob("*.pt")
+    (mine,) = (tmp_path / "own" / "cache" / "map").glob("*.pt")
+    theirs.rename(theirs.parent / mine.name)
+    with caplog.at_level("WARNING"):
+        again = train_map(cached_problem(tmp_path), MINIBATCH)
+    assert "holds the entry of another problem or stage" in caplog.text
+    assert (theirs.parent / mine.name).with_suffix(".corrupt").is_file()
+    assert torch.equal(again.theta, own.theta)

@@ -29,8 +29,8 @@ class Checkpoints:
 
     def __init__(self, problem: Problem, stage: str, settings: Any):
         self.every = problem.checkpoint_seconds
-        self.path = (None if problem.checkpoints is None
-                     else Path(problem.checkpoints) / f"{stage}-{stage_digest(problem, stage, settings)}.pt")
+        self.identity = None if problem.checkpoints is None else stage_digest(problem, stage, settings)
+        self.path = None if problem.checkpoints is None else Path(problem.checkpoints) / f"{stage}-{self.identity}.pt"
         self.last = time.monotonic()
         self.clock = TrainingClock()
 
@@ -50,6 +50,9 @@ class Checkpoints:
             except (CorruptFile, OSError) as e:
                 log.warning("checkpoint %s ignored: %s", path.name, e)
                 continue
+            if state.get("identity") != self.identity:  # a valid file of another problem or stage under this name
+                log.warning("checkpoint %s ignored: it is of another problem or stage", path.name)
+                continue
             log.info("resuming from %s (step %d)", path.name, state["step"])
             self.clock = TrainingClock(before=state.get("seconds", 0.0))
             return state
@@ -65,7 +68,7 @@ class Checkpoints:
         try:
             if self.path.exists():
                 self.path.replace(self.previous)
-            save_checked(self.path, {**state, "seconds": self.clock.seconds()})
+            save_checked(self.path, {**state, "seconds": self.clock.seconds(), "identity": self.identity})
         except OSError as e:
             log.warning("checkpoint %s not written (%s); training goes on", self.path, e.strerror or e)
         self.last = time.monotonic()

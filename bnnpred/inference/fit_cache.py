@@ -60,8 +60,9 @@ def cached_fit(problem: Problem, stage: str, settings: Any, compute: Callable[[]
     same problem from ``problem.fit_cache``; no store when ``problem.fit_cache`` is ``None``."""
     if problem.fit_cache is None:
         return compute()
-    path = Path(problem.fit_cache) / stage / f"{stage_digest(problem, stage, settings)}.pt"
-    if (stored := _load(path)) is not None:
+    identity = stage_digest(problem, stage, settings)
+    path = Path(problem.fit_cache) / stage / f"{identity}.pt"
+    if (stored := _load(path, identity)) is not None:
         log.info("%s reused from %s", stage, path)
         problem.generator.set_state(stored["generator"])
         problem.model.load_buffers(stored["buffers"])
@@ -71,18 +72,22 @@ def cached_fit(problem: Problem, stage: str, settings: Any, compute: Callable[[]
     if fit.posterior is not None:
         raise ValueError(f"cached_fit stores point estimates; {stage} returned a posterior")
     try:
-        save_checked(path, {"theta": fit.theta.detach().cpu(), "info": fit.info, "trace": fit.trace,
-                            "generator": problem.generator.get_state(), "buffers": problem.model.buffer_state()})
+        save_checked(path, {"identity": identity, "theta": fit.theta.detach().cpu(), "info": fit.info,
+                            "trace": fit.trace, "generator": problem.generator.get_state(),
+                            "buffers": problem.model.buffer_state()})
     except OSError as e:
         log.warning("fit cache: could not store %s (%s); the run goes on without it", path, e.strerror or e)
     return fit
 
 
-def _load(path: Path) -> dict[str, Any] | None:
-    """The verified entry at ``path``; None when absent, or (moved aside to ``*.corrupt``, with a warning) when it
-    does not verify."""
+def _load(path: Path, identity: str) -> dict[str, Any] | None:
+    """The verified entry at ``path`` of the stage ``identity`` names; None when absent, or (moved aside to
+    ``*.corrupt``, with a warning) when it does not verify or is another problem's (a valid file under this name)."""
     try:
-        return load_checked(path)
+        stored = load_checked(path)
+        if stored.get("identity") != identity:
+            raise CorruptFile(f"{path} holds the entry of another problem or stage ({stored.get('identity')})")
+        return stored
     except FileNotFoundError:
         return None
     except CorruptFile as e:
