@@ -130,6 +130,8 @@ class Reproduction:
         """Make the sweep's records hold exactly the records of its finished runs of this device (of the code the
         page reads) and its index of jobs (for the failed ones); returns the records' folder."""
         records = self.record_of(sweep_dir)
+        if not sweep_dir.is_dir():  # the sweep never started (a refused override): its records stay as they are
+            return records
         newest = {self.record_of(run_dir) for run_dir in _sweep_made_by(sweep_dir)}
         kept = {record for record in export_records(sweep_dir, records, self.device) if record in newest}
         for stale in set(find_runs([records]) if records.is_dir() else ()) - kept:

@@ -192,3 +192,13 @@ def test_an_export_cut_short_leaves_dot_folders_that_readers_skip_and_the_next_e
     export_record(tmp_path / "runs" / "tiny" / "sweep" / "delta1.0", record)
     assert sorted(p.name for p in record.parent.iterdir()) == ["delta1.0", "delta3.0", "index.csv"]
     assert build(tmp_path, "runs", report_only=True) == made
+
+
+def test_a_sweep_that_never_started_leaves_its_records_as_they_are(tmp_path, made):
+    """A sweep refused before it made its folder (a mistyped override: exit 2, as a sweep with failed runs) has no
+    finished run, which must not read as every record being stale."""
+    r = Reproduction(runs=tmp_path / "elsewhere", out=tmp_path / "outputs" / "tiny", tier=Tier.cpu, jobs=1,
+                     from_records=True)
+    before = {p: p.read_bytes() for p in records(tmp_path).rglob("*") if p.is_file()}
+    assert r.mirror(tmp_path / "elsewhere" / "tiny" / "sweep") == records(tmp_path) / "sweep"
+    assert {p: p.read_bytes() for p in records(tmp_path).rglob("*") if p.is_file()} == before
