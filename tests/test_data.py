@@ -2,6 +2,7 @@
 
 import io
 import math
+import os
 import shutil
 import urllib.error
 from pathlib import Path
@@ -345,3 +346,28 @@ def test_fetch_network_failure_is_one_line(monkeypatch, tmp_path):
         fetch("snelson", tmp_path)
     with pytest.raises(BnnpredError, match="unknown dataset to fetch 'cifar11'"):
         fetch("cifar11", tmp_path)
+
+
+def test_a_data_file_rewritten_in_place_is_caught_by_the_next_read(tmp_path, data_root):
+    """Issue 37: a file corrupted in place during a sweep, its size and modification time kept, fails the next run
+    that reads it (every read hashes the file) instead of training it on the altered bytes."""
+    (tmp_path / "banana").mkdir()
+    path = tmp_path / "banana" / "banana.csv"
+    shutil.copyfile(data_root / "banana" / "banana.csv", path)
+    assert require_file(tmp_path, "banana", "banana/banana.csv") == path
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-2] = ord("0") if data[-2] != ord("0") else ord("1")  # a label flipped, the size kept
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(BnnpredError, match="corrupt data file .*sha256 mismatch"):
+        require_file(tmp_path, "banana", "banana/banana.csv")
+
+
+def test_an_unreadable_data_file_is_named_so_not_as_a_checksum_mismatch(tmp_path):
+    rel = "logreg/usps_3vs5/usps_resampled.mat.gz"  # registered by its gunzipped payload
+    (tmp_path / rel).parent.mkdir(parents=True)
+    (tmp_path / rel).write_bytes(b"not gzip")
+    with pytest.raises(BnnpredError, match="unreadable data file .*check its permissions, or run: bnnpred data "
+                                           "fetch logreg --force"):
+        require_file(tmp_path, "logreg", rel)

@@ -132,10 +132,6 @@ FILES["logreg"] = [
                "fb398d00811042c005a376512524c2cf6fb163948ec34843e9715d9a58769e77", "", gunzip=True),
 ]
 
-# sha256 of files already hashed in this process, keyed by (absolute path, size, mtime_ns).
-_DIGESTS: dict[tuple[str, int, int, bool], str] = {}
-
-
 def data_root(configured: str | None) -> Path:
     """The data root: ``configured`` if given, else the ``BNNPRED_DATA_DIR`` environment variable.
 
@@ -160,25 +156,24 @@ def _remote_file(name: str, rel_path: str) -> RemoteFile:
 
 
 def _sha256(path: Path, gunzip: bool = False) -> str:
-    """sha256 of ``path`` (of its gunzipped payload with ``gunzip``), at most once per (path, size, mtime)."""
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, gunzip)
-    if key not in _DIGESTS:
-        digest = hashlib.sha256()
-        try:
-            with (gzip.open(path, "rb") if gunzip else path.open("rb")) as f:
-                while chunk := f.read(_CHUNK):
-                    digest.update(chunk)
-        except (OSError, EOFError):  # not gzip, or truncated
-            return "unreadable"
-        _DIGESTS[key] = digest.hexdigest()
-    return _DIGESTS[key]
+    """sha256 of ``path`` (of its gunzipped payload with ``gunzip``), hashed at every call: a file rewritten in place
+    during a sweep (its size and modification time kept) is caught by the next run that reads it; ``unreadable``
+    when it cannot be read (or is not gzip, or truncated)."""
+    digest = hashlib.sha256()
+    try:
+        with (gzip.open(path, "rb") if gunzip else path.open("rb")) as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+    except (OSError, EOFError):
+        return "unreadable"
+    return digest.hexdigest()
 
 
 def _status(path: Path, remote: RemoteFile) -> str:
     if not path.is_file():
         return "missing"
-    return "ok" if _sha256(path, remote.gunzip) == remote.sha256 else "corrupt"
+    digest = _sha256(path, remote.gunzip)
+    return "unreadable" if digest == "unreadable" else "ok" if digest == remote.sha256 else "corrupt"
 
 
 def require_file(root: Path, name: str, rel_path: str) -> Path:
@@ -197,6 +192,9 @@ def require_file(root: Path, name: str, rel_path: str) -> Path:
         raise BnnpredError(
             f"corrupt data file {path} (sha256 mismatch); run: bnnpred data fetch {name} --force"
         )
+    if status == "unreadable":
+        raise BnnpredError(f"unreadable data file {path} (a permission, or not the gzip file it should be); check "
+                           f"its permissions, or run: bnnpred data fetch {name} --force")
     return path
 
 
