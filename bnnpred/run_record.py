@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 RUN_FILES = ("config.yaml", "metrics.json", "posterior.pt")
 EVAL_FILES = ("config.yaml", "metrics.json")
 RECORDED = ("config.yaml", "metrics.json", "selection.csv", "trace.csv")  # the small files a record keeps
+# what every run's summary records and its readers rely on (a table's row, the skip check's key): a record without
+# one of them is not a finished run, however its manifest agrees
+SUMMARY = ("dataset", "task", "model", "inference", "seed", "key")
 
 
 class NotFinished(Exception):
@@ -62,6 +65,8 @@ def read_finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Finis
     if not (isinstance(config, DictConfig) and isinstance(document, dict)
             and isinstance(document.get("run"), dict) and isinstance(document.get("metrics"), dict)):
         raise NotFinished("config.yaml or metrics.json does not hold a run")
+    if missing := [name for name in SUMMARY if document["run"].get(name) is None]:
+        raise NotFinished(f"metrics.json records no {', '.join(missing)}")
     return FinishedRun(folder=folder, config=config, document=document, record=absent is not None)
 
 

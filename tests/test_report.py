@@ -19,8 +19,9 @@ def fake_run(root, name, seed, delta, valid_nll, test_nll, **run_fields):
     (run / "config.yaml").write_text("seed: 0\n")
     metrics = {split: {kind: {"nll": values[kind]} for kind in values}
                for split, values in [("valid", valid_nll), ("test", test_nll)]}
-    doc = {"run": {"dataset": "toy", "model": "mlp", "inference": "laplace_ggn", "structure": "full",
-                   "selection": "none", "seed": seed, "delta": delta, "code": "c0de", **run_fields}, "info": {},
+    doc = {"run": {"dataset": "toy", "task": "binary", "model": "mlp", "inference": "laplace_ggn",
+                   "structure": "full", "selection": "none", "seed": seed, "delta": delta, "code": "c0de",
+                   "key": f"key-{name}", **run_fields}, "info": {},
            "metrics": metrics}
     (run / "metrics.json").write_text(json.dumps(doc))
     (run / "posterior.pt").write_bytes(b"tensors")

@@ -30,7 +30,8 @@ def test_the_run_key_ignores_display_settings_and_survives_saving():
 
 def test_a_run_is_finished_only_with_its_key_and_every_file_intact(tmp_path):
     cfg = compose(TINY)
-    document = {"run": {"key": run_key(cfg)}, "info": {}, "metrics": {}}
+    summary = {"dataset": "two_moons", "task": "binary", "model": "mlp", "inference": "laplace_ggn", "seed": 0}
+    document = {"run": {**summary, "key": run_key(cfg)}, "info": {}, "metrics": {}}
     (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (tmp_path / "posterior.pt").write_bytes(b"tensors")
     (tmp_path / "metrics.json").write_text('{"run": {"seed"')
@@ -41,6 +42,11 @@ def test_a_run_is_finished_only_with_its_key_and_every_file_intact(tmp_path):
     assert finished_run(tmp_path, run_key(cfg)) == document
     assert finished_run(tmp_path, run_key(compose([*TINY, "seed=5"]))) is None
     (tmp_path / "posterior.pt").write_bytes(b"tensorz")
+    assert finished_run(tmp_path, run_key(cfg)) is None
+    (tmp_path / "posterior.pt").write_bytes(b"tensors")
+    del document["run"]["task"]  # a record missing a field, its manifest made to agree (issue 37)
+    (tmp_path / "metrics.json").write_text(json.dumps(document))
+    write_manifest(tmp_path)
     assert finished_run(tmp_path, run_key(cfg)) is None
 
 

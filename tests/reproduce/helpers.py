@@ -50,7 +50,9 @@ def finished_run(folder: Path, run: dict, finished_at: float = 0.0) -> Path:
     manifest dated ``finished_at`` (seconds since the epoch; which code is newest goes by it)."""
     folder.mkdir(parents=True)
     (folder / "config.yaml").write_text("seed: 0\n")
-    (folder / "metrics.json").write_text(json.dumps({"run": run, "info": {}, "metrics": {}}))
+    summary = {"dataset": "toy", "task": "binary", "model": "mlp", "inference": "laplace_ggn", "seed": 0,
+               "key": folder.name, **run}
+    (folder / "metrics.json").write_text(json.dumps({"run": summary, "info": {}, "metrics": {}}))
     (folder / "posterior.pt").write_bytes(b"0")
     write_manifest(folder)
     os.utime(folder / "manifest.json", (finished_at, finished_at))
