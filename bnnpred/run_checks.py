@@ -33,15 +33,17 @@ def resolve_device(device: Device) -> torch.device:
 
 def check_network(cfg: Config, data: Dataset) -> None:
     """Checks that need the network: the method's own (``check_network``: VL's activation, SLANG's rank), and the
-    GP predictive's subset, which must lie within the training set and fit in free memory."""
+    GP predictive's subset, which must lie within the training set and fit in the run device's free memory (the job's
+    own limit where it has one: :mod:`bnnpred.memory`)."""
     module = build_model(cfg.model, data.input_shape, data.output_dim)
     cfg.inference.check_network(module)
     p = cfg.predictive
-    if PredictiveKind.gp in p.kinds:
-        model = FlatModel(module.to(torch.float64 if cfg.dtype is DType.float64 else torch.float32))
+    if PredictiveKind.gp in p.kinds:  # on the run's device: its memory is the one the GP will need
+        dtype = torch.float64 if cfg.dtype is DType.float64 else torch.float32
+        model = FlatModel(module.to(device=resolve_device(cfg.device), dtype=dtype))
         M = gp_subset_count(p.gp_subset_size, len(data.X_train))
         n_valid = 0 if p.gp_prior_factors is None else len(data.X_valid)
-        check_gp_memory(model, model.theta(), data.X_train[:1].to(model.theta().dtype), M, n_valid)
+        check_gp_memory(model, model.theta(), data.X_train[:1].to(model.theta()), M, n_valid)
 
 
 # Sane ranges of the prior precision and the noise variance: outside them float64 sums lose the data term (a

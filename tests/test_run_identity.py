@@ -7,11 +7,14 @@ import os
 import shutil
 
 import pytest
+import torch
 
+from bnnpred import memory
+from bnnpred.cli import check_job
 from bnnpred.errors import BnnpredError
 from bnnpred.report.tables import collect
 from tests.test_cli import bnnpred
-from tests.test_integrity import trained
+from tests.test_integrity import TINY, trained
 
 
 @pytest.fixture
@@ -52,3 +55,30 @@ def test_eval_of_a_path_that_is_no_folder_is_one_line_and_creates_nothing(tmp_pa
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "is not a folder (missing, a file, a broken link or a link loop)" in out.stderr
     assert not (tmp_path / "nowhere").exists() and (kind != "missing" or not (tmp_path / "typo").exists())
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"memory.max": "1000000000\n", "memory.current": "400000000\n"}, 600_000_000),  # cgroup v2
+    ({"memory.max": "max\n", "memory.current": "400000000\n"}, None),
+    ({"memory/memory.limit_in_bytes": "9223372036854771712\n", "memory/memory.usage_in_bytes": "5\n"}, None),  # v1
+    ({"memory/memory.limit_in_bytes": "2000\n", "memory/memory.usage_in_bytes": "3000\n"}, 0),
+    ({}, None),
+])
+def test_the_memory_a_job_may_still_use_is_its_cgroups_limit_less_its_usage(tmp_path, files, expected):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert memory.cgroup_available(tmp_path) == expected
+
+
+def test_a_gp_beyond_the_jobs_memory_limit_is_refused_before_anything_trains(tmp_path, monkeypatch):
+    """Issue 37: under a job's limit (a container's or SLURM's --mem cgroup) that the machine's free memory does not
+    show, the GP check refuses the run in one line before training, naming the largest M that fits."""
+    (tmp_path / "cgroup").mkdir()
+    (tmp_path / "cgroup" / "memory.max").write_text("11000000\n")  # 11 MB, 1 MB of them free
+    (tmp_path / "cgroup" / "memory.current").write_text("10000000\n")
+    monkeypatch.setattr(memory, "CGROUP", tmp_path / "cgroup")
+    assert memory.available_bytes(torch.device("cpu")) == 1_000_000
+    with pytest.raises(BnnpredError, match=r"predictive.gp_subset_size=30 needs about .* but 0.0 GB are free on "
+                                           r"cpu; use at most \d+"):
+        check_job([*TINY, "predictive.kinds=[gp]", "predictive.gp_subset_size=30", "model.width=2000"])
