@@ -53,7 +53,9 @@ while kill -0 "$group" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 2
 status=0
 if kill -0 "$group" 2>/dev/null; then
   echo "campaign: budget of ${budget}s spent; stopping the study" >>"$log"
-  kill -TERM -- "-$group" 2>/dev/null; sleep 10; kill -KILL -- "-$group" 2>/dev/null
+  kill -TERM -- "-$group" 2>/dev/null
+  for _ in $(seq 20); do kill -0 -- "-$group" 2>/dev/null || break; sleep 0.5; done  # up to 10 s to stop
+  kill -KILL -- "-$group" 2>/dev/null
   wait "$group" 2>/dev/null
   # the records of the runs that finished (a run cut off has none: runs commit atomically)
   timeout 60 "$python" -c "import sys; from pathlib import Path; from bnnpred.records import export_records
