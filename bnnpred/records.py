@@ -78,15 +78,16 @@ def export_records(runs: Path, records: Path, device: str) -> list[Path]:
 def verify_record(record_dir: Path) -> FinishedRun:
     """The record in ``record_dir`` read back, its re-evaluations' records checked too; a folder that is no intact
     record is an error naming it and the fix."""
+    runs = []
     for folder in [Path(record_dir), *sorted((Path(record_dir) / EVALS).glob("*/"))]:
         try:
-            run = read_finished(folder, READ)
+            runs.append(read_finished(folder, READ))
         except NotFinished as e:
             raise BnnpredError(f"the record {folder} is corrupt ({e}); restore it with git checkout -- {folder}, "
                                "or delete it to train that run again") from e
-        if not run.record:
+        if not runs[-1].record:
             raise BnnpredError(f"{folder} is not a record (no {RECORD}); records are written by bnnpred reproduce")
-    return read_finished(record_dir, READ)
+    return runs[0]
 
 
 def seed_from_record(record_dir: Path, run_dir: Path) -> bool:

@@ -43,3 +43,20 @@ def failed_runs(folder: Path) -> list[dict[str, str]]:
     last = {row["run_dir"]: row for row in rows}  # the latest job of each run folder decides
     return [{"run_dir": r["run_dir"], "overrides": r["overrides"], "message": r["message"]}
             for r in last.values() if r["status"] == "failed"]
+
+
+def copy_relative(sweep_dir: Path, to: Path) -> Path:
+    """``sweep_dir``'s index written to ``to/index.csv`` with each run folder named relative to the sweep (a run's
+    record is committed, and must name no machine's paths); returns the copy."""
+    with open(Path(sweep_dir) / INDEX, newline="") as f:
+        rows = list(csv.DictReader(f))
+    lines = io.StringIO()
+    writer = csv.DictWriter(lines, fieldnames=COLUMNS, extrasaction="raise")
+    writer.writeheader()
+    for row in rows:
+        folder = Path(row["run_dir"])
+        writer.writerow({**row, "run_dir": str(folder.relative_to(sweep_dir)) if folder.is_relative_to(sweep_dir)
+                         else folder.name})
+    to.mkdir(parents=True, exist_ok=True)
+    (to / INDEX).write_text(lines.getvalue())
+    return to / INDEX

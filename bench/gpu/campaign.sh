@@ -12,7 +12,7 @@
 # figures when the page could be made, records) and the log; untar it over the checkout's outputs/.
 #
 # On CPU, at a tiny size (tests/reproduce/test_gpu_campaign.py):
-#   DEVICE=cpu TIER=quick OUT=/tmp/out bench/gpu/campaign.sh notes004_table2 600 1
+#   DEVICE=cpu TIER=quick OUT=campaign-out bench/gpu/campaign.sh notes004_table2 600 1
 #
 # Exit status: the study's (0 when it finished), or 0 when stopped at the budget with its records written.
 set -u
@@ -25,16 +25,17 @@ out=$(realpath -m "${OUT:?set OUT to the folder the archive goes to}")
 python=${PYTHON:-python3}
 [[ $python == */* ]] && python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python")  # the study runs elsewhere
 
+work=$(mktemp -d)
 if ! "$python" -c "import hydra, omegaconf" 2>/dev/null; then
-  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "campaign: no Hydra here and no wheels in .whl/ to install it from" >&2; exit 2; }
-  export PYTHONPATH=/tmp/site
+  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$work/site" \
+    .whl/*.whl || { echo "campaign: no Hydra here and no wheels in .whl/ to install it from" >&2; exit 2; }
+  export PYTHONPATH=$work/site
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export BNNPRED_DATA_DIR=${BNNPRED_DATA_DIR:-$PWD/.data}
 export PYTHONUNBUFFERED=1
-runs=$(realpath -m "${RUNS:-/tmp/campaign-runs}")
-work=$(mktemp -d)
+# beside the temporary folders, and the same on every call: a second call on a still-warm machine resumes its runs
+runs=$(realpath -m "${RUNS:-$(dirname "$work")/campaign-runs}")
 mkdir -p "$work/outputs" "$out"
 [ -d "outputs/$study" ] && cp -r "outputs/$study" "$work/outputs/"  # its committed records: finished runs skipped
 log=$out/campaign.log  # in $OUT from the start: it comes back even if the call is cut off

@@ -44,15 +44,15 @@ def ood_figure(path: Path, document: dict[str, Any]) -> None:
     """notes-004 Fig. 6 for one run: predictive entropy of the test and OOD inputs per predictive, with its
     OOD-AUC, from the histograms of its ``metrics.json`` (nothing without an OOD set)."""
     if (histograms := document.get("entropy")) is not None:
-        figures.plot_entropy_histograms(path, {kind: entropy_panel(histograms, kind, document["metrics"]["test"][kind])
+        test = document["metrics"]["test"]
+        figures.plot_entropy_histograms(path, {kind: entropy_panel(histograms, kind, test[kind]["ood_auc"])
                                                for kind in histograms if kind != "edges"})
 
 
-def entropy_panel(histograms: dict[str, Any], kind: str, test_metrics: dict[str, float]) -> tuple[Any, ...]:
+def entropy_panel(histograms: dict[str, Any], kind: str, auc: float) -> tuple[Any, ...]:
     """One panel of :func:`~bnnpred.report.figures.plot_entropy_histograms`: a predictive's test and OOD entropy
     histograms from a run's ``entropy`` record, and its OOD-AUC."""
-    return (histograms["edges"], histograms[kind]["test"]["counts"], histograms[kind]["ood"]["counts"],
-            test_metrics["ood_auc"])
+    return histograms["edges"], histograms[kind]["test"]["counts"], histograms[kind]["ood"]["counts"], auc
 
 
 def _figures_1d(out: Path, s: Any, ctx: Context, predict: dict) -> None:

@@ -25,7 +25,7 @@ from bnnpred.records import export_record, export_records, seed_from_record, ver
 from bnnpred.report.tables import UNRECORDED, check_code, find_runs
 from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.run_files import MANIFEST
-from bnnpred.run_index import INDEX, failed_runs
+from bnnpred.run_index import INDEX, copy_relative, failed_runs
 from bnnpred.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
 
 T = TypeVar("T")
@@ -137,8 +137,7 @@ class Reproduction:
         for stale in set(find_runs([records]) if records.is_dir() else ()) - kept:
             shutil.rmtree(stale)
         if (sweep_dir / INDEX).is_file():
-            records.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(sweep_dir / INDEX, records / INDEX)
+            copy_relative(sweep_dir, records)
         return records
 
     def runs_of(self, sweep_dir: Path) -> list[Path]:

@@ -20,7 +20,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from bnnpred.errors import BnnpredError
-from bnnpred.report import figures
+from bnnpred.report import figures, run_figures
 from bnnpred.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, every, item, items, lookup
@@ -150,8 +150,8 @@ def recorded(fields: dict, name: str, run_dir: str) -> Any:
 
 def entropy_panel(run_dir: str, kind: str, auc: float) -> tuple:
     """One panel of :func:`~bnnpred.report.figures.plot_entropy_histograms` from a run's record."""
-    h = entropies(run_dir, kind)
-    return h["edges"], h["test"]["counts"], h["ood"]["counts"], auc
+    histograms = recorded(document(Path(run_dir), EVAL_FILES), "entropy", run_dir)
+    return run_figures.entropy_panel(histograms, kind, auc)
 
 
 def kind_of(row: str) -> str:

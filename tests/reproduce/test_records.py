@@ -3,6 +3,7 @@ the page from them alone on a fresh clone, and a campaign continued elsewhere tr
 record that fails its checksum, misses a field or was made by other code is refused or retrained, never read as
 this code's result; the records of a CPU and of a GPU are kept apart."""
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -87,6 +88,8 @@ def test_a_page_is_rebuilt_from_its_records_alone_to_the_byte(tmp_path, made):
     kept = sorted(p.relative_to(records(tmp_path)).as_posix() for p in records(tmp_path).rglob("*") if p.is_file())
     assert "sweep/delta1.0/metrics.json" in kept and "single/evals" in "".join(kept)
     assert not [p for p in kept if p.endswith((".pt", ".npz", ".png"))]  # never weights, predictions or figures
+    with open(records(tmp_path) / "sweep" / "index.csv", newline="") as f:  # run folders named relative to the sweep
+        assert sorted(row["run_dir"] for row in csv.DictReader(f)) == ["delta1.0", "delta3.0"]
     shutil.rmtree(tmp_path / "runs")  # a fresh clone: the committed records only
     assert build(tmp_path, "elsewhere", report_only=True) == made
     assert (tmp_path / "outputs" / "tiny" / "claims.json").read_text() == claims
