@@ -46,7 +46,9 @@ class Reproduction:
     ``out/runs/<device>/`` (:mod:`bnnpred.run_record`), the path of its run folder under ``runs`` kept: its sweeps
     first copy the records into run folders that lack a finished run (so a campaign continued on another machine
     trains only what is missing), train, then write the records of the finished runs back. Its page can thus be
-    rebuilt on a fresh clone from the committed records, and records of the CPU and of a GPU are kept apart."""
+    rebuilt on a fresh clone from the committed records, and records of the CPU and of a GPU are kept apart: a run
+    or sweep that this device's records lack but another device's hold is read from those and never trained here
+    (a GPU campaign continued on the CPU trains only what neither made), and the page names each device it read."""
 
     runs: Path
     out: Path
@@ -59,7 +61,7 @@ class Reproduction:
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
     made_by: dict[Path, tuple[str, str]] = field(default_factory=dict)  # (commit, code) of each run it reads
-    pending: list[Path] = field(default_factory=list)  # sweeps (under runs) a rebuilt page found no runs of
+    read_from: set[str] = field(default_factory=set)  # the devices whose records the page read
 
     def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
         """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
@@ -71,26 +73,68 @@ class Reproduction:
         """Where the records of this device's runs are kept: ``out/runs/<device>``."""
         return self.out / "runs" / self.device
 
-    def record_of(self, run_dir: Path) -> Path:
-        """The record folder of the run (or sweep) folder ``run_dir`` under ``runs``."""
-        return self.records / Path(run_dir).relative_to(self.runs)
+    def record_of(self, run_dir: Path, overrides: Sequence[str] = (), multirun: bool = False) -> Path:
+        """The record folder the page reads the run (or sweep) folder ``run_dir`` under ``runs`` from: this
+        device's, unless only another device's records hold finished runs of it and, when training, every run that
+        ``bnnpred train [-m] OVERRIDES`` would make on that device (each job's run key there): then theirs (the
+        first by name), read and never trained here."""
+        relative = Path(run_dir).relative_to(self.runs)
+        own = self.records / relative
+        if not self.from_records or _sweep_made_by(own):
+            return own
+        for records in sorted(p for p in (self.out / "runs").glob("*") if p.is_dir() and p != self.records):
+            made = _sweep_made_by(records / relative)
+            if made and (self.report_only or self._made_there(records / relative, made, overrides, multirun)):
+                return records / relative
+        return own
+
+    def _made_there(self, record: Path, made: dict[Path, tuple[str, str]], overrides: Sequence[str],
+                    multirun: bool) -> bool:
+        """Whether another device's ``record`` folder holds (``made``) every run that the overrides make on that
+        device, so that a campaign continued here reads them; if not (other code or config, or a campaign cut
+        short) the folder is trained here whole, saying so."""
+        from bnnpred.cli import compose, expand_sweep  # composing leaves the command line in issue 34
+        from bnnpred.config import run_key
+
+        device = record.relative_to(self.out / "runs").parts[0]
+        jobs = expand_sweep(list(overrides)) if multirun else [list(overrides)]
+        wanted = {run_key(compose([*job, f"device={device}"])) for job in jobs}
+        missing = wanted - {read_json(run / "metrics.json")["run"]["key"] for run in made}
+        if missing:
+            print(f"+ the {device} records of {record} lack {len(missing)} of its {len(wanted)} runs at this code "
+                  f"and config: trained on {self.device}", flush=True)
+        return not missing
 
     def run_of(self, record_dir: Path) -> Path:
-        """The run folder under ``runs`` of a record folder."""
-        return self.runs / Path(record_dir).relative_to(self.records)
+        """The run folder under ``runs`` of a record folder (of any device)."""
+        return self.runs.joinpath(*Path(record_dir).relative_to(self.out / "runs").parts[1:])
+
+    def made_elsewhere(self, record_dir: Path) -> bool:
+        """Whether a record folder is another device's: read as it is, never trained or re-evaluated here."""
+        return self.from_records and not Path(record_dir).is_relative_to(self.records)
+
+    def _read(self, record_dir: Path) -> None:
+        """Note the device whose records the page reads, saying so when it is not this one."""
+        device = Path(record_dir).relative_to(self.out / "runs").parts[0]
+        if device != self.device and device not in self.read_from and not self.report_only:
+            print(f"+ read from the {device} records, not trained on {self.device}: {record_dir} (runs another "
+                  "device made; remove its records to train them here)", flush=True)
+        self.read_from.add(device)
 
     def train_once(self, run_dir: Path, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
         """``bnnpred train OVERRIDES`` into ``run_dir`` (the quick tier appends ``quick``); returns the folder the
         page reads: the run's record for a study built from records."""
-        record = self.record_of(run_dir)
-        if self.from_records and not self.report_only and (record / MANIFEST).is_file():
+        record = self.record_of(run_dir, (*overrides, *self._quick(quick)))
+        train = not self.report_only and not self.made_elsewhere(record)
+        if self.from_records and train and (record / MANIFEST).is_file():
             seed_from_record(record, run_dir)
-        if not self.report_only:
+        if train:
             _bnnpred("train", *overrides, *self._quick(quick), *self._device(), f"hydra.run.dir={run_dir}")
             if self.from_records:
                 export_record(run_dir, record)
         if self.from_records:
             verify_record(record)
+            self._read(record)
         read = record if self.from_records else run_dir
         self.made_by[read] = _made_by(document(read))
         return read
@@ -101,24 +145,25 @@ class Reproduction:
         the folder the page reads (its records for a study built from records, :meth:`mirror`). A run that fails
         (a broken fit, the health checks) fails alone: it is left out of the page's tables, which lists it with
         its reason (:meth:`failures_section`); a sweep with no finished run is an error, or with ``missing_ok``
-        when only rebuilding the page, None and the sweep listed in :attr:`pending` (a campaign that has not
-        reached it yet)."""
-        records = self.record_of(sweep_dir)
-        if self.from_records and not self.report_only and records.is_dir():
+        when only rebuilding the page, None (a campaign that has not reached it yet: the study lists it)."""
+        records = self.record_of(sweep_dir, (*overrides, *self._quick(quick)), multirun=True)
+        train = not self.report_only and not self.made_elsewhere(records)
+        if self.from_records and train and records.is_dir():
             for record in _sweep_made_by(records):
                 seed_from_record(record, self.run_of(record))
-        if not self.report_only:
+        if train:
             _bnnpred("train", "-m", *overrides, *self._quick(quick), *self._device(), "hydra/launcher=joblib",
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
                      f"hydra.sweep.subdir={subdir}", failures_allowed=True)
         read = sweep_dir
         if self.from_records:  # a rebuild reads the records and never writes them
-            read = records if self.report_only else self.mirror(sweep_dir)
+            read = self.mirror(sweep_dir) if train else records
             for record in find_runs([read]) if read.is_dir() else []:
                 verify_record(record)
         made_by = _sweep_made_by(read)
+        if made_by and self.from_records:
+            self._read(read)
         if not made_by and missing_ok and self.report_only:
-            self.pending.append(sweep_dir.relative_to(self.runs))
             return None
         if not made_by:
             raise BnnpredError(f"no finished runs in {read}; run the study without --report-only first")
@@ -129,10 +174,10 @@ class Reproduction:
     def mirror(self, sweep_dir: Path) -> Path:
         """Make the sweep's records hold exactly the records of its finished runs of this device (of the code the
         page reads) and its index of jobs (for the failed ones); returns the records' folder."""
-        records = self.record_of(sweep_dir)
+        records = self.records / Path(sweep_dir).relative_to(self.runs)
         if not sweep_dir.is_dir():  # the sweep never started (a refused override): its records stay as they are
             return records
-        newest = {self.record_of(run_dir) for run_dir in _sweep_made_by(sweep_dir)}
+        newest = {self.records / run_dir.relative_to(self.runs) for run_dir in _sweep_made_by(sweep_dir)}
         kept = {record for record in export_records(sweep_dir, records, self.device) if record in newest}
         for stale in set(find_runs([records]) if records.is_dir() else ()) - kept:
             shutil.rmtree(stale)
@@ -153,7 +198,7 @@ class Reproduction:
         from bnnpred.cli import predictive_overrides
         from bnnpred.saved_runs import eval_folder
 
-        if not self.report_only:
+        if not self.report_only and not self.made_elsewhere(run_dir):
             target = self.run_of(run_dir) if self.from_records else run_dir
             _bnnpred("eval", f"run_dir={target}", *overrides, *self._device())
             if self.from_records:
@@ -202,8 +247,9 @@ class Reproduction:
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``."""
         if self.from_records:  # the same text wherever and whenever the page is rebuilt from its records
+            folders = " and ".join(f"`runs/{device}/`" for device in sorted(self.read_from or {self.device}))
             return (f"Made by `{command}` (tier {self.tier.value}, device {self.device}) from the records of its "
-                    f"runs, `runs/{self.device}/` beside this page (the Runs section names the commits that made "
+                    f"runs, {folders} beside this page (the Runs section names the commits that made "
                     "them; `--report-only` rebuilds this page from them on any machine).")
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent).stdout.strip()

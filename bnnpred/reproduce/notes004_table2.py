@@ -41,10 +41,14 @@ PAPER = {  # notes-004 Table 2, FMNIST (3c3d, 5 seeds): accuracy %, NLL, ECE, OO
     "bnn (Ritter et al.)": (91.20, 0.265, 0.024, 0.947), "glm predictive": (92.25, 0.244, 0.012, 0.955),
     "gp predictive": (91.36, 0.250, 0.007, 0.918),
 }
-CPU = ("inference.map.epochs=30", "predictive.gp_subset_size=800", "prior.delta=0.1,1,10,100,1000", "seed=117")
+# the δ of each tier's sweeps (the full tier: the preset's logspace(-2, 3, 16)); a sweep lacking one is not shown
+DELTAS = {"quick": (1, 100), "cpu": (0.1, 1, 10, 100, 1000), "full": tuple(np.logspace(-2, 3, 16))}
+CPU = ("inference.map.epochs=30", "predictive.gp_subset_size=800",
+       "prior.delta=" + ",".join(f"{d:g}" for d in DELTAS["cpu"]), "seed=117")
 QUICK = ("dataset.n_train=300", "dataset.n_test=200", "ood.n_test=100", "inference.map.epochs=1",
          "inference.map.batch_size=100", "predictive.n_samples=5", "predictive.gp_subset_size=20",
-         "predictive.gp_prior_factors=[1,10]", "prior.delta=1,100", "seed=117")
+         "predictive.gp_prior_factors=[1,10]", "prior.delta=" + ",".join(f"{d:g}" for d in DELTAS["quick"]),
+         "seed=117")
 
 
 NOTES003_SET = "fashion_mnist"  # notes-003 Table 5.2 / Figs 5.9-5.10 are Fashion-MNIST's, MNIST as OOD
@@ -52,22 +56,31 @@ NOTES003_SET = "fashion_mnist"  # notes-003 Table 5.2 / Figs 5.9-5.10 are Fashio
 NOTES003_POSTERIORS = {name: overrides for name, overrides in notes003_images.POSTERIORS.items() if name != "kron"}
 
 
-def sweep_all(r: Reproduction, sets: list[str]) -> pd.DataFrame:
+def sweep_all(r: Reproduction, sets: list[str]) -> tuple[pd.DataFrame, list[str]]:
     """Every run of every set and posterior, Table 2's first (notes-003's extra posteriors on :data:`NOTES003_SET`
     after them: a campaign cut short by its budget has made the main table's runs): one row per (run, split,
-    predictive) with its set and posterior."""
+    predictive) with its set and posterior; and the sweeps not shown, each with what it lacks: none of its runs, or
+    some of its tier's δ (a campaign that stopped mid-sweep: choosing δ among fewer would be another criterion)."""
     sweeps = [(name, POSTERIORS) for name in sets] + [(NOTES003_SET, NOTES003_POSTERIORS)]
-    frames = []
+    grid = DELTAS[r.tier.value]
+    frames, waiting = [], []
     for name, posteriors in sweeps:
         for posterior, overrides in posteriors.items():
-            folder = r.sweep(r.runs / "notes004_table2" / name / posterior, "delta${prior.delta}",
-                             "experiment=notes004_table2", f"dataset={name}", f"ood={PAIRS[name]}", *overrides,
-                             *r.pick(quick=(), cpu=CPU, full=()), quick=QUICK, missing_ok=True)
-            if folder is not None:
-                frames.append(collect([folder]).assign(set=name, posterior=posterior))
+            sweep_dir = r.runs / "notes004_table2" / name / posterior
+            folder = r.sweep(sweep_dir, "delta${prior.delta}", "experiment=notes004_table2", f"dataset={name}",
+                             f"ood={PAIRS[name]}", *overrides, *r.pick(quick=(), cpu=CPU, full=()), quick=QUICK,
+                             missing_ok=True)
+            runs = collect([folder]) if folder is not None else None
+            missing = grid if runs is None else [d for d in grid if not np.isclose(runs["delta"], d).any()]
+            if missing:
+                made_count = "none" if runs is None else f"{len(grid) - len(missing)} of its {len(grid)} δ"
+                waiting.append(f"`{sweep_dir.relative_to(r.runs).as_posix()}` ({made_count} made)")
+            else:
+                frames.append(runs.assign(set=name, posterior=posterior))
     if not frames:
-        raise BnnpredError(f"no finished runs of notes004_table2 under {r.records}; run the study first")
-    return pd.concat(frames, ignore_index=True)
+        raise BnnpredError(f"no whole sweep of notes004_table2 under {r.records}: {', '.join(waiting)}; run the "
+                           "study first")
+    return pd.concat(frames, ignore_index=True), waiting
 
 
 def made(frame: pd.DataFrame, name: str, posteriors: dict[str, tuple[str, ...]]) -> bool:
@@ -75,16 +88,18 @@ def made(frame: pd.DataFrame, name: str, posteriors: dict[str, tuple[str, ...]])
     return set(posteriors) <= set(frame.loc[frame["set"] == name, "posterior"])
 
 
-def pending_section(r: Reproduction) -> list[str]:
-    """The sweeps the campaign has not made yet, and what they cost (bench/README.md); none when it is whole."""
-    if not r.pending:
+def pending_section(r: Reproduction, waiting: list[str]) -> list[str]:
+    """The sweeps the campaign has not made yet (``waiting``: :func:`sweep_all`), and what they cost
+    (bench/README.md); none when it is whole."""
+    if not waiting:
         return []
-    return ["## Not yet run", "", "The campaign behind this page stopped at its device budget before these sweeps: "
-            + ", ".join(f"`{p.as_posix()}`" for p in r.pending) + ". Their sections are left out above rather than "
-            f"filled by runs of another device or scale. `bnnpred reproduce notes004_table2 --device {r.device}` "
-            "(`bench/gpu/campaign.sh` on a lent GPU) continues it from the committed records, training only what they "
-            "lack when it runs at the code its runs name (the Runs section's code digest; a worktree at its commit): "
-            "a change to the computing code changes every run key, and then every sweep trains again. What each "
+    return ["## Not yet run", "", "The campaign behind this page stopped at its device budget before these sweeps "
+            "were whole: " + ", ".join(waiting) + ". Their sections are left out above rather than shown with "
+            "fewer δ or filled by runs of another scale. `bnnpred reproduce notes004_table2 --device cpu` (or "
+            "`bench/gpu/campaign.sh` on a lent GPU) continues it from the committed records, reading the sweeps either "
+            "device made (each section's scale line names its devices) and training only what neither made, when it "
+            "runs at the code its runs name (the Runs section's code digest; a worktree at its commit): a change to "
+            "the computing code changes every run key, and then every sweep of that device trains again. What each "
             "sweep costs on one H100 and on the CPU: bench/README.md (the notes-004 Table 2 campaign).", ""]
 
 
@@ -231,7 +246,7 @@ def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
 
 def make(r: Reproduction) -> str:
     sets = list(PAIRS)
-    frame = sweep_all(r, sets)
+    frame, waiting = sweep_all(r, sets)
     table2 = labelled(frame, ROWS)
     chosen = choose(table2)
     sections = []
@@ -255,7 +270,7 @@ def make(r: Reproduction) -> str:
         "were made at.",
         "", *sections, "## CIFAR-10 (notes-004 item 8's second set)", "", r.table([cifar10()]), "",
         *(notes003_section(r, frame) if made(frame, NOTES003_SET, {**POSTERIORS, **NOTES003_POSTERIORS})
-                         else []), *pending_section(r),
+                         else []), *pending_section(r, waiting),
     ])
 
 

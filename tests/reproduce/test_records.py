@@ -143,10 +143,40 @@ def test_a_record_missing_a_field_is_refused(tmp_path, made):
         build(tmp_path, "elsewhere", report_only=True)
 
 
-def test_the_records_of_another_device_are_not_read(tmp_path, made):
-    with pytest.raises(BnnpredError, match=r"no finished runs in .*runs/cuda/tiny/sweep"):
+def test_runs_only_another_device_made_are_read_from_its_records_and_never_trained_here(tmp_path, made):
+    """A CPU campaign continued on a GPU (or the reverse) reads what the CPU made and trains only what neither made:
+    here nothing, and this machine has no CUDA, so a run trained for device=cuda would fail the build."""
+    shutil.rmtree(tmp_path / "runs")
+    page = build(tmp_path, "elsewhere", device="cuda")
+    assert trained(tmp_path / "elsewhere") == [] and not (tmp_path / "outputs" / "tiny" / "runs" / "cuda").exists()
+    assert page.replace("device cuda", "device cpu") == made  # the numbers, and the folder it names: runs/cpu/
+    assert json.loads((tmp_path / "outputs" / "tiny" / "claims.json").read_text())["device"] == "cuda"
+
+
+def test_runs_another_device_made_at_other_code_or_config_are_trained_here(tmp_path, made, capsys):
+    record = records(tmp_path) / "sweep" / "delta3.0"
+    document_ = json.loads((record / "metrics.json").read_text())
+    document_["run"]["key"] = "0123456789ab"  # a run key of other code (or config)
+    write_json(record / "metrics.json", document_)
+    manifest = json.loads((record / "manifest.json").read_text())
+    manifest["files"]["metrics.json"] = sha256_file(record / "metrics.json")
+    write_json(record / "manifest.json", manifest)
+    shutil.rmtree(tmp_path / "runs")
+    with pytest.raises(BnnpredError, match="no finished runs in .*runs/cuda/tiny/sweep"):  # no CUDA on this machine
+        build(tmp_path, "elsewhere", device="cuda")
+    assert "lack 1 of its 2 runs at this code and config: trained on cuda" in capsys.readouterr().out
+
+
+def test_a_page_names_every_device_whose_records_it_read_and_prefers_its_own(tmp_path, made):
+    cpu, cuda = (tmp_path / "outputs" / "tiny" / "runs" / device for device in ("cpu", "cuda"))
+    shutil.copytree(cpu / "tiny" / "sweep", cuda / "tiny" / "sweep")  # the sweep made on both devices
+    (cuda / "tiny" / "sweep" / "delta1.0" / "metrics.json").write_text("{}")  # so reading cuda's fails loudly
+    with pytest.raises(BnnpredError, match=r"runs/cuda/tiny/sweep/delta1\.0 is corrupt"):
         build(tmp_path, "elsewhere", report_only=True, device="cuda")
-    assert (tmp_path / "outputs" / "tiny" / "README.md").read_text() == made  # the committed page is kept
+    shutil.rmtree(cuda / "tiny" / "sweep" / "delta1.0")
+    page = build(tmp_path, "elsewhere", report_only=True, device="cuda")
+    assert "from the records of its runs, `runs/cpu/` and `runs/cuda/` beside this page" in page
+    assert page.count("| glm |") == 1  # the sweep read from cuda's records alone (one run), not from both
 
 
 def test_a_record_cannot_be_restored_or_re_evaluated(tmp_path, made):
