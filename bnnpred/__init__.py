@@ -4,12 +4,12 @@ Python (``bnnpred.fit``; see :mod:`bnnpred.api`)."""
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["METHODS", "Fitted", "__version__", "evaluate", "fit"]
+__all__ = ["METHODS", "Fitted", "__version__", "evaluate", "fit", "load"]
 
 
 def __getattr__(name: str) -> Any:
     """The library's names, imported on first use (so that the command line starts without torch's import)."""
-    if name in ("fit", "Fitted", "evaluate"):
+    if name in ("fit", "Fitted", "evaluate", "load"):
         from bnnpred import api
 
         return getattr(api, name)

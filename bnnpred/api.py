@@ -1,28 +1,36 @@
 """bnnpred as a library: any method of the command line on one's own ``nn.Module``, and every predictive.
 
+Post-hoc, on a network one has trained (laplace-torch's ``Laplace(model, ...).fit(loader)``):
+
 >>> import torch
 >>> import bnnpred
->>> net = torch.nn.Sequential(torch.nn.Linear(2, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
->>> X, y = torch.randn(200, 2), (torch.rand(200) > 0.5).long()          # [N, 2], [N]
->>> fitted = bnnpred.fit(net, X, y, task="binary", method="laplace_ggn", prior_precision=1.0,
-...                      options={"map": {"steps": 300, "lr": 0.01}})
->>> pred = fitted.predict(X[:5], kind="glm", n_samples=100)             # ClassPrediction: .probs [5, 2]
->>> fitted.log_evidence                                                 # the Laplace-GGN log evidence
->>> bnnpred.evaluate(pred, y[:5])                                        # {"nll": ..., "accuracy": ...}
+>>> net = torch.nn.Sequential(torch.nn.Linear(2, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+>>> X, y = torch.randn(200, 2), torch.randint(0, 3, (200,))              # [N, 2], [N]
+>>> fitted = bnnpred.fit(net, X, y, task="multiclass", train=False, options={"structure": "kron"})
+>>> pred = fitted.predict(X[:5], kind="glm", n_samples=100)             # ClassPrediction: .probs [5, 3]
+>>> round(float(pred.probs.sum()), 6)
+5.0
+>>> fitted.optimize_prior(steps=50).log_evidence < 0                     # in place; the posterior follows
+True
+>>> sorted(bnnpred.evaluate(pred, y[:5]))
+['accuracy', 'brier', 'ece', 'nll']
 
-``fit`` trains the network (it is the method's start point and is left as it was) and returns a :class:`Fitted`
-holding θ*, the posterior, the method's diagnostics and training trace. The methods are the command line's
-(``bnnpred.METHODS``), configured by the same keys as ``inference.*`` on the command line (``options``); the
-predictives are ``map``, ``nn`` (network sampling), ``glm`` (linearised sampling), ``closed`` (probit / Gaussian
-closed form) and ``gp`` (the Laplace-GGN's GP view, on all or a subset of the training points).
+Without ``train=False``, ``fit`` first trains the network from its weights (the method's start point; the module's
+own parameters are left as they were) and says so. It returns a :class:`Fitted` holding θ*, the posterior, the
+method's diagnostics and training trace; ``Fitted.save(path)`` and :func:`load` keep it in one file. The methods
+are the command line's (``bnnpred.METHODS``), configured by the same keys as ``inference.*`` on the command line
+(``options``); the predictives are ``map``, ``nn`` (network sampling), ``glm`` (linearised sampling), ``closed``
+(probit / Gaussian closed form) and ``gp`` (the Laplace-GGN's GP view, on all or a subset of the training points).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,17 +38,19 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch import Tensor, nn
 
-from bnnpred import inference, metrics
+from bnnpred import fit_file, inference, laplace_torch_keywords, metrics
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.data.base import Task
 from bnnpred.errors import BnnpredError, unknown_choice
 from bnnpred.inference import Fit, Problem
+from bnnpred.inference.map import MAP_BUDGET
 from bnnpred.laplace_evidence import LaplaceEvidence, maximise_evidence
 from bnnpred.likelihoods import Gaussian, Likelihood, likelihood_for
-from bnnpred.posteriors import Posterior
+from bnnpred.posteriors import Posterior, load_posterior
 from bnnpred.prediction import Prediction
 from bnnpred.predictive import Context, GPSubset, PredictiveKind, predictor
 from bnnpred.prior import Prior, PriorConfig, PriorGroups, PriorScale
+from bnnpred.progress import announce
 
 TASKS = {task.value: task for task in Task}
 
@@ -51,6 +61,7 @@ class Fitted:
 
     Attributes:
         method: the method's name.
+        task: ``regression``, ``binary``, ``multiclass`` or ``count``.
         theta: ``θ*`` ``[P]``, the point the predictives linearise at (the MAP for Laplace, the mean for VI).
         posterior: the Gaussian over ``θ`` (``.mean`` ``[P]``, ``.sample(n)`` ``[n, P]``, ...), or None for MAP.
         info: the method's scalar diagnostics (gradient norm, steps, log evidence, ...).
@@ -60,6 +71,7 @@ class Fitted:
     """
 
     method: str
+    task: str
     theta: Tensor
     posterior: Posterior | None
     info: dict[str, float]
@@ -67,7 +79,7 @@ class Fitted:
     likelihood: Likelihood
     prior: Prior
     _model: FlatModel = field(repr=False)
-    _X_train: Tensor = field(repr=False)
+    _X_train: Tensor | None = field(repr=False)  # None for a loaded fit given no training inputs
     _evidence: LaplaceEvidence | None = field(default=None, repr=False)
 
     @property
@@ -86,10 +98,7 @@ class Fitted:
 
     def log_evidence_at(self, prior_precision: float | Tensor, sigma2: float | None = None) -> float:
         """The log evidence at another prior (δ for every group of this fit's prior, or a tensor ``[P]``) and, for
-        regression, another noise ``σ²``, with θ* and the curvature held fixed: no refitting.
-
-        >>> fitted.log_evidence_at(10.0)                                     # a float
-        """
+        regression, another noise ``σ²``, with θ* and the curvature held fixed: no refitting."""
         if not isinstance(prior_precision, Tensor) and self.prior.n_free == 0:
             raise BnnpredError("log_evidence_at: this fit's prior was given as a tensor and has no δ to set; pass "
                                "prior_precision as a tensor [P]")
@@ -98,13 +107,10 @@ class Fitted:
         return float(self._laplace()(precision.double(), self._noise(sigma2)))
 
     def optimize_prior(self, *, steps: int = 500, lr: float = 0.1) -> Fitted:
-        """The fit at the prior (every group's δ: one, or one per layer with ``prior_groups="layer"``) and, for
-        regression, the noise that maximise the log evidence at θ* (Adam on ``log δ``, ``log σ²``; laplace-torch's
-        ``optimize_prior_precision(method="marglik")``); θ* and the curvature are kept, the posterior follows.
-
-        >>> better = fitted.optimize_prior()
-        >>> better.prior.deltas(), better.log_evidence >= fitted.log_evidence   # {'all': ...}, True
-        """
+        """Move this fit, in place, to the prior (every group's δ: one, or one per layer with
+        ``prior_groups="layer"``) and, for regression, the noise that maximise the log evidence at θ* (Adam on
+        ``log δ``, ``log σ²``; laplace-torch's ``optimize_prior_precision(method="marglik")``); θ* and the
+        curvature are kept, the posterior follows. Returns the fit itself, so calls chain."""
         if steps < 0 or not lr > 0:
             raise BnnpredError(f"optimize_prior: steps must be >= 0 and lr > 0, got steps={steps}, lr={lr}")
         if self.prior.n_free == 0:
@@ -116,10 +122,14 @@ class Fitted:
         precision = prior.precision(self.theta)
         posterior = self._laplace().posterior(precision, sigma2)
         value = math.nan if posterior.jitter else float(self._laplace()(precision.double(), _as_noise(sigma2)))
-        return dataclasses.replace(self, posterior=posterior, likelihood=likelihood, prior=prior,
-                                   _evidence=dataclasses.replace(self._laplace(), value=value))
+        self.posterior, self.likelihood, self.prior = posterior, likelihood, prior
+        self._evidence = dataclasses.replace(self._laplace(), value=value)
+        return self
 
     def _laplace(self) -> LaplaceEvidence:
+        if self._evidence is None and self.method in inference.EVIDENCE_METHODS:
+            raise BnnpredError("a loaded fit keeps its log evidence (info['log_marglik']) but not the curvature "
+                               "that moves it with the prior; fit again to change the prior")
         if self._evidence is None:
             raise BnnpredError(f"a {self.method} fit has no evidence; fit with method="
                                f"{' / '.join(repr(m) for m in sorted(inference.EVIDENCE_METHODS))}")
@@ -136,23 +146,32 @@ class Fitted:
         return _as_noise(self.likelihood.sigma2 if sigma2 is None else sigma2)
 
     def predict(self, X: Tensor, kind: str = "glm", *, n_samples: int = 1000, seed: int = 0,
-                gp_subset_size: int | None = None, gp_subset: str = "random") -> Prediction:
+                gp_subset_size: int | None = None, gp_subset: str = "random", **laplace_torch: Any) -> Prediction:
         """The predictive ``kind`` at inputs ``X`` ``[B, ...]``: a ``ClassPrediction`` (``.probs`` ``[B, C]``), a
         ``RegPrediction`` or a ``CountPrediction`` (``.mean`` / ``.variance`` ``[B]``); sampled predictives draw
-        ``n_samples`` from a generator seeded by ``seed``, so the same call gives the same numbers."""
+        ``n_samples`` from a generator seeded by ``seed``, so the same call gives the same numbers. The network is
+        evaluated in eval mode whatever its mode, which is left as it was. laplace-torch's ``pred_type=`` and
+        ``link_approx=`` are refused naming the ``kind`` that does the same."""
+        laplace_torch_keywords.refuse("predict", laplace_torch, laplace_torch_keywords.PREDICT)
         kinds = {k.value: k for k in PredictiveKind}
         if kind not in kinds:
             raise unknown_choice("predictive", kind, kinds)
         inference.check_predictives(self.method, [kinds[kind]])
         if n_samples < 1:
             raise BnnpredError(f"n_samples must be >= 1, got {n_samples}")
-        ctx = Context(self._model, self.likelihood, self.theta, self.posterior, self.prior_precision, self._X_train)
+        X = X.to(device=self.theta.device, dtype=self.theta.dtype)
+        if self._X_train is None and kinds[kind] is PredictiveKind.gp:
+            raise BnnpredError("the gp predictive conditions on the training inputs, which a saved fit leaves out: "
+                               "bnnpred.load(path, model, X_train=X)")
+        X_train = X[:0] if self._X_train is None else self._X_train
+        ctx = Context(self._model, self.likelihood, self.theta, self.posterior, self.prior_precision, X_train)
         how = {h.value: h for h in GPSubset}
         if gp_subset not in how:
             raise unknown_choice("gp_subset", gp_subset, how)
         predict = predictor(kinds[kind], ctx, n_samples=n_samples, seed=seed, gp_subset_size=gp_subset_size,
                             gp_subset_how=how[gp_subset])
-        return predict(X.to(device=self.theta.device, dtype=self.theta.dtype))
+        with _eval_mode(self._model.module):
+            return predict(X)
 
     def predictive_kinds(self) -> list[str]:
         """The predictives this fit supports, as its method declares them (``KINDS``, see
@@ -160,22 +179,68 @@ class Fitted:
         view for a Laplace-GGN posterior."""
         return [kind.value for kind in inference.METHODS[self.method][0].KINDS]
 
+    def save(self, path: str | Path) -> Path:
+        """Write the fit to ``path`` (:mod:`bnnpred.fit_file`: tensors only, checksummed, with the versions that
+        wrote it, without the training data or the network's code); :func:`load` reads it back onto the same
+        network. Returns the path."""
+        posterior = None if self.posterior is None else self.posterior.state()
+        return fit_file.write(Path(path), {
+            "method": self.method, "task": self.task, "theta": self.theta, "posterior": posterior,
+            "info": dict(self.info), "trace": list(self.trace), "sigma2": getattr(self.likelihood, "sigma2", None),
+            "prior": self.prior.state(),
+            "network": fit_file.network_signature(self._model), "buffers": self._model.buffer_state()})
+
+
+def load(path: str | Path, model: nn.Module, X_train: Tensor | None = None) -> Fitted:
+    """The fit that :meth:`Fitted.save` wrote to ``path``, on ``model`` (the network it was fitted on: the same
+    parameter names and shapes; its buffers, e.g. batch-norm statistics, are set to the saved ones). Its predictives
+    equal the saved fit's to the last bit; the gp predictive needs the training inputs ``X_train`` ``[N, ...]``,
+    and a loaded fit keeps its log evidence but not the curvature that moves it with the prior. A file that was
+    edited, is not a saved fit, or was saved from another network is a one-line error."""
+    flat = FlatModel(model)
+    state = fit_file.read(Path(path), flat.theta().device)
+    fit_file.check_network(Path(path), state["network"], flat)
+    flat.load_buffers(state["buffers"])
+    theta = state["theta"]
+    prior = Prior.from_state(state["prior"])
+    posterior = None if state["posterior"] is None else load_posterior(state["posterior"])
+    X_train = None if X_train is None else X_train.to(device=theta.device, dtype=theta.dtype)
+    return Fitted(method=state["method"], task=state["task"], theta=theta, posterior=posterior, info=state["info"],
+                  trace=state["trace"], likelihood=likelihood_for(TASKS[state["task"]], state["sigma2"]),
+                  prior=prior, _model=flat, _X_train=X_train)
+
+
+@contextmanager
+def _eval_mode(module: nn.Module) -> Iterator[None]:
+    """The module in eval mode for a ``with`` block, its own mode restored after."""
+    was_training = module.training
+    module.eval()
+    try:
+        yield
+    finally:
+        module.train(was_training)
+
 
 def _as_noise(sigma2: float | None) -> Tensor | None:
     return None if sigma2 is None else torch.tensor(sigma2, dtype=torch.float64)
 
 
 def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task: str,
-        method: str = "laplace_ggn", prior_precision: float | Tensor = 1.0, prior_scale: str = "isotropic",
-        prior_groups: str = "shared", bias_precision: float | None = None, sigma2: float = 0.1,
-        options: dict[str, Any] | None = None, seed: int = 0) -> Fitted:
+        method: str = "laplace_ggn", train: bool = True, prior_precision: float | Tensor = 1.0,
+        prior_scale: str = "isotropic", prior_groups: str = "shared", bias_precision: float | None = None,
+        sigma2: float = 0.1, options: dict[str, Any] | None = None, seed: int = 0, progress: bool = True,
+        **laplace_torch: Any) -> Fitted:
     """Fit ``method`` to ``model`` on the data ``X`` ``[N, ...]`` and ``y`` ``[N]`` (or a ``DataLoader`` of
     ``(X, y)`` batches, gathered into memory: the methods use full-data curvature).
 
     Args:
         model: the network; its outputs are the likelihood's parameters ``[N, C]`` (one logit for ``binary``, the
-            mean for ``regression``, the log rate for ``count``). Its parameters are the start point; it is not
-            changed.
+            mean for ``regression``, the log rate for ``count``). Its parameters are the start point; they are not
+            changed, and its train / eval mode is left as it was.
+        train: for ``map`` and ``laplace_ggn`` (whose training is the MAP's): train the network from its weights
+            first (``options["map"]``: 10,000 full-batch Adam steps unless set, said when it starts), or with
+            False fit the posterior at the network's weights as they are (post-hoc, as laplace-torch). The other
+            methods train their posterior and take only True.
         task: ``regression`` (Gaussian, noise ``sigma2``), ``binary`` (one logit), ``multiclass`` (softmax) or
             ``count`` (Poisson, log link; targets are whole numbers ≥ 0).
         method: one of ``bnnpred.METHODS`` (``map``, ``laplace_ggn``, ``oggn``, ``lgva``, ``voggn``, ``bbb``,
@@ -187,12 +252,19 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
         options: the method's settings, as ``inference.*`` keys on the command line (``{"structure": "kron",
             "map": {"steps": 2000}}``); ``bnnpred train inference=NAME --cfg job`` lists them.
         seed: seeds the method's random draws.
+        progress: long stages report progress: a bar on a terminal or in a notebook, else a line with the time left
+            every 30 s (to the ``bnnpred`` log, or stderr where logging is not set up).
+
+    laplace-torch's keywords (``hessian_structure=``, ``subset_of_weights=``, ``sigma_noise=``, ...) are refused
+    naming the spelling here.
     """
+    laplace_torch_keywords.refuse("fit", laplace_torch, laplace_torch_keywords.FIT)
     if method not in inference.METHODS:
         raise unknown_choice("method", method, inference.METHODS)
     if task not in TASKS:
         raise unknown_choice("task", task, TASKS)
     X, y = _tensors(X, y)
+    was_training = model.training
     flat = FlatModel(model)
     theta0 = flat.theta()
     X = X.to(device=theta0.device, dtype=theta0.dtype)
@@ -200,19 +272,40 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
     prior = _prior(flat, prior_precision, prior_scale, prior_groups, bias_precision)
     likelihood = likelihood_for(TASKS[task], sigma2)
     likelihood.check_targets(y)
-    cfg = _method_config(method, options or {})
+    cfg = _method_config(method, _training(method, train, options or {}))
+    if train and inference.METHODS[method][0].BUDGET is MAP_BUDGET:
+        length = (f"{cfg.map.epochs} epochs of batch {cfg.map.batch_size}" if cfg.map.epochs is not None
+                  else f"{cfg.map.steps:,} {'full-batch ' if cfg.map.batch_size is None else ''}Adam steps")
+        announce(f"bnnpred.fit: training the MAP from the network's weights first: {length} on {len(X):,} points "
+                 "(train=False fits the posterior at the weights as they are)")
     problem = Problem(model=flat, likelihood=likelihood, X=X, y=y, prior_precision=prior.precision(theta0),
-                      theta0=theta0,
-                      generator=torch.Generator(device=theta0.device).manual_seed(seed))
+                      theta0=theta0, generator=torch.Generator(device=theta0.device).manual_seed(seed),
+                      progress=progress)
     try:
         result: Fit = inference.fit(problem, cfg)
     finally:
         with torch.no_grad():  # trainers evaluate the module at other θ; leave the user's parameters as they were
             for name, value in flat.unflatten(theta0).items():
                 model.get_parameter(name).copy_(value)
-    return Fitted(method=method, theta=result.theta, posterior=result.posterior, info=dict(result.info),
+        model.train(was_training)
+    return Fitted(method=method, task=task, theta=result.theta, posterior=result.posterior, info=dict(result.info),
                   trace=list(result.trace), likelihood=likelihood, prior=prior, _model=flat, _X_train=X,
                   _evidence=result.evidence)
+
+
+def _training(method: str, train: bool, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` for ``train=False``: no MAP steps (a method whose training is the MAP's alone), refused where
+    the method must train or the options train."""
+    if train:
+        return options
+    if inference.METHODS[method][0].BUDGET is not MAP_BUDGET:
+        fixed = sorted(m for m, (schema, _) in inference.METHODS.items() if schema.BUDGET is MAP_BUDGET)
+        raise BnnpredError(f"train=False: {method} trains its posterior; it applies to {', '.join(fixed)}")
+    given = options.get("map", {})
+    if given.get("steps") or given.get("epochs") or given.get("finish_tol"):
+        raise BnnpredError(f"train=False fits at the network's weights, but options['map'] = {given} trains; drop "
+                           "one of them")
+    return {**options, "map": {**given, "steps": 0, "epochs": None, "finish_tol": None}}
 
 
 def evaluate(prediction: Prediction, y: Tensor) -> dict[str, float]:

@@ -246,6 +246,30 @@ def check_sweeper(overrides: list[str]) -> None:
                            "(Optuna: pip install 'bnnpred[optuna]')")
 
 
+# an optimising sweeper's direction: its override key, and its value to maximise / to minimise
+DIRECTIONS = {"optuna": ("hydra.sweeper.direction", "maximize", "minimize"),
+              "nevergrad": ("hydra.sweeper.optim.maximize", "true", "false")}
+
+
+def directed(args: list[str], overrides: list[str]) -> list[str]:
+    """``args`` with an optimising sweeper's direction following ``objective`` (maximise the evidence, minimise an
+    NLL) where it is not set; a direction set against the objective is refused in one line."""
+    from bnnpred.config import SweepObjective
+
+    sweeper = sweeper_of(overrides)
+    if sweeper not in DIRECTIONS:
+        return args
+    key, up, down = DIRECTIONS[sweeper]
+    objective = SweepObjective(compose(base_overrides(overrides)).objective)
+    wanted = up if objective.maximized else down
+    given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key]
+    if given and given[-1].lower() != wanted:
+        way, against = ("maximised", "minimise") if objective.maximized else ("minimised", "maximise")
+        raise BnnpredError(f"{key}={given[-1]} would {against} objective={objective.value}, which is {way}; drop it "
+                           f"(the direction follows the objective) or set it to {wanted}")
+    return args if given else [*args, f"{key}={wanted}"]
+
+
 def check_job(overrides: list[str]) -> None:
     """Compose, type and value-check one job and make sure its data can be read."""
     from bnnpred.data import load_dataset
@@ -354,6 +378,7 @@ def train_command(args: list[str]) -> None:
     if multirun:
         check_sweeper(overrides)
         check_sweep_base(overrides)
+        args = directed(args, overrides)
     if not multirun:
         jobs = [overrides]
     elif sweeper_of(overrides) == "basic":

@@ -45,11 +45,16 @@ class Split(str, Enum):
 
 
 class SweepObjective(str, Enum):
-    """What a run returns to a Hydra sweeper that optimises (Optuna, Nevergrad): set its direction to match."""
+    """What a run returns to a Hydra sweeper that optimises (Optuna, Nevergrad), which is told its direction."""
 
     log_marglik = "log_marglik"  # the Laplace-GGN log evidence of the chosen fit (maximize)
     valid_nll = "valid_nll"  # the validation NLL of the first predictive (minimize)
     cv_nll = "cv_nll"  # the K-fold cross-validated NLL of selection=cv_nll's chosen point (minimize)
+
+    @property
+    def maximized(self) -> bool:
+        """Whether a sweeper should maximise the objective (the evidence) rather than minimise it (an NLL)."""
+        return self is SweepObjective.log_marglik
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""Progress of long loops: a bar on a terminal; off a terminal (nohup, SLURM, ``| tee``) a log line with the rate
-and the time left every ``LOG_EVERY`` seconds, so a log shows how far a run is and when it will end."""
+"""Progress of long loops: a bar on a terminal or in a notebook; elsewhere (nohup, SLURM, ``| tee``) a line with the
+rate and the time left every ``LOG_EVERY`` seconds, so a log shows how far a run is and when it will end. The lines
+go to the ``bnnpred`` log, or to stderr where nothing handles it (a script that never set up logging)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 log = logging.getLogger("bnnpred.progress")
 
@@ -23,10 +24,19 @@ def progress(items: Iterable[T], total: int, what: str, enabled: bool = True, ba
     nothing when not ``enabled``."""
     if not enabled:
         yield from items
-    elif bar and sys.stderr.isatty():
+    elif bar and (sys.stderr.isatty() or "ipykernel" in sys.modules):
         yield from tqdm(items, total=total, desc=what, leave=False)
     else:
         yield from _logged(items, total, what)
+
+
+def announce(line: str) -> None:
+    """One line of what a long call is about to do: to the ``bnnpred`` log, or to stderr where nothing handles
+    it."""
+    if log.hasHandlers():
+        log.info("%s", line)
+    else:
+        print(line, file=sys.stderr, flush=True)
 
 
 def _logged(items: Iterable[T], total: int, what: str) -> Iterator[T]:
@@ -36,7 +46,7 @@ def _logged(items: Iterable[T], total: int, what: str) -> Iterator[T]:
         now = time.monotonic()
         if now - last >= LOG_EVERY:
             last = now
-            log.info("%s", eta_line(what, done, total, now - start))
+            announce(eta_line(what, done, total, now - start))
 
 
 def eta_line(what: str, done: int, total: int, elapsed: float) -> str:

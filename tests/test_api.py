@@ -15,11 +15,21 @@ from bnnpred.inference import METHODS
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def test_the_readme_example_runs_as_written(tmp_path):
+def test_the_readme_example_runs_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # it saves a fit
     text = README.read_text()
     section = text[text.index("## Python API"):]
     (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)[:1]
     exec(compile(code, "README.md", "exec"), {})
+
+
+def test_the_modules_examples_run_as_doctests():
+    import doctest
+
+    from bnnpred import api
+
+    result = doctest.testmod(api, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 5 and result.failed == 0
 
 
 def linear_regression(n: int = 40, d: int = 3, seed: int = 0):
@@ -55,10 +65,11 @@ def test_optimize_prior_finds_a_stationary_point_of_log_evidence_at():
     X, y = linear_regression()
     fitted = bnnpred.fit(torch.nn.Linear(3, 1), X, y, task="regression", prior_precision=2.0, sigma2=0.5,
                          options={"map": {"steps": 4000, "lr": 0.05}})
+    start = fitted.log_evidence
     best = fitted.optimize_prior(steps=3000, lr=0.05)
     delta, sigma2 = best.prior.delta, best.likelihood.sigma2
     top = fitted.log_evidence_at(delta, sigma2=sigma2)
-    assert best.log_evidence == pytest.approx(top, rel=1e-12) and top > fitted.log_evidence
+    assert best.log_evidence == pytest.approx(top, rel=1e-12) and top > start
     for d, s in ((delta * 1.01, sigma2), (delta / 1.01, sigma2), (delta, sigma2 * 1.01), (delta, sigma2 / 1.01)):
         assert fitted.log_evidence_at(d, sigma2=s) <= top + 1e-7
 
@@ -70,10 +81,11 @@ def test_optimize_prior_per_layer_raises_the_evidence_for_kronecker_and_last_lay
     net = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
     fitted = bnnpred.fit(net, X, y, task="binary", prior_groups="layer",
                          options={**options, "map": {"steps": 300, "lr": 0.02}})
+    start, theta = fitted.log_evidence, fitted.theta.clone()
     best = fitted.optimize_prior(steps=300)
-    assert best.log_evidence > fitted.log_evidence
+    assert best.log_evidence > start
     assert best.log_evidence == pytest.approx(fitted.log_evidence_at(best.prior_precision), rel=1e-9)
-    assert torch.equal(best.theta, fitted.theta)
+    assert torch.equal(best.theta, theta)
     with pytest.raises(BnnpredError, match="sigma2 applies to regression only"):
         fitted.log_evidence_at(1.0, sigma2=0.1)
     given = bnnpred.fit(net, X, y, task="binary", prior_precision=fitted.prior_precision,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from bnnpred.cli import CONF_DIR, main
 
@@ -233,15 +234,30 @@ def test_an_ood_set_of_another_input_shape_is_one_line(data_root, tmp_path, caps
 
 
 def test_a_sampling_sweep_with_optuna_maximises_the_evidence_and_resumes_by_run_key(tmp_path):
-    sweep = [*TINY, "-m", "hydra/sweeper=optuna", "prior.delta=interval(0.01,100)", "hydra.sweeper.n_trials=2",
-             "hydra.sweeper.direction=maximize", "hydra.sweeper.sampler.seed=0", "plot.enabled=false"]
+    """The direction follows the objective, unset (Optuna minimises by default): the best trial is the run of the
+    highest evidence among those tried."""
+    sweep = [*TINY, "-m", "hydra/sweeper=optuna", "prior.delta=tag(log,interval(0.001,1000))",
+             "hydra.sweeper.n_trials=3", "hydra.sweeper.sampler.seed=0", "plot.enabled=false"]
     first = bnnpred("train", *sweep, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "sweep: 2/2 runs (2 trained, 0 skipped, 0 failed)" in first.stderr
-    results = (tmp_path / "runs" / "train" / "optimization_results.yaml").read_text()
-    assert "best_value: -" in results  # a log evidence, returned by every trial
+    assert "sweep: 3/3 runs (3 trained, 0 skipped, 0 failed)" in first.stderr
+    results = yaml.safe_load((tmp_path / "runs" / "train" / "optimization_results.yaml").read_text())
+    runs = [json.loads(m.read_text()) for m in (tmp_path / "runs" / "train").glob("*/metrics.json")]
+    evidence = {run["run"]["delta"]: run["info"]["log_marglik"] for run in runs}
+    assert len(set(evidence.values())) > 1  # the trials differ, so the choice is a choice
+    assert results["best_params"]["prior.delta"] == max(evidence, key=evidence.get)
+    assert results["best_value"] == pytest.approx(max(evidence.values()))
     again = bnnpred("train", *sweep, cwd=tmp_path)
-    assert "sweep: 2/2 runs (0 trained, 2 skipped, 0 failed)" in again.stderr  # the same draws: the same runs
+    assert "sweep: 3/3 runs (0 trained, 3 skipped, 0 failed)" in again.stderr  # the same draws: the same runs
+
+
+def test_a_sweeper_direction_against_the_objective_is_refused_in_one_line(tmp_path):
+    out = bnnpred("train", *TINY, "-m", "hydra/sweeper=optuna", "prior.delta=interval(0.01,100)",
+                  "hydra.sweeper.direction=minimize", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: hydra.sweeper.direction=minimize would minimise objective=log_marglik, which is maximised; drop it "
+        "(the direction follows the objective) or set it to maximize")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_basic_sweeper_refuses_an_interval_in_one_line(tmp_path):

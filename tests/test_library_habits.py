@@ -1,0 +1,157 @@
+"""The library as laplace-torch users work (issue 36): post-hoc on a trained network, save and load, their keywords
+answered with ours, the module's mode kept, and progress that shows in a script without logging set up."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import bnnpred
+from bnnpred import laplace_torch_keywords
+from bnnpred.errors import BnnpredError
+from bnnpred.saved_runs import restore
+from tests.test_cli import TINY
+from tests.test_cli import bnnpred as cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def classification(n: int = 300, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, 4, generator=gen)
+    return X, (X[:, 0] + X[:, 1] * X[:, 2] > 0).long() + (X[:, 3] > 1).long()
+
+
+def network(width: int = 16, seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, width), torch.nn.Tanh(), torch.nn.Linear(width, 3))
+
+
+@pytest.mark.parametrize("structure", ["kron", "full"])
+def test_a_post_hoc_fit_keeps_theta_to_the_bit_and_equals_the_command_lines_posterior(tmp_path, structure):
+    """The command line trains a run; its network at θ* fitted with train=False gives θ* unchanged and the same
+    posterior precision (float64)."""
+    run_dir = tmp_path / "run"
+    out = cli("train", *TINY, f"inference.structure={structure}", "plot.enabled=false", f"hydra.run.dir={run_dir}",
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    s, ctx = restore(run_dir)
+    net = s.model.module
+    fitted = bnnpred.fit(net, s.data.X_train, s.data.y_train, task=s.data.task.value, train=False,
+                         prior_precision=ctx.prior_precision, options={"structure": structure})
+    assert fitted.theta.dtype == torch.float64 and torch.equal(fitted.theta, ctx.theta)
+    torch.testing.assert_close(fitted.posterior.dense_precision(), ctx.posterior.dense_precision(), rtol=1e-12,
+                               atol=0)
+
+
+def tensors(state) -> list[torch.Tensor]:
+    """Every tensor in a nested state."""
+    if isinstance(state, torch.Tensor):
+        return [state]
+    values = state.values() if isinstance(state, dict) else state if isinstance(state, list | tuple) else []
+    return [t for value in values for t in tensors(value)]
+
+
+@pytest.mark.parametrize("structure", ["kron", "diag", "full"])
+def test_save_then_load_predicts_to_the_last_bit_without_the_training_data(tmp_path, structure):
+    X, y = classification(20_000)
+    net = network()
+    fitted = bnnpred.fit(net, X, y, task="multiclass", options={"structure": structure, "map": {"steps": 30}},
+                         progress=False).optimize_prior(steps=20)
+    path = fitted.save(tmp_path / "fit.pt")
+    posterior_bytes = sum(t.nbytes for t in tensors(fitted.posterior.state()))
+    assert path.stat().st_size < posterior_bytes + 20_000 < X.nbytes  # the posterior, θ, the prior: no data
+    loaded = bnnpred.load(path, network(seed=1))  # the same architecture, other weights: θ* comes from the file
+    for kind in ("map", "glm", "nn", "closed"):
+        assert torch.equal(loaded.predict(X[:50], kind, n_samples=30).probs,
+                           fitted.predict(X[:50], kind, n_samples=30).probs), kind
+    assert loaded.prior.deltas() == fitted.prior.deltas() and loaded.info == fitted.info
+    with pytest.raises(BnnpredError, match="the gp predictive conditions on the training inputs, which a saved fit "):
+        loaded.predict(X[:5], "gp")
+    with_inputs = bnnpred.load(path, network(), X_train=X)
+    assert torch.equal(with_inputs.predict(X[:5], "gp", gp_subset_size=50).probs,
+                       fitted.predict(X[:5], "gp", gp_subset_size=50).probs)
+    with pytest.raises(BnnpredError, match="keeps its log evidence .* but not the curvature"):
+        loaded.log_evidence_at(3.0)
+
+
+def test_a_saved_fit_that_was_edited_or_is_of_another_network_is_one_error(tmp_path):
+    X, y = classification()
+    path = bnnpred.fit(network(), X, y, task="multiclass", options={"map": {"steps": 5}}, progress=False).save(
+        tmp_path / "fit.pt")
+    with pytest.raises(BnnpredError, match=r"fit\.pt was saved from another network: its parameter 0\.weight "
+                                           r"\[16, 4\] is 0\.weight \[8, 4\] here"):
+        bnnpred.load(path, network(width=8))
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(BnnpredError, match=r"fit\.pt does not match its checksum \(edited or cut short\)"):
+        bnnpred.load(path, network())
+    (tmp_path / "other.pt").write_bytes(b"not a fit")
+    with pytest.raises(BnnpredError, match="other.pt is not a fit saved by Fitted.save"):
+        bnnpred.load(tmp_path / "other.pt", network())
+    assert not list(tmp_path.glob(".*"))  # writes leave no partial files
+
+
+@pytest.mark.parametrize("keyword", sorted(laplace_torch_keywords.FIT))
+def test_laplace_torchs_fit_keywords_name_ours(keyword):
+    X, y = classification(20)
+    with pytest.raises(TypeError, match=re.escape(f"fit() takes no {keyword}= (laplace-torch's keyword); here: "
+                                                  f"{laplace_torch_keywords.FIT[keyword]}")):
+        bnnpred.fit(network(), X, y, task="multiclass", **{keyword: "kron"})
+
+
+@pytest.mark.parametrize("keyword", sorted(laplace_torch_keywords.PREDICT))
+def test_laplace_torchs_predict_keywords_name_ours(keyword):
+    X, y = classification(20)
+    fitted = bnnpred.fit(network(), X, y, task="multiclass", train=False, progress=False)
+    with pytest.raises(TypeError, match=re.escape(f"predict() takes no {keyword}=")):
+        fitted.predict(X, **{keyword: "probit"})
+    with pytest.raises(TypeError, match=re.escape("predict() got an unexpected keyword argument 'n_sample'")):
+        fitted.predict(X, n_sample=3)
+
+
+def test_train_false_applies_to_the_methods_whose_training_is_the_maps():
+    X, y = classification(20)
+    with pytest.raises(BnnpredError, match="train=False: vl trains its posterior; it applies to laplace_ggn, map"):
+        bnnpred.fit(network(), X, y, task="multiclass", method="vl", train=False)
+    with pytest.raises(BnnpredError, match=r"train=False fits at the network's weights, but options\['map'\] = "
+                                           r"\{'steps': 10\} trains"):
+        bnnpred.fit(network(), X, y, task="multiclass", train=False, options={"map": {"steps": 10}})
+
+
+def test_fit_leaves_the_modules_mode_and_predict_runs_in_eval_mode():
+    X, y = classification(100)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Dropout(0.5), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    net.train()
+    fitted = bnnpred.fit(net, X, y, task="multiclass", options={"map": {"steps": 5}}, progress=False)
+    assert net.training  # as the user left it
+    first, second = (fitted.predict(X[:10], "map").probs for _ in range(2))
+    assert torch.equal(first, second)  # dropout off while predicting
+    assert net.training
+    net.eval()
+    bnnpred.fit(net, X, y, task="multiclass", train=False, progress=False)
+    assert not net.training
+
+
+def test_a_script_without_logging_sees_the_map_announced_and_its_progress(tmp_path):
+    script = """
+import torch, bnnpred, bnnpred.progress
+bnnpred.progress.LOG_EVERY = 0.0
+net = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+X, y = torch.randn(50, 2), torch.randint(0, 2, (50,))
+bnnpred.fit(net, X, y, task="multiclass", options={"map": {"steps": 3}})
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.splitlines()
+    assert lines[0] == ("bnnpred.fit: training the MAP from the network's weights first: 3 full-batch Adam steps on "
+                        "50 points (train=False fits the posterior at the weights as they are)")
+    assert any(line.startswith("MAP: 3/3 (100 %)") for line in lines), out.stderr
+    silent = subprocess.run([sys.executable, "-c", script.replace('"steps": 3}}', '"steps": 3}}, progress=False')],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert not any(line.startswith("MAP:") for line in silent.stderr.splitlines())
