@@ -489,10 +489,12 @@ def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]
     def task(cfg: DictConfig) -> float | None:
         from hydra.core.hydra_config import HydraConfig
 
+        from bnnpred import progress
         from bnnpred.runner import train
 
         hydra_cfg = HydraConfig.get()
         run_dir = Path(hydra_cfg.runtime.output_dir)
+        progress.BARS = not multirun
         start = time.perf_counter()
         try:
             outcome = train(cfg, run_dir)
@@ -513,6 +515,8 @@ def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]
         if multirun:
             ledger = read_ledger(Path(os.environ[LEDGER_ENV]))
             print(progress_line(ledger, total, time.time() - started), file=sys.stderr, flush=True)
+        elif document is not None:  # where the run is, trained now or found finished
+            print(f"{status}: {run_dir} ({seconds:.1f} s)", file=sys.stderr, flush=True)
         return sweep_objective(cfg, document)
 
     fd, ledger_path = tempfile.mkstemp(prefix="bnnpred-sweep-", suffix=".tsv")

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 log = logging.getLogger("bnnpred.progress")
 
 LOG_EVERY = 30.0  # seconds between log lines off a terminal
+BARS = True  # False: lines even on a terminal (the jobs of a parallel sweep share one; the lines reach each run's log)
 T = TypeVar("T")
 
 
@@ -24,7 +25,7 @@ def progress(items: Iterable[T], total: int, what: str, enabled: bool = True, ba
     nothing when not ``enabled``."""
     if not enabled:
         yield from items
-    elif bar and (sys.stderr.isatty() or "ipykernel" in sys.modules):
+    elif bar and BARS and (sys.stderr.isatty() or "ipykernel" in sys.modules):
         yield from tqdm(items, total=total, desc=what, leave=False)
     else:
         yield from _logged(items, total, what)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,16 @@ def trained(tmp_path_factory) -> Path:
     out = bnnpred("train", *TINY, "predictive=glm", f"hydra.run.dir={run_dir}", cwd=tmp)
     assert out.returncode == 0, out.stderr
     return run_dir
+
+
+def test_a_single_train_says_where_its_run_is(tmp_path):
+    run_dir = tmp_path / "one"
+    args = [*TINY, "inference.map.steps=5", "plot.enabled=false", f"hydra.run.dir={run_dir}"]
+    first = bnnpred("train", *args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert re.fullmatch(rf"trained: {run_dir} \(\d+\.\d s\)", first.stderr.strip()), first.stderr
+    again = bnnpred("train", *args, cwd=tmp_path)
+    assert re.fullmatch(rf"skipped: {run_dir} \(\d+\.\d s\)", again.stderr.strip()), again.stderr
 
 
 def test_train_writes_a_complete_run_directory(trained):

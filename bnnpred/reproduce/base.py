@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -278,8 +279,8 @@ class Study:
 
 def _bnnpred(*args: str, failures_allowed: bool = False) -> None:
     """``bnnpred ARGS``; a failure is an error, except a sweep's failed runs (exit 2) with ``failures_allowed``."""
-    command = [sys.executable, "-m", "bnnpred.cli", *args, "progress=false"]
-    print("+", " ".join(command[2:]), flush=True)
+    command = [sys.executable, "-m", "bnnpred.cli", *args]
+    print("+ bnnpred", " ".join(shlex.quote(arg) for arg in args), flush=True)  # pasteable into a shell
     result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if result.returncode != 0 and not (failures_allowed and result.returncode == 2):
         raise BnnpredError(f"'bnnpred {' '.join(args[:3])} ...' failed (exit {result.returncode}); see above")
