@@ -205,3 +205,32 @@ def test_plot_image_grid_takes_arrays_and_image_files_in_ragged_rows(tmp_path):
 def test_plot_sorted_values(tmp_path):
     path = figures.plot_sorted_values(tmp_path / "a.png", torch.tensor([0.3, -0.2, 0.9]), xlabel="rank", ylabel="a")
     assert_only_png(tmp_path, path)
+
+
+@pytest.mark.parametrize("values,scale", [
+    ([0.55, 0.71, 0.92], "linear"),  # an accuracy: never a log axis
+    ([2.3, 0.04, 0.001], "log"),  # a loss falling by three decades
+    ([-2000.0, -0.5], "symlog"),  # an ELBO collapsing at one point
+    ([-1.1, -0.6], "linear"),
+])
+def test_a_convergence_axis_is_logarithmic_only_over_more_than_a_decade(values, scale):
+    assert figures._scale(np.array(values)) == scale
+
+
+def test_plot_mean_curves_shades_one_standard_error_where_there_are_several_repeats(tmp_path, monkeypatch):
+    frame = pd.DataFrame({"epoch": [1, 2, 1, 2, 1, 2], "nll": [1.0, 0.5, 3.0, 1.5, 2.0, 1.0],
+                          "method": ["a"] * 4 + ["b"] * 2, "set": "x"})
+    bands = []
+    real = figures.Axes.fill_between
+    monkeypatch.setattr(figures.Axes, "fill_between", lambda ax, *a, **k: bands.append(a) or real(ax, *a, **k))
+    figures.plot_mean_curves(tmp_path / "curves.png", frame, x="epoch", panel="set", hue="method",
+                             metrics={"nll": "NLL"})
+    (x, low, high), = bands  # method a (two seeds) only: b has one
+    assert list(x) == [1, 2] and np.allclose(high - low, [2.0, 1.0])  # 2 s.e. of (1, 3) and of (0.5, 1.5)
+
+
+def test_plot_heatmaps_names_what_its_colour_shows(tmp_path):
+    path = figures.plot_heatmaps(tmp_path / "cov.png", {"a": np.eye(3)}, value="covariance")
+    assert path.read_bytes().startswith(PNG_SIGNATURE)
+    with pytest.raises(TypeError):
+        figures.plot_heatmaps(tmp_path / "cov.png", {"a": np.eye(3)})  # no silent "value" label

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bnnpred.errors import BnnpredError
-from bnnpred.report.tables import collect, find_runs, select_by_valid_nll, summarize, write_report
+from bnnpred.report.tables import collect, find_runs, latex, select_by_valid_nll, summarize, write_report
 from bnnpred.run_files import write_manifest
 
 
@@ -118,3 +118,12 @@ def test_flagged_runs_are_counted_in_the_table(sweep, tmp_path):
     assert table.set_index(["predictive", "delta"]).loc[("glm", 1.0), "flagged"] == 1
     assert table.set_index(["predictive", "delta"]).loc[("glm", 10.0), "flagged"] == 0
     assert "flagged" in (tmp_path / "out" / "table.md").read_text().splitlines()[0]
+
+
+def test_latex_escapes_every_special_character_once():
+    table = pd.DataFrame({"set_name": ["a&b 50%", "x_1 {y} $5 #3", "~^\\"], "nll": ["0.3 ± 0.1", "1", "2"]})
+    text = latex(table)
+    assert r"set\_name & nll \\" in text
+    assert r"a\&b 50\% & 0.3 $\pm$ 0.1 \\" in text
+    assert r"x\_1 \{y\} \$5 \#3 & 1 \\" in text
+    assert r"\textasciitilde{}\textasciicircum{}\textbackslash{} & 2 \\" in text

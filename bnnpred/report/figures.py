@@ -405,19 +405,28 @@ def plot_convergence(path: str | Path, trace: pd.DataFrame) -> Path:
     for ax, (group, columns) in zip(axes[0], panels.items(), strict=True):
         for column in columns:
             ax.plot(trace["step"], trace[column], marker=".", label=column.split("/")[-1].removeprefix("test_"))
-        positive = bool((trace[columns] > 0).all().all())
-        ax.set(xlabel="step", ylabel=group.replace("_", " "), yscale="log" if positive else "symlog")
+        ax.set(xlabel="step", ylabel=group.replace("_", " "), yscale=_scale(trace[columns].to_numpy(dtype=float)))
         if len(columns) > 1:
             ax.legend(fontsize="x-small")
     return _save(fig, path)
 
 
+def _scale(values: np.ndarray) -> str:
+    """A log axis for positive values spanning more than a decade (a loss falling by orders), symlog for values of
+    both signs spanning more than one (an ELBO from −2000 to −0.5), linear otherwise (an accuracy, an NLL near 1)."""
+    finite = np.abs(values[np.isfinite(values)])
+    if not finite.size or finite.max() <= 10 * max(finite.min(), 1e-300):
+        return "linear"
+    return "log" if bool((values[np.isfinite(values)] > 0).all()) else "symlog"
+
+
 def plot_mean_curves(path: str | Path, frame: pd.DataFrame, *, x: str, metrics: Mapping[str, str], panel: str,
                      hue: str, log_y: Collection[str] = (), floor_quantile: float | None = None) -> Path:
-    """Curves averaged over repeats (e.g. seeds): a row of panels per metric (``{column: label}``; the columns in
-    ``log_y`` on a log axis), a panel per value of ``panel`` (e.g. the data set), a line per value of ``hue`` (the
-    method), each metric against ``x``. With ``floor_quantile`` a panel's y-axis starts just below that quantile
-    of its values, so that one curve's early collapse (an ELBO of −2000 beside −0.5) does not flatten the rest."""
+    """Curves averaged over repeats (e.g. seeds), each shaded ±1 standard error of the mean where it has several:
+    a row of panels per metric (``{column: label}``; the columns in ``log_y`` on a log axis), a panel per value of
+    ``panel`` (e.g. the data set), a line per value of ``hue`` (the method), each metric against ``x``. With
+    ``floor_quantile`` a panel's y-axis starts just below that quantile of its values, so that one curve's early
+    collapse (an ELBO of −2000 beside −0.5) does not flatten the rest."""
     panels = list(dict.fromkeys(frame[panel]))
     colors = {method: f"C{i}" for i, method in enumerate(dict.fromkeys(frame[hue]))}  # one colour per method
     fig, axes = plt.subplots(len(metrics), len(panels), squeeze=False, layout="constrained",
@@ -428,6 +437,10 @@ def plot_mean_curves(path: str | Path, frame: pd.DataFrame, *, x: str, metrics: 
             for method, curve in shown.groupby(hue, sort=False):
                 mean = curve.groupby(x)[column].mean()
                 ax.plot(mean.index, mean.to_numpy(), color=colors[method], label=str(method))
+                error = curve.groupby(x)[column].sem()  # NaN at a point of one repeat: no band there
+                if error.notna().any():
+                    ax.fill_between(mean.index, (mean - error).to_numpy(), (mean + error).to_numpy(),
+                                    color=colors[method], alpha=0.2, linewidth=0)
             ax.set(title=str(name), xlabel=x, ylabel=label, yscale="log" if column in log_y else "linear")
             if floor_quantile is not None and shown[column].notna().any():
                 low, high = float(shown[column].quantile(floor_quantile)), float(shown[column].max())
@@ -438,8 +451,7 @@ def plot_mean_curves(path: str | Path, frame: pd.DataFrame, *, x: str, metrics: 
     return _save(fig, path)
 
 
-def plot_heatmaps(path: str | Path, matrices: Mapping[str, ArrayLike], title: str = "",
-                  value: str = "value") -> Path:
+def plot_heatmaps(path: str | Path, matrices: Mapping[str, ArrayLike], *, value: str, title: str = "") -> Path:
     """Square matrices side by side on one symmetric colour scale (``nan`` cells, e.g. a masked diagonal, blank);
     ``value`` names what the colour shows (e.g. "covariance")."""
     arrays = {name: _np(matrix) for name, matrix in matrices.items()}

@@ -196,10 +196,19 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+# LaTeX's special characters in text, each as it is typeset literally (``±`` as math)
+LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$"}
+
+
+def latex_text(value: object) -> str:
+    """``value`` as LaTeX text: every special character escaped, one pass (an escape is never escaped again)."""
+    return "".join(LATEX_ESCAPES.get(char, char) for char in str(value))
+
+
 def latex(table: pd.DataFrame) -> str:
-    """A ``tabular`` environment (booktabs rules), ``±`` as ``$\\pm$``."""
-    def cell(value: object) -> str:
-        return str(value).replace("±", "$\\pm$").replace("_", "\\_")
+    """A ``tabular`` environment (booktabs rules), every cell escaped (:func:`latex_text`)."""
+    cell = latex_text
 
     rows = [" & ".join(cell(v) for v in row) + r" \\" for row in table.itertuples(index=False)]
     header = " & ".join(cell(c) for c in table.columns) + r" \\"

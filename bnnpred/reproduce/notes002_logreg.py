@@ -250,7 +250,7 @@ def covariance_shape(r: Reproduction, names: list[str]) -> tuple[list[str], list
         means = {m: p.mean for m, p in posteriors.items()}
         masked = {m: c[:-1, :-1].clone().fill_diagonal_(float("nan")) for m, c in covariances.items()
                   if m != "MF Exact"}  # the weights: the bias's much larger covariances would set the colour scale
-        figures.plot_heatmaps(r.out / f"covariance_{name}.png", masked,
+        figures.plot_heatmaps(r.out / f"covariance_{name}.png", masked, value="covariance",
                               title=f"{name}: off-diagonal covariance of the weights")
         for m in SHAPE:
             frames.append(pd.DataFrame({"parameter": range(len(means[m])), "mean": means[m].numpy(),
