@@ -48,7 +48,7 @@ from bnnpred.laplace_evidence import LaplaceEvidence, maximise_evidence
 from bnnpred.likelihoods import Gaussian, Likelihood, likelihood_for
 from bnnpred.posteriors import Posterior, load_posterior
 from bnnpred.prediction import Prediction
-from bnnpred.predictive import Context, GPSubset, PredictiveKind, predictor
+from bnnpred.predictive import Context, GPSubset, PredictiveKind, applies, predictor
 from bnnpred.prior import Prior, PriorConfig, PriorGroups, PriorScale
 from bnnpred.progress import announce
 
@@ -175,9 +175,9 @@ class Fitted:
 
     def predictive_kinds(self) -> list[str]:
         """The predictives this fit supports, as its method declares them (``KINDS``, see
-        :mod:`bnnpred.inference.contract`): ``map`` always; the sampled and closed forms with a posterior; the GP
-        view for a Laplace-GGN posterior."""
-        return [kind.value for kind in inference.METHODS[self.method][0].KINDS]
+        :mod:`bnnpred.inference.contract`) and its task allows: ``map`` always; the sampled and closed forms (and
+        for ``multiclass`` the Laplace bridge) with a posterior; the GP view for a Laplace-GGN posterior."""
+        return [kind.value for kind in inference.METHODS[self.method][0].KINDS if applies(kind, self.likelihood)]
 
     def save(self, path: str | Path) -> Path:
         """Write the fit to ``path`` (:mod:`bnnpred.fit_file`: tensors only, checksummed, with the versions that

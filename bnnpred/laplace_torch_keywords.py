@@ -18,9 +18,9 @@ FIT = {
 }
 # keyword of laplace-torch's la(x, ...) -> how Fitted.predict says it
 PREDICT = {
-    "pred_type": "kind='glm' (pred_type='glm', link_approx='mc'), kind='closed' (link_approx='probit') or kind='nn' "
-                 "(pred_type='nn')",
-    "link_approx": "kind='closed' for 'probit', kind='glm' for 'mc' (sampled)",
+    "pred_type": "kind='glm' (pred_type='glm', link_approx='mc'), kind='closed' (link_approx='probit'), "
+                 "kind='bridge' (link_approx='bridge') or kind='nn' (pred_type='nn')",
+    "link_approx": "kind='closed' for 'probit', kind='bridge' for 'bridge', kind='glm' for 'mc' (sampled)",
 }
 
 

@@ -6,6 +6,9 @@ r"""Posterior predictives, each usable on any Gaussian posterior (notes-000 §5.
   ``f_lin(x; θ) = f(x; θ*) + J(x; θ*)(θ - θ*)``; the linearisation point stays ``θ*``.
 - ``closed``: the latent ``f* ~ N(f(x;θ*) + J(µ - θ*), J Σ Jᵀ)`` pushed through the likelihood in closed
   form (exact for the Gaussian, probit for classification, Gauss-Hermite quadrature for the Poisson).
+- ``bridge`` (the Laplace bridge, Hobbhahn, Kristiadi & Hennig 2022; laplace-torch's ``link_approx="bridge"``): the
+  same latent's means and variances mapped to a Dirichlet over the class probabilities, whose mean is predicted
+  (softmax likelihoods only).
 - ``gp`` (notes-004 eqs. 14-16, notes-000 eq. 3.13): the function-space GP with kernel ``J S₀ Jᵀ`` on all N
   or a subset of M training points, latent ``N(f(x*;θ*), K** - K*M (K_MM + W⁻¹)⁻¹ K_M*)``, sampled.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -28,11 +32,11 @@ from bnnpred.curvature.functional import FlatModel, SubsetModel
 from bnnpred.curvature.jacobians import iter_jacobians
 from bnnpred.curvature.kron import iter_layer_gradients, jacobian_layers
 from bnnpred.errors import BnnpredError
-from bnnpred.likelihoods import Gaussian, Likelihood
+from bnnpred.likelihoods import Categorical, Gaussian, Likelihood
 from bnnpred.memory import available_bytes, gigabytes
 from bnnpred.posteriors import DiagPosterior, KronPosterior, Posterior, SubsetPosterior
 from bnnpred.posteriors.linalg import robust_cholesky
-from bnnpred.prediction import Prediction
+from bnnpred.prediction import ClassPrediction, Prediction
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +49,26 @@ class PredictiveKind(str, Enum):
     nn = "nn"
     glm = "glm"
     closed = "closed"
+    bridge = "bridge"
     gp = "gp"
+
+
+# the predictives made for one likelihood: kind -> (its class, the task that has it)
+LIKELIHOOD_OF = {PredictiveKind.bridge: (Categorical, "multiclass")}
+
+
+def applies(kind: PredictiveKind, likelihood: Likelihood) -> bool:
+    """Whether the predictive serves this likelihood (every one does but those of :data:`LIKELIHOOD_OF`)."""
+    return kind not in LIKELIHOOD_OF or isinstance(likelihood, LIKELIHOOD_OF[kind][0])
+
+
+def check_applies(kind: PredictiveKind, likelihood: Likelihood) -> None:
+    """Refuse a predictive made for another likelihood (the Laplace bridge is a softmax's), naming the ones that
+    apply."""
+    if not applies(kind, likelihood):
+        needed = LIKELIHOOD_OF[kind]
+        raise BnnpredError(f"predictive {kind.value} is for task {needed[1]} (a softmax over classes); use closed "
+                           "(the closed form: probit for one logit) or glm here")
 
 
 class GPSubset(str, Enum):
@@ -197,6 +220,24 @@ def _shifted(ctx: Context, X: Tensor, f: Tensor, shift: Tensor | None) -> Tensor
 def closed_predictive(ctx: Context, X: Tensor) -> Prediction:
     mean, cov = glm_latent(ctx, X)
     return ctx.likelihood.predict_gaussian(mean, cov)
+
+
+def laplace_bridge(mean: Tensor, var: Tensor) -> Tensor:
+    r"""``log α`` ``[B, C]`` of the Laplace bridge (Hobbhahn, Kristiadi & Hennig 2022) for logit means ``mean`` and
+    variances ``var`` ``[B, C]``: ``α_k = (1 − 2/C + e^{μ_k} Σ_l e^{−μ_l} / C²) / σ²_k``, the Dirichlet whose own
+    Laplace approximation in the softmax basis (``μ_k = log α_k − mean_l log α_l``, ``σ²_k = (1 − 2/C)/α_k +
+    Σ_l α_l⁻¹ / C²``) has these moments: the map inverts that one exactly. In logs, so large logits stay finite."""
+    C = mean.shape[-1]
+    spread = mean + torch.logsumexp(-mean, dim=-1, keepdim=True) - 2 * math.log(C)  # log(e^{μ_k} Σ e^{−μ_l} / C²)
+    return torch.logaddexp(torch.full_like(mean, math.log1p(-2 / C) if C > 2 else -math.inf), spread) - var.log()
+
+
+def bridge_predictive(ctx: Context, X: Tensor) -> ClassPrediction:
+    """The Laplace bridge's predictive: the mean ``α / Σ α`` of its Dirichlet, from the GLM latent's means and the
+    diagonal of its covariance."""
+    check_applies(PredictiveKind.bridge, ctx.likelihood)
+    mean, cov = glm_latent(ctx, X)
+    return ClassPrediction(probs=torch.softmax(laplace_bridge(mean, cov.diagonal(dim1=-2, dim2=-1)), dim=-1))
 
 
 @dataclass
@@ -405,6 +446,8 @@ def predictor(
         return lambda X: glm_predictive(ctx, X, n_samples, gen())
     if kind is PredictiveKind.closed:
         return lambda X: closed_predictive(ctx, X)
+    if kind is PredictiveKind.bridge:
+        return lambda X: bridge_predictive(ctx, X)
     ctx = ctx.within_subset()  # a last-layer posterior's GP view has the last layer's kernel
     subset = gp_subset(ctx, gp_subset_size, gp_subset_how, torch.Generator().manual_seed(seed))
     check_gp_memory(ctx.model, ctx.theta, ctx.X_train[:1], len(subset),

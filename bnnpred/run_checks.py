@@ -12,12 +12,9 @@ from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.laplace_ggn import EvidenceForm, SubsetOfWeights, last_layer_names
+from bnnpred.likelihoods import likelihood_for
 from bnnpred.models import build_model
-from bnnpred.predictive import (
-    PredictiveKind,
-    check_gp_memory,
-    gp_subset_count,
-)
+from bnnpred.predictive import PredictiveKind, check_applies, check_gp_memory, gp_subset_count
 from bnnpred.prior import PriorGroups
 from bnnpred.selection import SelectionMethod
 
@@ -75,6 +72,8 @@ def check_applicable(cfg: Config, overrides: list[str], data: Dataset) -> None:
                            "set; drop them")
     if cfg.ood is not None and not data.task.classification:
         raise BnnpredError(f"ood=NAME scores classifiers by predictive entropy; drop it for {data.task.value} data")
+    for kind in cfg.predictive.kinds:
+        check_applies(kind, likelihood_for(data.task, cfg.likelihood.sigma2))
     resolve_device(cfg.device)
 
 

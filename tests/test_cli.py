@@ -198,7 +198,7 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
                         "delta, scale, groups, bias_delta)"),
     (["inference.map.stpes=3"], "did you mean inference.map.steps?"),
     (["dtype=float16"], "dtype: Invalid value 'float16', expected one of [float32, float64]"),
-    (["predictive.kinds=[glm,foo]"], "Invalid value 'foo', expected one of [map, nn, glm, closed, gp]"),
+    (["predictive.kinds=[glm,foo]"], "Invalid value 'foo', expected one of [map, nn, glm, closed, bridge, gp]"),
     (["+foo=1"], "+foo adds a key that no part of bnnpred reads"),
     (["likelihood.noise_precision=5"], "likelihood.noise_precision apply to regression only and two_moons is a "
                                        "binary set"),

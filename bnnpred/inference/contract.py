@@ -28,10 +28,12 @@ from bnnpred.predictive import PredictiveKind
 # What a predictive needs of a method's result, for the error of a pair that does not fit (``map`` needs only θ*,
 # which every method gives).
 NEEDS = {PredictiveKind.nn: "a posterior", PredictiveKind.glm: "a posterior", PredictiveKind.closed: "a posterior",
+         PredictiveKind.bridge: "a posterior",
          PredictiveKind.gp: "the Laplace-GGN posterior (it is its GP view)"}
 
 POINT_KINDS = (PredictiveKind.map,)
-POSTERIOR_KINDS = (PredictiveKind.map, PredictiveKind.nn, PredictiveKind.glm, PredictiveKind.closed)
+POSTERIOR_KINDS = (PredictiveKind.map, PredictiveKind.nn, PredictiveKind.glm, PredictiveKind.closed,
+                   PredictiveKind.bridge)
 
 
 class HealthObjective(str, Enum):
