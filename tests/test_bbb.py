@@ -11,8 +11,7 @@ from bnnpred.errors import BnnpredError
 from bnnpred.inference.bbb import BBBConfig, fit_bbb, local_reparam_forward
 from bnnpred.inference.map import Schedule
 from bnnpred.inference.mean_field import initial_rho, kl_to_prior, sigma_of
-from tests.helpers import tiny_problem
-from tests.test_marglik import blr
+from tests.helpers import blr, tiny_problem
 
 
 def test_kl_is_the_closed_form_summed_over_weights():

@@ -14,12 +14,7 @@ import torch
 import yaml
 
 from bnnpred.cli import CONF_DIR, main
-
-TINY = [
-    "dataset.n_train=30", "dataset.n_valid=20", "dataset.n_test=40", "model=mlp", "model.width=8",
-    "selection=none", "inference.map.steps=100", "inference.map.lr=0.01", "predictive.n_samples=20",
-    "plot.grid_points=8", "progress=false",
-]
+from tests.helpers import TINY, bnnpred
 
 
 def choices(group: str) -> str:
@@ -27,14 +22,8 @@ def choices(group: str) -> str:
     return ", ".join(sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml")))
 
 
-REPO = Path(__file__).resolve().parents[1]
 
 
-def bnnpred(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """``bnnpred ARGS`` in ``cwd`` with this tree's package (not whichever one the environment installed)."""
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "bnnpred.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": path})
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,7 @@ from bnnpred.errors import BnnpredError
 from bnnpred.inference.exact_vi import ExactVIConfig, expected_loglik, fit_exact_vi
 from bnnpred.metrics import symmetric_kl
 from bnnpred.posteriors import DiagPosterior, FullPosterior
-from tests.helpers import tiny_problem
-from tests.test_marglik import blr
+from tests.helpers import blr, tiny_problem
 
 
 def test_full_gaussian_vi_of_linear_regression_is_the_bayesian_linear_regression_posterior():

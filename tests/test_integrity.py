@@ -26,16 +26,8 @@ from bnnpred.inference.contract import HealthObjective
 from bnnpred.io import strict_json
 from bnnpred.run_record import NotFinished, read_finished
 from bnnpred.runner import train
-from tests.test_cli import bnnpred
-
-REPO = Path(__file__).resolve().parents[1]
-TINY = ["dataset.n_train=30", "dataset.n_valid=20", "dataset.n_test=30", "model=mlp", "model.width=8",
-        "predictive.n_samples=20", "plot.enabled=false", "progress=false", "inference.map.steps=150",
-        "inference.map.lr=0.01", "selection=none", "threads=1"]
-
-
-def trained(run_dir: Path, *overrides: str) -> dict:
-    return train(compose([*TINY, *overrides]), run_dir).document
+from tests.helpers import REPO, bnnpred, trained
+from tests.helpers import TINY_IN_PROCESS as TINY
 
 
 def numbers(document: dict) -> dict:

@@ -45,8 +45,9 @@ def test_one_example_kronecker_blocks_are_the_exact_ggn_blocks(make):
     theta = model.theta()
     exact, loglik = curvature(model, Categorical(), theta, X, y, structure=Structure.full)
     blocks, kron_loglik = kron_ggn(model, Categorical(), theta, X, y)
-    assert [(b.start, b.stop) for b in blocks] == [(0, 12), (12, 16), (16, 28), (28, 31)] if make is mlp_and_data \
-        else [(0, 96), (96, 99), (99, 108), (108, 111)]
+    expected = ([(0, 12), (12, 16), (16, 28), (28, 31)] if make is mlp_and_data
+                else [(0, 96), (96, 99), (99, 108), (108, 111)])
+    assert [(b.start, b.stop) for b in blocks] == expected
     for block in blocks:
         torch.testing.assert_close(dense_block(block), exact[block.start:block.stop, block.start:block.stop])
     torch.testing.assert_close(kron_loglik, loglik)

@@ -13,8 +13,8 @@ import bnnpred
 from bnnpred import laplace_torch_keywords
 from bnnpred.errors import BnnpredError
 from bnnpred.saved_runs import restore
-from tests.test_cli import TINY
-from tests.test_cli import bnnpred as cli
+from tests.helpers import TINY
+from tests.helpers import bnnpred as cli
 
 REPO = Path(__file__).resolve().parents[1]
 

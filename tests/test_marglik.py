@@ -11,17 +11,7 @@ from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import laplace_at
 from bnnpred.laplace_evidence import maximise_evidence
 from bnnpred.prior import Prior, PriorConfig
-from tests.helpers import tiny_problem
-
-
-def blr(problem, sigma2, delta):
-    """Closed-form BLR with features Φ = [x, 1] (the order of nn.Linear's weight, then bias)."""
-    Phi = torch.cat([problem.X, torch.ones(len(problem.X), 1)], dim=1)
-    precision = Phi.T @ Phi / sigma2 + delta * torch.eye(Phi.shape[1])
-    mean = torch.linalg.solve(precision, Phi.T @ problem.y / sigma2)
-    marginal = sigma2 * torch.eye(len(Phi)) + Phi @ Phi.T / delta
-    evidence = torch.distributions.MultivariateNormal(torch.zeros(len(Phi)), marginal).log_prob(problem.y)
-    return mean, precision, evidence
+from tests.helpers import blr, tiny_problem
 
 
 def test_laplace_ggn_on_linear_gaussian_model_is_blr_with_its_evidence():

@@ -23,8 +23,7 @@ from bnnpred.inference.plateau import first_plateau, plateau_reached
 from bnnpred.inference.slang import SLANGConfig, fit_slang
 from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
 from bnnpred.posteriors import DiagPosterior, FullPosterior, LowRankDiagPosterior
-from tests.helpers import tiny_problem
-from tests.test_marglik import blr
+from tests.helpers import blr, tiny_problem
 
 METHODS = [(OGGNConfig, fit_oggn), (LGVAConfig, fit_lgva), (VOGGNConfig, fit_voggn)]
 

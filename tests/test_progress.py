@@ -7,7 +7,7 @@ import pytest
 from bnnpred import progress
 from bnnpred.cli import compose
 from bnnpred.runner import train
-from tests.test_cli import TINY, bnnpred
+from tests.helpers import TINY, bnnpred
 
 
 def test_eta_lines_extrapolate_the_rate():

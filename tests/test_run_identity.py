@@ -13,8 +13,8 @@ from bnnpred import memory
 from bnnpred.cli import check_job
 from bnnpred.errors import BnnpredError
 from bnnpred.report.tables import collect
-from tests.test_cli import bnnpred
-from tests.test_integrity import TINY, trained
+from tests.helpers import TINY_IN_PROCESS as TINY
+from tests.helpers import bnnpred, trained
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from bnnpred.cli import LedgerEntry, compose, progress_line
 from bnnpred.config import run_key
 from bnnpred.run_files import write_manifest
 from bnnpred.saved_runs import finished_run
-from tests.test_cli import TINY, bnnpred
+from tests.helpers import TINY, bnnpred
 
 SWEEP = [*TINY, "predictive.kinds=[map,glm]", "plot.enabled=false", "threads=1", "seed=0,1,2", "prior.delta=1,3"]
 

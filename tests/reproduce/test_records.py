@@ -20,7 +20,7 @@ from bnnpred.reproduce.base import Reproduction, Study, Tier, document
 from bnnpred.run_files import RECORD
 from bnnpred.run_record import EVAL_FILES
 from bnnpred.saved_runs import restore
-from tests.test_cli import TINY, bnnpred
+from tests.helpers import TINY, bnnpred
 
 RUN = [*TINY, "plot.enabled=false", "threads=1"]
 
