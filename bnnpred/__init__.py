@@ -13,8 +13,8 @@ def __getattr__(name: str) -> Any:
         from bnnpred import api
 
         return getattr(api, name)
-    if name == "METHODS":
+    if name == "METHODS":  # name -> the method's options (its config dataclass: bnnpred.METHODS["vl"]())
         from bnnpred.inference import METHODS
 
-        return sorted(METHODS)
+        return {method: schema for method, (schema, _) in sorted(METHODS.items())}
     raise AttributeError(f"module 'bnnpred' has no attribute '{name}'")

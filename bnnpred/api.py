@@ -18,9 +18,10 @@ True
 Without ``train=False``, ``fit`` first trains the network from its weights (the method's start point; the module's
 own parameters are left as they were) and says so. It returns a :class:`Fitted` holding θ*, the posterior, the
 method's diagnostics and training trace; ``Fitted.save(path)`` and :func:`load` keep it in one file. The methods
-are the command line's (``bnnpred.METHODS``), configured by the same keys as ``inference.*`` on the command line
-(``options``); the predictives are ``map``, ``nn`` (network sampling), ``glm`` (linearised sampling), ``closed``
-(probit / Gaussian closed form) and ``gp`` (the Laplace-GGN's GP view, on all or a subset of the training points).
+are the command line's (``bnnpred.METHODS``: each name's options, as a dataclass), configured by the same keys as
+``inference.*`` on the command line (``options``); the predictives are ``map``, ``nn`` (network sampling), ``glm``
+(linearised sampling), ``closed`` (probit / Gaussian closed form), ``bridge`` (the Laplace bridge, softmax only) and
+``gp`` (the Laplace-GGN's GP view, on all or a subset of the training points).
 """
 
 from __future__ import annotations

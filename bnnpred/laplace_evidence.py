@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from bnnpred.curvature.kron import KronBlock, is_uniform
+from bnnpred.curvature.kron import KronBlock
 from bnnpred.errors import BnnpredError
 from bnnpred.marglik import log_marglik
 from bnnpred.posteriors import DiagPosterior, FullPosterior, KronPosterior, Posterior, SubsetPosterior
-from bnnpred.posteriors.kron import _eigh
+from bnnpred.posteriors.kron import _eigh, block_delta
 from bnnpred.prior import Prior
 
 
@@ -135,11 +135,8 @@ class KronCurvature(LaplaceCurvature):
     def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
         total = precision.new_zeros(())
         for block, (b, a) in zip(self.blocks, self.spectra(), strict=True):
-            values = precision[block.start : block.stop]
-            if not is_uniform(values.detach()):
-                raise BnnpredError("structure=kron needs one prior precision per weight or bias tensor (the prior "
-                                   "must factorise); use prior.groups=shared, layer or tensor")
-            delta = values[0]
+            block_delta(precision.detach(), block)  # refuses a prior that does not factorise over the block
+            delta = precision[block.start]
             b = c * b.to(precision)
             if a is None:
                 total = total + torch.log(b + delta).sum()

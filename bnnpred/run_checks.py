@@ -70,11 +70,17 @@ def check_applicable(cfg: Config, overrides: list[str], data: Dataset) -> None:
     if data.task is not Task.regression and (ignored := [k for k in REGRESSION_ONLY if k in given]):
         raise BnnpredError(f"{', '.join(ignored)} apply to regression only and {data.name} is a {data.task.value} "
                            "set; drop them")
+    check_task(cfg, data)
+    resolve_device(cfg.device)
+
+
+def check_task(cfg: Config, data: Dataset) -> None:
+    """Settings that the data set's task rules out: an OOD set for a regression or count model, a predictive made
+    for another likelihood (the Laplace bridge for one logit)."""
     if cfg.ood is not None and not data.task.classification:
         raise BnnpredError(f"ood=NAME scores classifiers by predictive entropy; drop it for {data.task.value} data")
     for kind in cfg.predictive.kinds:
         check_applies(kind, likelihood_for(data.task, cfg.likelihood.sigma2))
-    resolve_device(cfg.device)
 
 
 def check_config(cfg: Config) -> None:

@@ -19,7 +19,7 @@ from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import likelihood_for
 from bnnpred.models import build_model
 from bnnpred.prior import Prior
-from bnnpred.run_checks import check_config, check_full_covariance_fits, resolve_device
+from bnnpred.run_checks import check_config, check_full_covariance_fits, check_task, resolve_device
 
 SPLITS = tuple(split.value for split in Split)
 
@@ -56,6 +56,7 @@ def setup(cfg: Config) -> Setup:
     dtype = torch.float64 if cfg.dtype is DType.float64 else torch.float32
     data = to_device(load_dataset(cfg.dataset), device, dtype)
     check_targets(data)
+    check_task(cfg, data)
     module = build_model(cfg.model, data.input_shape, data.output_dim).to(device=device, dtype=dtype)
     model = FlatModel(module)
     log.info("model %s: P = %d parameters", cfg.model.name, model.n_params)
@@ -76,8 +77,6 @@ def ood_inputs(cfg: Config, data: Dataset, device: torch.device, dtype: torch.dt
     in-distribution input shape and standardised with the in-distribution training statistics."""
     if cfg.ood is None:
         return None
-    if not data.task.classification:
-        raise BnnpredError(f"ood=NAME scores classifiers by predictive entropy; drop it for {data.task.value} data")
     ood = load_dataset(dataclasses.replace(cfg.ood, standardize=False) if hasattr(cfg.ood, "standardize")
                        else cfg.ood)
     if ood.input_shape != data.input_shape:

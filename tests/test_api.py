@@ -181,3 +181,9 @@ def test_a_predictive_that_does_not_apply_names_the_ones_that_do():
         fitted.predict(X, kind="glm")
     with pytest.raises(BnnpredError, match="a map fit has no evidence"):
         fitted.log_evidence  # noqa: B018
+
+
+def test_the_methods_are_named_with_their_options_as_the_inference_registry_has_them():
+    assert list(bnnpred.METHODS) == sorted(METHODS)
+    assert all(bnnpred.METHODS[name] is schema for name, (schema, _) in METHODS.items())
+    assert bnnpred.METHODS["laplace_ggn"]().map.steps == 10000  # the options fit takes, with their defaults

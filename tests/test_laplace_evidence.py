@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from bnnpred.curvature.ggn import Structure
+from bnnpred.errors import BnnpredError
 from bnnpred.inference import Fit
 from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, laplace_of_structure
 from bnnpred.laplace_evidence import maximise_evidence
@@ -136,3 +137,21 @@ def test_the_gradient_in_each_layers_delta_is_the_cholesky_factors_from_a_shared
     assert c > 0
     torch.testing.assert_close(log_delta.grad, exact_delta.grad, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(log_sigma2.grad, exact_sigma2.grad, rtol=1e-9, atol=1e-9)
+
+
+def test_a_kronecker_evidence_and_posterior_refuse_a_prior_that_does_not_factorise():
+    """One check, in both the evidence's log-determinant and the posterior: a precision that varies inside a weight
+    tensor is not B ⊗ A + δ I."""
+    import bnnpred
+
+    X = torch.randn(40, 2, generator=torch.Generator().manual_seed(0))
+    fitted = bnnpred.fit(torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh(), torch.nn.Linear(4, 3)), X,
+                         (X[:, 0] > 0).long(), task="multiclass", train=False, options={"structure": "kron"},
+                         progress=False)
+    varying = torch.linspace(1.0, 2.0, len(fitted.theta), dtype=fitted.theta.dtype)
+    message = "structure=kron needs one prior precision per weight or bias tensor .* use prior.groups=shared"
+    with pytest.raises(BnnpredError, match=message):
+        fitted.log_evidence_at(varying)
+    with pytest.raises(BnnpredError, match=message):
+        bnnpred.fit(fitted._model.module, X, (X[:, 0] > 0).long(), task="multiclass", train=False,
+                    prior_precision=varying, options={"structure": "kron"}, progress=False)

@@ -73,7 +73,7 @@ def block_delta(prior_precision: Tensor, block: KronBlock) -> float:
     values = prior_precision[block.start : block.stop]
     if not is_uniform(values):
         raise BnnpredError("structure=kron needs one prior precision per weight or bias tensor (the prior must "
-                           "factorise); use a prior.delta shared by the tensor's entries")
+                           "factorise); use prior.groups=shared, layer or tensor")
     return float(values[0])
 
 
