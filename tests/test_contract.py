@@ -74,7 +74,7 @@ CHECKS = [  # (command line, the same check through the API or None, the message
      f"inference={POSTERIOR_METHODS}"),
     (["inference=oggn", "predictive=gp"], predict_with("oggn", "gp"),
      "predictive gp needs the Laplace-GGN posterior (it is its GP view), which inference=oggn does not give; use "
-     "predictive=map / nn / glm / closed, or inference=laplace_ggn"),
+     "predictive=map / nn / glm / closed / bridge, or inference=laplace_ggn"),
     (["inference=voggn", "selection=marglik_grid"], None,  # the API has no hyperparameter selection
      "selection=marglik_grid needs the Laplace-GGN evidence; use inference=laplace_ggn, or selection=valid_nll / "
      "none with inference=voggn"),
