@@ -3,7 +3,8 @@ Python (``bnnpred.fit``; see :mod:`bnnpred.api`)."""
 
 from typing import Any
 
-__version__ = "0.1.0"
+from bnnpred._version import __version__
+
 __all__ = ["METHODS", "Fitted", "__version__", "evaluate", "fit", "load"]
 
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import itertools
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -23,11 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
+from bnnpred.app.compose import (
+    CONF_DIR,
+    base_overrides,
+    check_job,
+    compose,
+    expand_sweep,
+    predictive_overrides,
+)
 from bnnpred.errors import BnnpredError
 
-CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped inside the package (wheels included)
 USAGE = """usage: bnnpred <command> [args]
 
 commands:
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def version_line() -> str:
-    from bnnpred import __version__
+    from bnnpred._version import __version__
     from bnnpred.provenance import code_commit, code_digest
 
     commit = code_commit()
@@ -119,119 +123,6 @@ def environment_fault(e: OSError) -> str:
 # ---------------------------------------------------------------- composition and checks
 
 
-def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
-    """The config Hydra would build for these overrides (``hydra.*`` overrides are ignored here); resolved,
-    or unresolved and with its ``hydra`` node when ``with_hydra``."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from bnnpred.config import register_configs
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    own = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
-    refuse_unknown_additions(own)
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            cfg = hydra_compose(config_name="config", overrides=own, return_hydra_config=with_hydra)
-        if not with_hydra:
-            OmegaConf.resolve(cfg)
-        return cfg
-    except Exception as e:  # Hydra and OmegaConf raise many types; all become one line
-        message = one_line(e)
-        unknown = re.match(r"(\S+): Key '[^']+' not in", message)
-        raise BnnpredError(message + (nearest_keys(own, unknown.group(1)) if unknown else "")) from e
-    finally:
-        GlobalHydra.instance().clear()
-
-
-def refuse_unknown_additions(overrides: list[str]) -> None:
-    """``+key=value`` adds a key no schema knows, which no code would read: refused (``+group=option`` selects a
-    config of a group and stays allowed)."""
-    for override in overrides:
-        if override.startswith("+") and not override.startswith("++"):
-            key = override.lstrip("+").split("=", 1)[0]
-            if not (CONF_DIR / key).is_dir():
-                raise BnnpredError(f"+{key} adds a key that no part of bnnpred reads; drop the '+' to set an existing "
-                                   f"key (bnnpred train --cfg job lists them)")
-
-
-def one_line(e: BaseException) -> str:
-    """A Hydra / OmegaConf error as one line: unknown options list the valid ones, keys are named."""
-    from hydra.errors import MissingConfigException
-
-    cause = e
-    while isinstance(cause, MissingConfigException) is False and cause.__cause__ is not None:
-        cause = cause.__cause__
-    if isinstance(cause, MissingConfigException) and cause.missing_cfg_file:
-        group, _, name = cause.missing_cfg_file.rpartition("/")
-        if cause.options:
-            return f"unknown {group or 'config'} '{name}'; valid choices: {', '.join(sorted(cause.options))}"
-    deepest = e
-    while deepest.__cause__ is not None:  # Hydra's "Could not override" wraps OmegaConf's reason
-        deepest = deepest.__cause__
-    lines = [ln.strip() for ln in str(deepest).splitlines() if ln.strip()]
-    keep = [ln for ln in lines if not ln.startswith(("object_type=", "reference_type=", "Set the environment",
-                                                      "To append", "full_key:"))]
-    full_key = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("full_key:")), None)
-    text = "; ".join(dict.fromkeys(keep)) or type(deepest).__name__
-    return f"{full_key}: {text}" if full_key and full_key not in text else text
-
-
-def nearest_keys(overrides: list[str], full_key: str) -> str:
-    """``; did you mean prior.delta? (keys of prior: delta, scale, bias_delta)`` for an unknown ``full_key``, from
-    the config composed without the override that named it."""
-    import difflib
-
-    parent, _, name = full_key.rpartition(".")
-    rest = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] != full_key]
-    try:
-        node = compose(rest)
-        keys = list(OmegaConf.select(node, parent) if parent else node)
-    except Exception:  # the rest does not compose either: no suggestion
-        return ""
-    close = difflib.get_close_matches(name, keys, n=2)
-    guess = f"; did you mean {' or '.join(f'{parent}.{k}' if parent else k for k in close)}?" if close else ""
-    return f"{guess} (keys of {parent or 'the root'}: {', '.join(keys)})"
-
-
-def base_overrides(overrides: list[str]) -> list[str]:
-    """The overrides that are not sweeps (Hydra composes a sweep's base config from them); one line on bad syntax."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        return [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_sweep_override()]
-    except Exception as e:
-        raise BnnpredError(one_line(e)) from e
-
-
-def expand_sweep(overrides: list[str]) -> list[list[str]]:
-    """Every job's override list for a ``-m`` call with Hydra's basic sweeper: the cartesian product of the sweep
-    values in the config's ``hydra.sweeper.params`` (experiment presets) and on the command line (a key given twice:
-    the command line wins), as the basic sweeper builds it."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        params = compose(base_overrides(overrides), with_hydra=True).hydra.sweeper.get("params") or {}
-        parsed = OverridesParser.create().parse_overrides([*(f"{k}={v}" for k, v in params.items()), *overrides])
-    except BnnpredError:
-        raise
-    except Exception as e:
-        raise BnnpredError(one_line(e)) from e
-    values: dict[str, list[str]] = {}
-    for override in parsed:
-        key = override.get_key_element()
-        try:
-            choices = (list(override.sweep_string_iterator()) if override.is_sweep_override()
-                       else [override.get_value_element_as_str()])
-        except Exception as e:  # interval(), tag() ... : values that a sampling sweeper draws
-            raise BnnpredError(f"{override.input_line}: the basic sweeper takes lists and ranges (a,b,c or range(..)); "
-                               "to sample intervals use a sampling sweeper, e.g. hydra/sweeper=optuna") from e
-        values[key] = [f"{key}={value}" for value in choices]
-    return [list(job) for job in itertools.product(*values.values())]
-
-
 def sweeper_of(overrides: list[str]) -> str:
     """The Hydra sweeper a ``-m`` call uses (``basic`` unless ``hydra/sweeper=NAME`` is given)."""
     chosen = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra/sweeper=")]
@@ -254,7 +145,7 @@ DIRECTIONS = {"optuna": ("hydra.sweeper.direction", "maximize", "minimize"),
 def directed(args: list[str], overrides: list[str]) -> list[str]:
     """``args`` with an optimising sweeper's direction following ``objective`` (maximise the evidence, minimise an
     NLL) where it is not set; a direction set against the objective is refused in one line."""
-    from bnnpred.config import SweepObjective
+    from bnnpred.app.config import SweepObjective
 
     sweeper = sweeper_of(overrides)
     if sweeper not in DIRECTIONS:
@@ -268,23 +159,6 @@ def directed(args: list[str], overrides: list[str]) -> list[str]:
         raise BnnpredError(f"{key}={given[-1]} would {against} objective={objective.value}, which is {way}; drop it "
                            f"(the direction follows the objective) or set it to {wanted}")
     return args if given else [*args, f"{key}={wanted}"]
-
-
-def check_job(overrides: list[str]) -> None:
-    """Compose, type and value-check one job and make sure its data can be read."""
-    from bnnpred.data import load_dataset
-    from bnnpred.run_checks import check_applicable, check_config, check_network
-    from bnnpred.run_setup import typed
-
-    cfg = compose(overrides)
-    try:
-        typed_cfg = typed(cfg)
-    except OmegaConfBaseException as e:
-        raise BnnpredError(one_line(e)) from e
-    check_config(typed_cfg)
-    data = load_dataset(typed_cfg.dataset)
-    check_applicable(typed_cfg, overrides, data)
-    check_network(typed_cfg, data)
 
 
 def check_launcher(overrides: list[str]) -> None:
@@ -343,7 +217,7 @@ def train_help() -> str:
     """``bnnpred train --help``: usage, every config group with its options, the root keys."""
     from dataclasses import fields
 
-    from bnnpred.config import Config
+    from bnnpred.app.config import Config
 
     groups = sorted(p for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
     groups += sorted(p for p in (CONF_DIR / "hydra").iterdir() if p.is_dir())
@@ -444,8 +318,8 @@ def sweep_objective(cfg: DictConfig, document: dict | None) -> float:
 def _index(run_dir: Path, cfg: DictConfig, status: str, seconds: float, message: str, hydra_cfg: Any) -> None:
     """A row in the task folder's index (best effort: an index that cannot be written costs a warning), and in a
     sweep, the sweep's own copy of Hydra's ``multirun.yaml`` (which the next sweep of the task overwrites)."""
-    from bnnpred import run_index
-    from bnnpred.config import run_key
+    from bnnpred.app import run_index
+    from bnnpred.app.config import run_key
     from bnnpred.provenance import code_commit, code_digest
 
     sweep = os.environ.get(SWEEP_ENV, "")
@@ -480,7 +354,7 @@ def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]
     """Run Hydra on ``args``; returns every job's ledger entry (status, seconds, one-line error)."""
     import hydra
 
-    from bnnpred.config import register_configs
+    from bnnpred.app.config import register_configs
 
     register_configs()
     started = time.time()
@@ -490,7 +364,7 @@ def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]
         from hydra.core.hydra_config import HydraConfig
 
         from bnnpred import progress
-        from bnnpred.runner import train
+        from bnnpred.app.runner import train
 
         hydra_cfg = HydraConfig.get()
         run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -549,7 +423,7 @@ re-evaluation is found again and kept (force=true redoes it). bnnpred report PAT
 
 
 def eval_command(args: list[str]) -> None:
-    from bnnpred.saved_runs import evaluate_run
+    from bnnpred.app.saved_runs import evaluate_run
 
     if any(a in ("-h", "--help") for a in args):
         print(EVAL_HELP)
@@ -566,29 +440,11 @@ def eval_command(args: list[str]) -> None:
     evaluate_run(Path(run_dirs[0]), predictive_overrides(overrides), force=bool(force) and force[-1] == "true")
 
 
-def predictive_overrides(overrides: list[str]) -> DictConfig:
-    """The ``predictive`` / ``plot`` (and display) settings an ``eval`` call changes, as a partial config."""
-    allowed = ("predictive", "plot", "device", "progress", "threads")
-    bad = [o for o in overrides if o.split("=", 1)[0].split(".", 1)[0].split("/")[0] not in allowed]
-    if bad:
-        raise BnnpredError(f"eval only changes predictive, plot, device, progress and threads settings, not: "
-                           f"{' '.join(bad)}")
-    group = [o for o in overrides if o.startswith("predictive=")]
-    partial = OmegaConf.create({})
-    if group:
-        partial.predictive = compose(group).predictive
-    dotted = [o for o in overrides if "." in o.split("=", 1)[0] or o.startswith(("device=", "progress=", "threads="))]
-    try:
-        return OmegaConf.merge(partial, OmegaConf.from_dotlist(dotted))
-    except OmegaConfBaseException as e:
-        raise BnnpredError(one_line(e)) from e
-
-
 # ---------------------------------------------------------------- report and data
 
 
 def report_command(args: list[str]) -> None:
-    from bnnpred.report.tables import write_report
+    from bnnpred.app.report.tables import write_report
 
     parser = _parser("report")
     parser.add_argument("dirs", nargs="*",

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from bnnpred import __version__
+from bnnpred._version import __version__
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
 

@@ -61,7 +61,7 @@ class SelectionConfig:
 class Candidate:
     """One trained point: its prior and noise, the run's fit object, its selection scores (the fit's log evidence,
     its validation NLL: None where not computed), a row of diagnostics for ``selection.csv``, why its numbers are
-    broken (``problems``: the point is not usable; see :mod:`bnnpred.health`) and the broken numbers a user chose to
+    broken (``problems``: the point is not usable; see :mod:`bnnpred.app.health`) and the broken numbers a user chose to
     keep (``flags``, with ``keep_unhealthy=true``)."""
 
     prior: Prior

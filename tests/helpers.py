@@ -11,12 +11,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bnnpred.cli import compose
+from bnnpred.app.compose import compose
+from bnnpred.app.runner import train
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.inference import Problem
 from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood, Poisson
 from bnnpred.models.mlp import MLPConfig, build_mlp
-from bnnpred.runner import train
 
 REPO = Path(__file__).resolve().parents[1]
 # a run of seconds through the command line

@@ -252,9 +252,9 @@ def test_a_run_interrupted_during_its_predictives_keeps_the_finished_ones(tmp_pa
     """An interruption in the third (predictive, split) pair: the restart computes only what was not finished and
     ends with the metrics of an uninterrupted run; the kept predictions go with the finished run."""
     from bnnpred import metrics as metrics_module
-    from bnnpred import runner
-    from bnnpred.cli import compose
-    from bnnpred.runner import train
+    from bnnpred.app import runner
+    from bnnpred.app.compose import compose
+    from bnnpred.app.runner import train
 
     overrides = ["dataset.n_train=40", "dataset.n_test=30", "selection=none", "predictive.kinds=[map,glm]",
                  "predictive.n_samples=10", "inference.map.steps=200", "plot.enabled=false", "progress=false",
@@ -299,8 +299,8 @@ def test_a_run_interrupted_during_its_predictives_keeps_the_finished_ones(tmp_pa
 
 def test_every_prediction_type_round_trips_through_the_stored_predictions(tmp_path):
     """``StoredPredictions`` keeps a prediction as its type's name and its fields; each type comes back equal."""
+    from bnnpred.app.stored_predictions import TYPES, StoredPredictions
     from bnnpred.prediction import ClassPrediction, CountPrediction, RegPrediction
-    from bnnpred.stored_predictions import TYPES, StoredPredictions
 
     gen = torch.Generator().manual_seed(0)
     examples = [ClassPrediction(torch.rand(4, 3, generator=gen), torch.rand(4, generator=gen),

@@ -13,7 +13,8 @@ import pytest
 import torch
 import yaml
 
-from bnnpred.cli import CONF_DIR, main
+from bnnpred.app.compose import CONF_DIR
+from bnnpred.cli import main
 from tests.helpers import TINY, bnnpred
 
 
@@ -100,8 +101,8 @@ def test_eval_writes_beside_the_run_and_never_changes_its_results(trained):
 def test_a_reevaluation_keyed_by_other_code_is_found_by_its_settings(trained, tmp_path):
     """A page rebuilt by newer code keys a re-evaluation otherwise (new schema fields, another digest): eval_folder
     then finds the finished one of the same changed settings made by the run's own code, and no other."""
-    from bnnpred.cli import predictive_overrides
-    from bnnpred.saved_runs import eval_folder
+    from bnnpred.app.compose import predictive_overrides
+    from bnnpred.app.saved_runs import eval_folder
 
     run = tmp_path / "run"
     shutil.copytree(trained, run)
@@ -286,7 +287,7 @@ def test_help_version_and_completion(tmp_path):
 
 
 def test_eval_of_a_run_made_by_another_version_is_one_line(trained, tmp_path):
-    from bnnpred.run_files import write_manifest
+    from bnnpred.app.run_files import write_manifest
 
     other = tmp_path / "other"
     shutil.copytree(trained, other, ignore=shutil.ignore_patterns("evals"))

@@ -8,7 +8,8 @@ import torch
 from omegaconf import OmegaConf
 
 import bnnpred
-from bnnpred.cli import CONF_DIR, compose, main
+from bnnpred.app.compose import CONF_DIR, compose
+from bnnpred.cli import main
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import EVIDENCE_METHODS, METHODS
 from bnnpred.inference.contract import NEEDS, Method

@@ -9,12 +9,13 @@ import pandas as pd
 import pytest
 import torch
 
-from bnnpred.cli import compose, sweep_objective
+from bnnpred.app.compose import compose
+from bnnpred.app.run_checks import check_config
+from bnnpred.app.run_setup import setup, typed
+from bnnpred.app.runner import train
+from bnnpred.cli import sweep_objective
 from bnnpred.errors import BnnpredError
 from bnnpred.io import load_torch
-from bnnpred.run_checks import check_config
-from bnnpred.run_setup import setup, typed
-from bnnpred.runner import train
 
 # a linear-Gaussian model (no hidden layer) on the cubic toy, its MAP finished by L-BFGS to a 1e-11 gradient
 LINEAR = ["dataset=cubic", "model=mlp", "model.depth=0", "inference=laplace_ggn", "inference.structure=full",

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
+from bnnpred.app.report import figures
 from bnnpred.errors import BnnpredError
-from bnnpred.report import figures
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

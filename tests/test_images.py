@@ -13,13 +13,13 @@ import pytest
 import torch
 from scipy.io import savemat
 
+from bnnpred.app.run_setup import ood_inputs
 from bnnpred.data import Task, load_dataset
 from bnnpred.data import root as root_module
 from bnnpred.data.idx import read_idx
 from bnnpred.data.images import CIFAR, CIFAR10Config, CropFlip, MNISTConfig, read_cifar_archive, read_svhn_mat
 from bnnpred.data.root import RemoteFile, verify
 from bnnpred.errors import BnnpredError
-from bnnpred.run_setup import ood_inputs
 
 
 def write_idx(path, array: np.ndarray, gz: bool = True) -> None:

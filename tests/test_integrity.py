@@ -16,16 +16,17 @@ import pandas as pd
 import pytest
 import torch
 
-from bnnpred import run_files
-from bnnpred.cli import compose
+from bnnpred.app import run_files
+from bnnpred.app.compose import compose
+from bnnpred.app.health import fit_problems
+from bnnpred.app.run_record import NotFinished, read_finished
+from bnnpred.app.runner import train
 from bnnpred.errors import BnnpredError
-from bnnpred.health import Objective, fit_problems
 from bnnpred.inference import METHODS
 from bnnpred.inference.base import Fit
 from bnnpred.inference.contract import HealthObjective
+from bnnpred.inference.objective import Objective
 from bnnpred.io import strict_json
-from bnnpred.run_record import NotFinished, read_finished
-from bnnpred.runner import train
 from tests.helpers import REPO, bnnpred, trained
 from tests.helpers import TINY_IN_PROCESS as TINY
 
@@ -40,7 +41,8 @@ def numbers(document: dict) -> dict:
 
 
 def key_in_tree(tree: Path) -> str:
-    code = "from bnnpred.cli import compose; from bnnpred.config import run_key; print(run_key(compose([])))"
+    code = ("from bnnpred.app.compose import compose; from bnnpred.app.config import run_key; "
+            "print(run_key(compose([])))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(tree)})
     assert out.returncode == 0, out.stderr
@@ -63,7 +65,7 @@ def test_a_change_to_computing_code_changes_the_run_key_and_a_page_builder_does_
 
 def test_a_finished_run_of_other_code_is_trained_again(tmp_path, monkeypatch):
     first = trained(tmp_path)
-    monkeypatch.setattr("bnnpred.config.code_digest", lambda: "0ther")
+    monkeypatch.setattr("bnnpred.app.config.code_digest", lambda: "0ther")
     outcome = train(compose(TINY), tmp_path)
     assert outcome.trained and outcome.document["run"]["key"] != first["run"]["key"]
 
@@ -363,7 +365,7 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_no_result(tmp_path):
 
 
 def test_an_unexpected_exception_in_one_job_fails_that_run_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
-    from bnnpred import runner
+    from bnnpred.app import runner
     from bnnpred.cli import main
 
     real, calls = runner.evaluate_all, []
@@ -391,8 +393,8 @@ def test_an_unexpected_exception_in_one_job_fails_that_run_and_the_sweep_goes_on
 def test_the_health_objective_is_the_maps_objective_over_chunks():
     """L(θ) is the MAP's per-example negative log joint and its gradient norm the MAP's ``grad_norm``, also when the
     data span several chunks (1,100 examples: 512 + 512 + 76)."""
-    from bnnpred.health import objective_at
     from bnnpred.inference.map import neg_log_joint
+    from bnnpred.inference.objective import objective_at
     from tests.helpers import tiny_problem
 
     problem, _ = tiny_problem("categorical", depth=1, n=1100)

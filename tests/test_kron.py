@@ -7,7 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from bnnpred.cli import compose
+from bnnpred.app.compose import compose
+from bnnpred.app.runner import train
+from bnnpred.app.saved_runs import restore
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature
 from bnnpred.curvature.jacobians import jacobians
@@ -16,8 +18,6 @@ from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Categorical
 from bnnpred.posteriors import KronPosterior, load_posterior
 from bnnpred.predictive import Context, glm_latent
-from bnnpred.runner import train
-from bnnpred.saved_runs import restore
 
 
 def dense_block(block) -> torch.Tensor:

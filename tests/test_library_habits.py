@@ -11,8 +11,8 @@ import torch
 
 import bnnpred
 from bnnpred import laplace_torch_keywords
+from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError
-from bnnpred.saved_runs import restore
 from tests.helpers import TINY
 from tests.helpers import bnnpred as cli
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from bnnpred.cli import compose
+from bnnpred.app.compose import compose
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Problem

@@ -9,11 +9,11 @@ from sklearn.metrics import roc_auc_score
 from torch.distributions import Normal
 
 from bnnpred import metrics
-from bnnpred.config import LikelihoodConfig
+from bnnpred.app.config import LikelihoodConfig
+from bnnpred.app.run_evaluation import in_original_units
+from bnnpred.app.run_setup import noise_variance
 from bnnpred.errors import BnnpredError
 from bnnpred.prediction import ClassPrediction, CountPrediction, RegPrediction
-from bnnpred.run_evaluation import in_original_units
-from bnnpred.run_setup import noise_variance
 
 DTYPE = torch.float64
 
@@ -161,8 +161,8 @@ def test_joint_log_likelihood_mixes_the_samples_whole_test_set_densities():
 
 
 def test_entropy_histograms_count_every_input_in_bins_on_zero_to_log_c():
+    from bnnpred.app.run_evaluation import ENTROPY_BINS, entropy_histograms
     from bnnpred.prediction import ClassPrediction
-    from bnnpred.run_evaluation import ENTROPY_BINS, entropy_histograms
 
     uniform, one_hot = torch.full((1, 4), 0.25), torch.tensor([[1.0, 0.0, 0.0, 0.0]])
     half = torch.tensor([[0.5, 0.5, 0.0, 0.0]])  # entropy log 2: the bin holding log 2 on [0, log 4]

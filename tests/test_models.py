@@ -9,7 +9,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from bnnpred.cli import compose
+from bnnpred.app.compose import compose
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.map import MapConfig, train_map

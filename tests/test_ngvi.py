@@ -279,7 +279,7 @@ def test_voggn_from_a_random_start_fits_a_sine_with_the_shipped_recipe():
     sin(2x) + N(0, 0.1²), a 1x10 tanh network from its random initialisation: 300 steps bring the mean's training
     RMSE from 0.75 (a constant predicts 0.69) to below 0.25, i.e. it explains ≥ 87 % of the target variance (the
     noise floor is 0.1). A mean stuck at the prior's basin or a collapse to θ ≈ 0 stays near 0.69."""
-    from bnnpred.cli import compose
+    from bnnpred.app.compose import compose
     from bnnpred.curvature.functional import FlatModel
     from bnnpred.inference import Problem
     from bnnpred.likelihoods import Gaussian

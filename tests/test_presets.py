@@ -5,11 +5,12 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from bnnpred.cli import CONF_DIR, compose, main
+from bnnpred.app.compose import CONF_DIR, compose
+from bnnpred.app.runner import train
+from bnnpred.cli import main
 from bnnpred.data.root import FILES, verify
 from bnnpred.inference import METHODS
 from bnnpred.reproduce import STUDIES, identities
-from bnnpred.runner import train
 
 IMAGES = ["dataset.n_train=50", "dataset.n_test=20"]
 SMALLER = {"banana": ["dataset.n_train=200"], "mnist": IMAGES, "fashion_mnist": IMAGES}

@@ -5,8 +5,8 @@ import csv
 import pytest
 
 from bnnpred import progress
-from bnnpred.cli import compose
-from bnnpred.runner import train
+from bnnpred.app.compose import compose
+from bnnpred.app.runner import train
 from tests.helpers import TINY, bnnpred
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bnnpred.cli import compose
-from bnnpred.run_checks import check_config
-from bnnpred.run_setup import typed
+from bnnpred.app.compose import compose
+from bnnpred.app.run_checks import check_config
+from bnnpred.app.run_setup import typed
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

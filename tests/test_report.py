@@ -7,9 +7,9 @@ import os
 import pandas as pd
 import pytest
 
+from bnnpred.app.report.tables import collect, find_runs, latex, select_by_valid_nll, summarize, write_report
+from bnnpred.app.run_files import write_manifest
 from bnnpred.errors import BnnpredError
-from bnnpred.report.tables import collect, find_runs, latex, select_by_valid_nll, summarize, write_report
-from bnnpred.run_files import write_manifest
 
 
 def fake_run(root, name, seed, delta, valid_nll, test_nll, **run_fields):

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from bnnpred import memory
-from bnnpred.cli import check_job
+from bnnpred.app.compose import check_job
+from bnnpred.app.report.tables import collect
 from bnnpred.errors import BnnpredError
-from bnnpred.report.tables import collect
 from tests.helpers import TINY_IN_PROCESS as TINY
 from tests.helpers import bnnpred, trained
 

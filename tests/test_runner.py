@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from bnnpred.cli import compose
+from bnnpred.app.compose import compose
+from bnnpred.app.runner import train
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
-from bnnpred.runner import train
 
 DATA = ["dataset.n_train=40", "dataset.n_valid=20", "dataset.n_test=30", "model=mlp", "model.width=6",
         "predictive.n_samples=20", "plot.enabled=false", "progress=false"]
@@ -55,7 +55,7 @@ def test_a_map_trace_follows_the_validation_and_test_metrics_per_row(tmp_path):
 def test_a_finished_run_of_the_same_config_is_skipped_and_a_changed_one_reruns(tmp_path, caplog):
     first = run(tmp_path, "selection=none")
     stamp = (tmp_path / "metrics.json").stat().st_mtime_ns
-    with caplog.at_level("INFO", logger="bnnpred.runner"):
+    with caplog.at_level("INFO", logger="bnnpred.app.runner"):
         assert run(tmp_path, "selection=none") == first
     assert "already holds a finished run" in caplog.text
     assert (tmp_path / "metrics.json").stat().st_mtime_ns == stamp
@@ -104,7 +104,7 @@ def test_gradient_selection_gives_each_layer_its_delta_by_the_evidence(tmp_path,
     deltas = doc["run"]["prior"]
     assert len(deltas) == 3 and len(set(deltas.values())) == 3  # model=mlp: three layers
     assert [rows[f"delta[{name}]"].iloc[-1] for name in deltas] == pytest.approx(list(deltas.values()))
-    from bnnpred.saved_runs import restore
+    from bnnpred.app.saved_runs import restore
     _, ctx = restore(tmp_path)
     sizes = [ctx.model.sizes[i] + ctx.model.sizes[i + 1] for i in (0, 2, 4)]  # each layer's weight and bias
     expected = torch.cat([torch.full((n,), v) for n, v in zip(sizes, deltas.values(), strict=True)])
@@ -150,8 +150,8 @@ def test_divergence_stops_with_an_error_and_keeps_the_last_good_state(tmp_path, 
 
 
 def test_a_full_covariance_that_cannot_fit_in_memory_is_refused_before_training():
-    from bnnpred.run_checks import check_full_covariance_fits
-    from bnnpred.run_setup import typed
+    from bnnpred.app.run_checks import check_full_covariance_fits
+    from bnnpred.app.run_setup import typed
 
     def net(width: int) -> FlatModel:
         return FlatModel(nn.Sequential(nn.Linear(width, width - 1), nn.Tanh(), nn.Linear(width - 1, 1)))
@@ -169,9 +169,9 @@ def test_a_saved_config_with_an_ood_set_is_retyped_with_its_schema():
     config (it came back as a plain dict, and every re-evaluation of an OOD run failed)."""
     from omegaconf import OmegaConf
 
-    from bnnpred.config import retyped
+    from bnnpred.app.config import retyped
+    from bnnpred.app.run_setup import typed
     from bnnpred.data.images import MNISTConfig
-    from bnnpred.run_setup import typed
 
     saved = OmegaConf.to_container(compose(["dataset=fashion_mnist", "model=mlp", "ood=mnist", "ood.n_test=7"]),
                                    resolve=True)

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from bnnpred.cli import LedgerEntry, compose, progress_line
-from bnnpred.config import run_key
-from bnnpred.run_files import write_manifest
-from bnnpred.saved_runs import finished_run
+from bnnpred.app.compose import compose
+from bnnpred.app.config import run_key
+from bnnpred.app.run_files import write_manifest
+from bnnpred.app.saved_runs import finished_run
+from bnnpred.cli import LedgerEntry, progress_line
 from tests.helpers import TINY, bnnpred
 
 SWEEP = [*TINY, "predictive.kinds=[map,glm]", "plot.enabled=false", "threads=1", "seed=0,1,2", "prior.delta=1,3"]
@@ -90,8 +91,8 @@ def test_the_slurm_launcher_composes_and_fails_clearly_without_a_cluster(tmp_pat
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from bnnpred.cli import CONF_DIR
-    from bnnpred.config import register_configs
+    from bnnpred.app.compose import CONF_DIR
+    from bnnpred.app.config import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):

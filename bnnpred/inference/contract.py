@@ -8,7 +8,7 @@ line in :data:`bnnpred.inference.METHODS`, and a YAML in ``conf/inference/``. Th
   where the Laplace-GGN GP view applies);
 - ``EVIDENCE``: whether its fit carries the log evidence (``Fit.evidence``) that marglik selection needs;
 - ``BUDGET``: where its training length lives (:class:`Budget`);
-- ``HEALTH``: what the runner's health check (:mod:`bnnpred.health`) reads of its fit (:class:`HealthObjective`);
+- ``HEALTH``: what the runner's health check (:mod:`bnnpred.app.health`) reads of its fit (:class:`HealthObjective`);
 - ``validate()``: its own value bounds, each failure one ``BnnpredError`` naming the key and a valid value;
 - ``check_network(network)``: its checks against the network it is to train (VL's smooth activation, SLANG's
   rank), run by the command line before anything is written and by :func:`bnnpred.inference.fit`.
@@ -37,7 +37,8 @@ POSTERIOR_KINDS = (PredictiveKind.map, PredictiveKind.nn, PredictiveKind.glm, Pr
 
 
 class HealthObjective(str, Enum):
-    """The objective a fit is checked on for having ended worse than it started (:func:`bnnpred.health.fit_problems`).
+    """The objective a fit is checked on for having ended worse than it started
+    (:func:`bnnpred.app.health.fit_problems`).
 
     ``log_joint``: the negative log joint per example at ``θ*`` against the random start ``θ₀`` (a point estimate,
     or a posterior whose mean is meant to improve the MAP objective). ``elbo``: the method's own objective, the

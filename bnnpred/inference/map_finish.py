@@ -27,6 +27,7 @@ from torch import Tensor
 from bnnpred.curvature.ggn import Structure, gradient_and_ggn
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Problem
+from bnnpred.inference.objective import objective_at
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,6 @@ def finish_to_tolerance(problem: Problem, theta0: Tensor, finish: Finish, tol: f
 def log_joint_grad_norm(problem: Problem, theta: Tensor) -> float:
     """``‖∇_θ [Σ log p + log prior]‖`` over the full data in bounded memory (the stationarity check of notes-000 §7
     F.21): the health check's objective, computed in chunks of examples."""
-    from bnnpred.health import objective_at  # bnnpred.health imports the inference package
-
     return objective_at(problem, theta.detach()).grad_norm
 
 

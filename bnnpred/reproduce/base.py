@@ -20,14 +20,17 @@ from typing import TypeVar
 
 import pandas as pd
 
+from bnnpred.app.compose import compose, expand_sweep, predictive_overrides
+from bnnpred.app.config import run_key
+from bnnpred.app.records import export_record, export_records, seed_from_record, verify_record
+from bnnpred.app.report.tables import UNRECORDED, check_code, find_runs
+from bnnpred.app.run_files import MANIFEST
+from bnnpred.app.run_index import INDEX, copy_relative, failed_runs
+from bnnpred.app.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
+from bnnpred.app.saved_runs import eval_folder
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
-from bnnpred.records import export_record, export_records, seed_from_record, verify_record
-from bnnpred.report.tables import UNRECORDED, check_code, find_runs
 from bnnpred.reproduce.claims import Claim, Item, claims_table
-from bnnpred.run_files import MANIFEST
-from bnnpred.run_index import INDEX, copy_relative, failed_runs
-from bnnpred.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
 
 T = TypeVar("T")
 
@@ -44,7 +47,7 @@ class Reproduction:
     read runs.
 
     A study whose page reads records alone (``from_records``) reads every run through its record under
-    ``out/runs/<device>/`` (:mod:`bnnpred.run_record`), the path of its run folder under ``runs`` kept: its sweeps
+    ``out/runs/<device>/`` (:mod:`bnnpred.app.run_record`), the path of its run folder under ``runs`` kept: its sweeps
     first copy the records into run folders that lack a finished run (so a campaign continued on another machine
     trains only what is missing), train, then write the records of the finished runs back. Its page can thus be
     rebuilt on a fresh clone from the committed records, and records of the CPU and of a GPU are kept apart: a run
@@ -94,9 +97,6 @@ class Reproduction:
         """Whether another device's ``record`` folder holds (``made``) every run that the overrides make on that
         device, so that a campaign continued here reads them; if not (other code or config, or a campaign cut
         short) the folder is trained here whole, saying so."""
-        from bnnpred.cli import compose, expand_sweep  # composing leaves the command line in issue 34
-        from bnnpred.config import run_key
-
         device = record.relative_to(self.out / "runs").parts[0]
         jobs = expand_sweep(list(overrides)) if multirun else [list(overrides)]
         wanted = {run_key(compose([*job, f"device={device}"])) for job in jobs}
@@ -188,7 +188,7 @@ class Reproduction:
 
     def runs_of(self, sweep_dir: Path) -> list[Path]:
         """The finished runs of a sweep that the page reads: of its newest code, as
-        :func:`~bnnpred.report.tables.collect` keeps them."""
+        :func:`~bnnpred.app.report.tables.collect` keeps them."""
         return sorted(run_dir for run_dir in self.made_by if sweep_dir in run_dir.parents)
 
     def evaluate(self, run_dir: Path, *overrides: str) -> Path:
@@ -196,8 +196,6 @@ class Reproduction:
         re-evaluation's folder ``RUN_DIR/evals/<key>``. For a study built from records ``run_dir`` is a record: the
         run's own folder is evaluated (a re-evaluation its record holds already is found there and kept) and its
         record written again with the re-evaluation's."""
-        from bnnpred.cli import predictive_overrides
-        from bnnpred.saved_runs import eval_folder
 
         if not self.report_only and not self.made_elsewhere(run_dir):
             target = self.run_of(run_dir) if self.from_records else run_dir
@@ -234,7 +232,7 @@ class Reproduction:
 
     def runs_section(self) -> str:
         """``## Runs``: the finished runs the page reads (its single runs and re-evaluations, and the runs of its
-        sweeps of the code its tables keep: :func:`~bnnpred.report.tables.check_code`), counted by the commit and
+        sweeps of the code its tables keep: :func:`~bnnpred.app.report.tables.check_code`), counted by the commit and
         code digest that made them; the provenance line names the commit that built the page, which a page rebuilt
         with ``--report-only`` need not share with its runs. Empty if the page read no run."""
         if not self.made_by:
@@ -292,7 +290,7 @@ def _made_by(document: dict) -> tuple[str, str]:
 
 
 def _sweep_made_by(sweep_dir: Path) -> dict[Path, tuple[str, str]]:
-    """The commit and code of each finished run under ``sweep_dir`` that :func:`~bnnpred.report.tables.collect`
+    """The commit and code of each finished run under ``sweep_dir`` that :func:`~bnnpred.app.report.tables.collect`
     reads from it: runs without a manifest or a readable record left out, and of several code versions only the
     newest's. Only ``metrics.json`` is read: ``collect`` verifies every file against its checksum, and hashing the
     full posteriors twice doubled a page's rebuild (525 runs of notes004_table1 on 2 cores: 43 s against collect's

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bnnpred.app.report import figures
 from bnnpred.io import load_torch
 from bnnpred.prior import Prior
-from bnnpred.report import figures
 from bnnpred.reproduce.base import Reproduction, Study, finished
 from bnnpred.reproduce.claims import (
     Claim,

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from bnnpred.app.report import figures
 from bnnpred.errors import BnnpredError
-from bnnpred.report import figures
 from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.base import document as run_document
 from bnnpred.reproduce.claims import Claim, Compare, every, item, items, standardised

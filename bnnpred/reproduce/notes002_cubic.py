@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from bnnpred.report import figures
+from bnnpred.app.report import figures
+from bnnpred.app.run_evaluation import predictors
+from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, every, item, items
-from bnnpred.run_evaluation import predictors
-from bnnpred.saved_runs import restore
 
 RANKS = (1, 5)  # the paper's starred SLANG panels
 EDGE = 6.0  # |x| where item 24 compares the predictive std with x = 0

@@ -20,14 +20,14 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from bnnpred.app.report import figures
+from bnnpred.app.saved_runs import restore
 from bnnpred.inference.exact_vi import expected_loglik
 from bnnpred.metrics import symmetric_kl
 from bnnpred.posteriors import Posterior
 from bnnpred.predictive import glm_latent
-from bnnpred.report import figures
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, Trend, all_of, claim, every, item, items, lookup
-from bnnpred.saved_runs import restore
 
 # set: (prior λ, minibatch M, training examples) — notes-002 Table 8 and §3.1 (USPS: 770 of 1,540)
 BIAS_DELTA = 1e-5  # the bias column's prior precision (notes-002 Table 8), as experiment=notes002_logreg sets it

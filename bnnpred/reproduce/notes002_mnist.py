@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bnnpred.app.report import figures
+from bnnpred.app.saved_runs import restore
 from bnnpred.inference.mean_field import initial_rho, sigma_of
-from bnnpred.report import figures
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Between, Claim, Compare, claim, every, item, items, standardised
-from bnnpred.saved_runs import restore
 
 PAPER = {"BBB": 1.82, "SLANG L=1": 2.00, "SLANG L=2": 1.95, "SLANG L=4": 1.81, "SLANG L=8": 1.92,
          "SLANG L=16": 1.77, "SLANG L=32": 1.73}  # notes-002 Table 3, test error %

@@ -17,7 +17,7 @@ import math
 
 import pandas as pd
 
-from bnnpred.report.tables import collect, summarize
+from bnnpred.app.report.tables import collect, summarize
 from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.claims import Claim, Compare, all_of, at_least, claim, item, items, lookup, standardised
 

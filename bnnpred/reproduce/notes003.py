@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from bnnpred.app.report import figures
+from bnnpred.app.run_evaluation import predictors
+from bnnpred.app.run_setup import Setup
+from bnnpred.app.saved_runs import restore
 from bnnpred.io import write_text
 from bnnpred.predictive import Context
-from bnnpred.report import figures
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, Trend, claim, every, item, items
-from bnnpred.run_evaluation import predictors
-from bnnpred.run_setup import Setup
-from bnnpred.saved_runs import restore
 
 SNELSON = {"laplace_ggn": "notes003_fig5_8", "vogn": "notes003_fig5_8_vogn", "voggn": "notes003_fig5_8_voggn"}
 QUICK = {"laplace_ggn": ("inference.map.steps=300",), "vogn": ("inference.iterations=100",),

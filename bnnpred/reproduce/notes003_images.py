@@ -19,12 +19,12 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from bnnpred.app.report import figures, run_figures
+from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
+from bnnpred.app.run_record import EVAL_FILES
 from bnnpred.errors import BnnpredError
-from bnnpred.report import figures, run_figures
-from bnnpred.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, every, item, items, lookup
-from bnnpred.run_record import EVAL_FILES
 
 POSTERIORS: dict[str, tuple[str, ...]] = {  # one sweep over δ and seeds per posterior
     "kron": (),
@@ -135,7 +135,7 @@ def table_claims(s: pd.DataFrame, network: str = "ours the substitute MLP") -> l
 
 def entropies(run_dir: str, kind: str) -> dict:
     """A predictive's test and OOD entropy histograms and means as its run (or re-evaluation) recorded them
-    (:func:`bnnpred.run_evaluation.entropy_histograms`), with their bin edges."""
+    (:func:`bnnpred.app.run_evaluation.entropy_histograms`), with their bin edges."""
     histograms = recorded(document(Path(run_dir), EVAL_FILES), "entropy", run_dir)
     return {"edges": histograms["edges"], **histograms[kind]}
 
@@ -149,7 +149,7 @@ def recorded(fields: dict, name: str, run_dir: str) -> Any:
 
 
 def entropy_panel(run_dir: str, kind: str, auc: float) -> tuple:
-    """One panel of :func:`~bnnpred.report.figures.plot_entropy_histograms` from a run's record."""
+    """One panel of :func:`~bnnpred.app.report.figures.plot_entropy_histograms` from a run's record."""
     histograms = recorded(document(Path(run_dir), EVAL_FILES), "entropy", run_dir)
     return run_figures.entropy_panel(histograms, kind, auc)
 

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bnnpred.report import figures
-from bnnpred.report.tables import collect, select_by_valid_nll, summarize
+from bnnpred.app.report import figures
+from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
+from bnnpred.app.run_evaluation import predictors
+from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, every, item, items
 from bnnpred.reproduce.grids import grid_around, nearest_distance
-from bnnpred.run_evaluation import predictors
-from bnnpred.saved_runs import restore
 
 STRUCTURES = ("full", "kron", "diag")
 QUICK_MAP = ("inference.map.steps=300",)

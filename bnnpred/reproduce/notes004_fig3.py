@@ -9,11 +9,11 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import norm
 
-from bnnpred.report import figures
+from bnnpred.app.report import figures
+from bnnpred.app.run_evaluation import predictors
+from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, item, items
-from bnnpred.run_evaluation import predictors
-from bnnpred.saved_runs import restore
 
 W_RANGE, B_RANGE, GRID = (-8.0, 8.0), (-8.0, 8.0), 801
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from bnnpred.report import figures
-from bnnpred.report.tables import collect, select_by_valid_nll, summarize
+from bnnpred.app.report import figures
+from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.claims import Claim, Compare, at_least, every, item, items, lookup
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bnnpred.app.report import figures
+from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.errors import BnnpredError
-from bnnpred.report import figures
-from bnnpred.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce import notes003_images
 from bnnpred.reproduce.base import Reproduction, Study, document, finished
 from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, item, items, lookup

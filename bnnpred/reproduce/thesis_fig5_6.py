@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import torch
 
+from bnnpred.app.report import figures
+from bnnpred.app.saved_runs import restore
 from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.inference import Problem
 from bnnpred.inference.map_finish import sum_neg_log_joint
-from bnnpred.report import figures
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, item, items
-from bnnpred.saved_runs import restore
 
 QUICK = ("dataset.n_train=300", "inference.map.steps=100", "predictive.n_samples=10")
 ENDS = 20  # the training images at each end of the sorted importances whose labels are checked

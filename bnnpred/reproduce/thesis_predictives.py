@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bnnpred.report import figures
-from bnnpred.report.run_figures import blr_uncertainty
-from bnnpred.report.tables import collect, summarize
+from bnnpred.app.report import figures
+from bnnpred.app.report.run_figures import blr_uncertainty
+from bnnpred.app.report.tables import collect, summarize
+from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, every, item, items, lookup
 from bnnpred.reproduce.grids import grid_around, nearest_distance
-from bnnpred.saved_runs import restore
 
 # Each NGVI method runs at its shipped defaults (bnnpred/conf/inference/{oggn,lgva,voggn}.yaml: the recipe, its
 # deviations from the thesis and the evidence for them); the page's intro and "what was tried" rows repeat them.
@@ -236,7 +236,7 @@ def section(r: Reproduction, experiment: str) -> str:
 def recipe_table() -> str:
     """The settings each NGVI method runs at on this page (its shipped config plus the page's overrides) against
     the thesis's."""
-    from bnnpred.cli import compose
+    from bnnpred.app.compose import compose
 
     lines = ["| method | µ₀ | γ (weight of the new GGN) | mean step ρ | S | Σ₀ | stop | step cap |",
              "|---|---|---|---|---|---|---|---|",

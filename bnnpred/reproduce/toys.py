@@ -11,13 +11,13 @@ import pandas as pd
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from bnnpred.report import figures
-from bnnpred.report.tables import collect, select_by_valid_nll, summarize
+from bnnpred.app.report import figures
+from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
+from bnnpred.app.run_evaluation import predictors
+from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Between, Claim, Compare, all_of, any_of, claim, item, items, lookup
 from bnnpred.reproduce.grids import GRID_POINTS, grid_around, nearest_distance
-from bnnpred.run_evaluation import predictors
-from bnnpred.saved_runs import restore
 
 QUICK_MAP = ("inference.map.steps=300",)
 FAR = 2.0  # notes-004 item 5: grid points "more than 2 units from any training point"

@@ -11,10 +11,10 @@ from types import ModuleType
 
 import torch
 
+from bnnpred.app.run_files import write_manifest
 from bnnpred.reproduce import STUDIES
 from bnnpred.reproduce.claims import Claim
 from bnnpred.reproduce.identity_checks import single_thread
-from bnnpred.run_files import write_manifest
 
 
 def verdicts(claims: list[Claim]) -> list[str]:

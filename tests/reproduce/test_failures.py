@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 from helpers import finished_run
 
+from bnnpred.app.run_index import append, failed_runs
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.base import Reproduction, Tier
-from bnnpred.run_index import append, failed_runs
 
 
 def test_failed_runs_are_those_whose_latest_job_failed(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 import torch
 from helpers import answered, declared, verdicts
 
-from bnnpred.cli import compose
+from bnnpred.app.compose import compose
 from bnnpred.reproduce import notes002_convergence, notes002_cubic, notes002_logreg, notes002_mnist, notes002_uci
 
 NA = "not applicable"

@@ -9,8 +9,8 @@ import math
 import pandas as pd
 from helpers import answered, declared, verdicts
 
+from bnnpred.app.run_files import write_manifest
 from bnnpred.reproduce import notes003_images, notes004_fig3, notes004_table1, notes004_table2
-from bnnpred.run_files import write_manifest
 
 NA = "not applicable"
 SETS = ["australian", "glass"]

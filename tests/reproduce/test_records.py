@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 import bnnpred.reproduce as reproduce_module
+from bnnpred.app.records import export_record, seed_from_record
+from bnnpred.app.report.tables import collect, find_runs
+from bnnpred.app.run_files import RECORD
+from bnnpred.app.run_record import EVAL_FILES
+from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError
 from bnnpred.io import sha256_file, write_json
-from bnnpred.records import export_record, seed_from_record
-from bnnpred.report.tables import collect, find_runs
 from bnnpred.reproduce import reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier, document
-from bnnpred.run_files import RECORD
-from bnnpred.run_record import EVAL_FILES
-from bnnpred.saved_runs import restore
 from tests.helpers import TINY, bnnpred
 
 RUN = [*TINY, "plot.enabled=false", "threads=1"]

@@ -5,7 +5,7 @@ runs of its newest code (as ``collect`` keeps them), the single runs and the re-
 from helpers import finished_run
 
 import bnnpred.reproduce as reproduce_module
-from bnnpred import saved_runs
+import bnnpred.reproduce.base as base_module
 from bnnpred.reproduce import reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier
 
@@ -36,7 +36,7 @@ def test_a_re_evaluation_is_counted_and_one_run_is_singular(tmp_path, monkeypatc
     r.train_once(run)
     assert "reads 1 finished run: 1 at commit 2d2c33d" in r.runs_section()
     evaluation = finished_run(run / "evals" / "key", {"commit": "52fb789", "code": "newer"})
-    monkeypatch.setattr(saved_runs, "eval_folder", lambda run_dir, overrides: evaluation)
+    monkeypatch.setattr(base_module, "eval_folder", lambda run_dir, overrides: evaluation)
     assert r.evaluate(run, "predictive.n_samples=10") == evaluation
     assert r.runs_section().endswith("reads 2 finished runs: 1 at commit 2d2c33d (code new), 1 at commit 52fb789 "
                                      "(code newer).\n")

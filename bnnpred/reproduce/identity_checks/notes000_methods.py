@@ -314,7 +314,7 @@ def item7() -> list[Claim]:
     (conf/inference/oggn.yaml, the reading of the thesis's β = 0.999 the project uses) and with the notes' γ = 0.999
     read literally as both the curvature weight and the mean step, whose mean verdict comes with the measured
     stability of the fixed point."""
-    from bnnpred.cli import compose
+    from bnnpred.app.compose import compose
 
     recipe = compose(["inference=oggn"]).inference
     drift, _, errors = oggn_fixed_point(float(recipe.gamma), float(recipe.mean_gamma))
@@ -430,8 +430,8 @@ def item8() -> list[Claim]:
 def experiment_dataset_config(experiment: str, schema: type[ConfigT]) -> ConfigT:
     """The ``dataset`` node of ``experiment=<experiment>`` at the default seed 0 as its config dataclass, which
     must be a ``schema``."""
-    from bnnpred.cli import compose
-    from bnnpred.run_setup import typed
+    from bnnpred.app.compose import compose
+    from bnnpred.app.run_setup import typed
 
     dataset = typed(compose([f"experiment={experiment}"])).dataset
     if not isinstance(dataset, schema):

@@ -13,12 +13,12 @@ r"""notes-001 (Variational Laplace) checklist items 1-5, measured through the li
   ``σ = 0.01, 0.03, 0.1, 0.3 × s``; the notes' 1 % of ``|ELBO|`` is mostly the KL, common to both sides, so a
   further claim measures the gap against the part of the ELBO the regulariser approximates,
   ``E_q log p(D | w) − log p(D | µ)``.
-- #4 the activation guard: the run's config checks (:func:`bnnpred.cli.check_job`) on ``experiment=notes001_fmnist``
-  with the two-moons toy data in place of Fashion-MNIST; the model activation of every notes-001 preset (and its VI
-  variant), composed as a run composes it.
+- #4 the activation guard: the run's config checks (:func:`bnnpred.app.compose.check_job`) on
+  ``experiment=notes001_fmnist`` with the two-moons toy data in place of Fashion-MNIST; the model activation of
+  every notes-001 preset (and its VI variant), composed as a run composes it.
 - #5 the mean-network evaluation: ``experiment=notes001_fmnist`` (VL, and VI by ``inference=vi``) on two moons,
-  fitted for 3 epochs by the runner's :class:`~bnnpred.runner.Trainer`, then evaluated twice by the runner's
-  predictives and :func:`~bnnpred.run_evaluation.evaluate_all` with different RNG seeds; the test NLL against the
+  fitted for 3 epochs by the runner's :class:`~bnnpred.app.runner.Trainer`, then evaluated twice by the runner's
+  predictives and :func:`~bnnpred.app.run_evaluation.evaluate_all` with different RNG seeds; the test NLL against the
   network at the posterior mean scored by ``torch.distributions``.
 
 All in float64, each problem seeded by its own generator (the global RNG is forked where the library seeds it), on
@@ -36,7 +36,10 @@ from torch import Tensor
 from torch.distributions import Bernoulli, Normal, kl_divergence
 from torch.distributions import Categorical as CategoricalDistribution
 
-from bnnpred.cli import CONF_DIR, check_job, compose
+from bnnpred.app.compose import CONF_DIR, check_job, compose
+from bnnpred.app.run_evaluation import evaluate_all, make_context, predictors
+from bnnpred.app.run_setup import Setup, likelihood_at, setup, typed
+from bnnpred.app.runner import Trainer
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
@@ -46,9 +49,6 @@ from bnnpred.likelihoods import Categorical
 from bnnpred.models.mlp import MLPConfig, build_mlp
 from bnnpred.predictive import Context
 from bnnpred.reproduce.claims import Between, Claim, Compare, Trend, all_of, claim, every, item
-from bnnpred.run_evaluation import evaluate_all, make_context, predictors
-from bnnpred.run_setup import Setup, likelihood_at, setup, typed
-from bnnpred.runner import Trainer
 
 DTYPE = torch.float64
 LABEL_DRAWS = 20_000  # #1: the notes ask for ≥ 2,000; the max relative error of 15 parameters needs more

@@ -1,4 +1,4 @@
-r"""The notes' run-record items, checked on runs: small runs through the runner (:func:`bnnpred.runner.train`, as
+r"""The notes' run-record items, checked on runs: small runs through the runner (:func:`bnnpred.app.runner.train`, as
 ``bnnpred train`` makes them) into a temporary folder, and in the files each writes, every field the item asks a
 run to record.
 
@@ -38,11 +38,11 @@ from typing import Any, NamedTuple
 
 from omegaconf import OmegaConf
 
-from bnnpred.cli import compose
+from bnnpred.app.compose import compose
+from bnnpred.app.run_record import read_finished
+from bnnpred.app.runner import train
 from bnnpred.errors import MissingDataError
 from bnnpred.reproduce.claims import Claim, Compare, Item, claim, item
-from bnnpred.run_record import read_finished
-from bnnpred.runner import train
 
 QUIET = ("progress=false", "plot.enabled=false", "dtype=float64")
 LAPLACE_REGRESSION = ("dataset=cubic", "model=mlp", "model.width=10", "inference.map.steps=2000",
@@ -88,8 +88,8 @@ class RunFiles:
 
 
 def make_run(overrides: Sequence[str]) -> RunFiles:
-    """One run of ``overrides`` (plus :data:`QUIET`) through :func:`bnnpred.runner.train` into a temporary folder
-    (its fit cache there too), read back as a finished run (:func:`bnnpred.run_record.read_finished`: its files
+    """One run of ``overrides`` (plus :data:`QUIET`) through :func:`bnnpred.app.runner.train` into a temporary folder
+    (its fit cache there too), read back as a finished run (:func:`bnnpred.app.run_record.read_finished`: its files
     verified against their manifest); the run's printed table is swallowed."""
     with tempfile.TemporaryDirectory() as folder:
         run_dir = Path(folder) / "run"

@@ -2,7 +2,7 @@
 
 Every reader of run directories (the skip check of ``train``, ``eval``, ``report`` and the study pages) goes
 through :func:`read_finished`, so a run whose files are missing, altered or unreadable is never read as finished.
-A run's record (:mod:`bnnpred.records`) reads as finished too, its large files absent (:func:`record_absent`).
+A run's record (:mod:`bnnpred.app.records`) reads as finished too, its large files absent (:func:`record_absent`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from bnnpred.app.run_files import EVALS, RECORD, REPLACING, locked, problems, recover
 from bnnpred.io import read_json
-from bnnpred.run_files import EVALS, RECORD, REPLACING, locked, problems, recover
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,11 @@ import pandas as pd
 import torch
 
 from bnnpred import metrics
-from bnnpred.config import Config
+from bnnpred.app.config import Config
+from bnnpred.app.health import non_finite_metrics
+from bnnpred.app.run_setup import SPLITS, Setup
+from bnnpred.app.stored_predictions import StoredPredictions
 from bnnpred.errors import BnnpredError
-from bnnpred.health import non_finite_metrics
 from bnnpred.inference import Fit
 from bnnpred.prediction import ClassPrediction, Prediction
 from bnnpred.predictive import (
@@ -26,8 +28,6 @@ from bnnpred.predictive import (
     network_outputs,
     predictor,
 )
-from bnnpred.run_setup import SPLITS, Setup
-from bnnpred.stored_predictions import StoredPredictions
 
 log = logging.getLogger(__name__)
 

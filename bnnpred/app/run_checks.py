@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from bnnpred import inference
-from bnnpred.config import Config, Device, DType, Split, SweepObjective
+from bnnpred.app.config import Config, Device, DType, Split, SweepObjective
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task

@@ -1,12 +1,13 @@
-"""``bnnpred train``: one run from its config to its folder: the prior and data from :mod:`bnnpred.run_setup`
-(checked by :mod:`bnnpred.run_checks`), the method fitted at each point of the selection with its numerical health
-(:mod:`bnnpred.health`), the chosen fit evaluated (:mod:`bnnpred.run_evaluation`), and the run directory written.
+"""``bnnpred train``: one run from its config to its folder: the prior and data from
+:mod:`bnnpred.app.run_setup` (checked by :mod:`bnnpred.app.run_checks`), the method fitted at each point of the
+selection with its numerical health (:mod:`bnnpred.app.health`), the chosen fit evaluated
+(:mod:`bnnpred.app.run_evaluation`), and the run directory written.
 
 A run directory holds ``config.yaml`` (resolved), ``metrics.json``, ``posterior.pt``, ``predictions.npz``,
 ``selection.csv``, ``trace.csv``, figures and ``manifest.json`` (their checksums, written last). The files are
-staged and committed by :mod:`bnnpred.run_files`, under the run's lock, so a failed or killed run leaves the
-previous result or none, and a run is finished only when every file verifies (:mod:`bnnpred.run_record`); finished
-runs are found, restored and re-evaluated by :mod:`bnnpred.saved_runs`.
+staged and committed by :mod:`bnnpred.app.run_files`, under the run's lock, so a failed or killed run leaves the
+previous result or none, and a run is finished only when every file verifies (:mod:`bnnpred.app.run_record`); finished
+runs are found, restored and re-evaluated by :mod:`bnnpred.app.saved_runs`.
 """
 
 from __future__ import annotations
@@ -26,18 +27,12 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from bnnpred import __version__, inference, metrics, run_files
-from bnnpred.config import Config, run_key
-from bnnpred.data import Task
-from bnnpred.errors import BnnpredError
-from bnnpred.health import DataTerm, data_term, fit_problems, jitter_flags, objective_at
-from bnnpred.inference import Fit, Problem
-from bnnpred.inference.laplace_ggn import SubsetOfWeights
-from bnnpred.inference.ngvi import DivergenceError
-from bnnpred.io import non_finite_to_null, save_npz, save_torch, write_json, write_text
-from bnnpred.prior import Prior
-from bnnpred.provenance import code_commit, code_digest
-from bnnpred.run_evaluation import (
+from bnnpred import inference, metrics
+from bnnpred._version import __version__
+from bnnpred.app import run_files
+from bnnpred.app.config import Config, run_key
+from bnnpred.app.health import fit_problems, jitter_flags
+from bnnpred.app.run_evaluation import (
     entropy_histograms,
     evaluate_all,
     make_context,
@@ -49,10 +44,19 @@ from bnnpred.run_evaluation import (
     predictors,
     print_table,
 )
-from bnnpred.run_setup import Setup, device_fields, likelihood_at, noise_variance, setup, typed
-from bnnpred.saved_runs import finished_run, moved
+from bnnpred.app.run_setup import Setup, device_fields, likelihood_at, noise_variance, setup, typed
+from bnnpred.app.saved_runs import finished_run, moved
+from bnnpred.app.stored_predictions import StoredPredictions
+from bnnpred.data import Task
+from bnnpred.errors import BnnpredError
+from bnnpred.inference import Fit, Problem
+from bnnpred.inference.laplace_ggn import SubsetOfWeights
+from bnnpred.inference.ngvi import DivergenceError
+from bnnpred.inference.objective import DataTerm, data_term, objective_at
+from bnnpred.io import non_finite_to_null, save_npz, save_torch, write_json, write_text
+from bnnpred.prior import Prior
+from bnnpred.provenance import code_commit, code_digest
 from bnnpred.selection import Candidate, SelectionMethod, select
-from bnnpred.stored_predictions import StoredPredictions
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +193,7 @@ def refuse_link(run_dir: Path) -> None:
 
 
 def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, checkpoints: Path) -> dict[str, Any]:
-    from bnnpred.report.run_figures import ood_figure, run_figures
+    from bnnpred.app.report.run_figures import ood_figure, run_figures
 
     start = time.perf_counter()
     s = setup(cfg)

@@ -1,9 +1,9 @@
 """A run's record: the part of a finished run that outlives the machine that made it (issue 38).
 
-A record is a run's small files (:data:`~bnnpred.run_record.RECORDED`), its re-evaluations' records and its manifest
+A record is a run's small files (:data:`~bnnpred.app.run_record.RECORDED`), its re-evaluations' records and its manifest
 unchanged, so every file it keeps is verified against the checksum the run wrote; the large files (posterior,
 predictions, figures) stay where the run was made, their checksums still listed, their names in
-:data:`~bnnpred.run_files.RECORD`. Study pages are built from records (committed under ``outputs/<study>/runs/``),
+:data:`~bnnpred.app.run_files.RECORD`. Study pages are built from records (committed under ``outputs/<study>/runs/``),
 and a record copied into a run folder (:func:`seed_from_record`) reads as that run finished, so a campaign
 continued on another machine at the same code skips it (the runner's skip check compares run keys).
 """
@@ -15,11 +15,11 @@ import os
 import shutil
 from pathlib import Path
 
+from bnnpred.app.report.tables import find_runs
+from bnnpred.app.run_files import EVALS, MANIFEST, RECORD, locked, recover
+from bnnpred.app.run_record import RECORDED, FinishedRun, NotFinished, evaluations, read_finished
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json, write_json
-from bnnpred.report.tables import find_runs
-from bnnpred.run_files import EVALS, MANIFEST, RECORD, locked, recover
-from bnnpred.run_record import RECORDED, FinishedRun, NotFinished, evaluations, read_finished
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ READ = ("config.yaml", "metrics.json")  # what a record must hold to be read
 
 def export_record(run_dir: Path, record_dir: Path) -> Path:
     """Write the record of the finished run (or record) in ``run_dir`` to ``record_dir``, replacing what is there:
-    its :data:`~bnnpred.run_record.RECORDED` files, its manifest and marker, and the records of its finished
+    its :data:`~bnnpred.app.run_record.RECORDED` files, its manifest and marker, and the records of its finished
     re-evaluations under ``evals/<key>/``. Written into a dot-folder beside and renamed into place; a kill between
     the two renames leaves the record in dot-folders, which readers skip and the next export removes."""
     run = read_finished(run_dir, READ)

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from bnnpred.app.report import figures
 from bnnpred.data import Task
 from bnnpred.prediction import ClassPrediction
 from bnnpred.predictive import Context, PredictiveKind, glm_latent, glm_samples, nn_samples
-from bnnpred.report import figures
 
 # notes-000 §8 item 23: plot 1.5 beyond the data in 1-D, 1.0 around it in 2-D.
 MARGIN_1D = 1.5
@@ -50,7 +50,7 @@ def ood_figure(path: Path, document: dict[str, Any]) -> None:
 
 
 def entropy_panel(histograms: dict[str, Any], kind: str, auc: float) -> tuple[Any, ...]:
-    """One panel of :func:`~bnnpred.report.figures.plot_entropy_histograms`: a predictive's test and OOD entropy
+    """One panel of :func:`~bnnpred.app.report.figures.plot_entropy_histograms`: a predictive's test and OOD entropy
     histograms from a run's ``entropy`` record, and its OOD-AUC."""
     return histograms["edges"], histograms[kind]["test"]["counts"], histograms[kind]["ood"]["counts"], auc
 

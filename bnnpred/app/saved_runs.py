@@ -12,8 +12,18 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from bnnpred import run_files
-from bnnpred.config import run_key
+from bnnpred.app import run_files
+from bnnpred.app.config import run_key
+from bnnpred.app.run_evaluation import (
+    entropy_histograms,
+    evaluate_all,
+    metric_flags,
+    prediction_arrays,
+    predictors,
+    print_table,
+)
+from bnnpred.app.run_record import EVAL_FILES, EVALS, FinishedRun, NotFinished, has_result_files, read_finished
+from bnnpred.app.run_setup import Setup, device_fields, likelihood_at, setup, typed
 from bnnpred.errors import BnnpredError
 from bnnpred.io import CorruptFile, load_torch, non_finite_to_null, save_npz, write_json, write_text
 from bnnpred.posteriors import load_posterior
@@ -22,16 +32,6 @@ from bnnpred.predictive import (
 )
 from bnnpred.prior import Prior
 from bnnpred.provenance import code_commit, code_digest
-from bnnpred.run_evaluation import (
-    entropy_histograms,
-    evaluate_all,
-    metric_flags,
-    prediction_arrays,
-    predictors,
-    print_table,
-)
-from bnnpred.run_record import EVAL_FILES, EVALS, FinishedRun, NotFinished, has_result_files, read_finished
-from bnnpred.run_setup import Setup, device_fields, likelihood_at, setup, typed
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = 
     merged config, metrics, test and OOD predictions, figures); the run's own results are never changed. The key
     is the run key of the merged config, so the same re-evaluation is found again and skipped (``force=True`` redoes
     it)."""
-    from bnnpred.report.run_figures import ood_figure, run_figures
+    from bnnpred.app.report.run_figures import ood_figure, run_figures
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():  # never create the folder of a mistyped path
@@ -153,7 +153,7 @@ def evaluate_run(run_dir: Path, predictive_overrides: DictConfig, force: bool = 
 
 def eval_config(run: FinishedRun, overrides: DictConfig | None) -> DictConfig:
     """A run's saved config with a re-evaluation's ``overrides`` merged in, on this code's schemas."""
-    from bnnpred.config import retyped
+    from bnnpred.app.config import retyped
 
     try:
         return OmegaConf.merge(retyped(run.config), overrides or {})

@@ -1,6 +1,6 @@
 """Tables over run directories: mean ± standard error over seeds / splits, as CSV, Markdown and LaTeX.
 
-Only finished, intact runs count (:mod:`bnnpred.run_record`): every other run directory is skipped with a warning
+Only finished, intact runs count (:mod:`bnnpred.app.run_record`): every other run directory is skipped with a warning
 that says why. Runs of different code (their ``code`` digests differ) are never averaged together: ``bnnpred report``
 refuses the table, or with ``--mixed-code mark`` keeps them apart in a ``code`` column; study pages use the runs of
 the newest code and say how many stale ones they left out. Runs flagged as numerically broken (kept with
@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bnnpred.app.run_record import EVALS, NotFinished, evaluations, read_finished
 from bnnpred.errors import BnnpredError
 from bnnpred.io import write_text
-from bnnpred.run_record import EVALS, NotFinished, evaluations, read_finished
 
 log = logging.getLogger(__name__)
 

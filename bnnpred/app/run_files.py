@@ -34,8 +34,9 @@ from bnnpred.io import read_json, sha256_file, write_json
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-# Marks a run's record (:mod:`bnnpred.run_record`): its small files and manifest, its large files left on the machine
-# that made it; ``{"absent": [names]}``. Not part of a result: a new result committed into the folder removes it.
+# Marks a run's record (:mod:`bnnpred.app.run_record`): its small files and manifest, its large files left on the
+# machine that made it; ``{"absent": [names]}``. Not part of a result: a new result committed into the folder
+# removes it.
 RECORD = "record.json"
 REPLACING = ".replacing"
 EVALS = "evals"  # re-evaluations of a run (bnnpred eval): <run>/evals/<key>/

@@ -17,7 +17,7 @@ import numpy as np
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from bnnpred import __version__
+from bnnpred._version import __version__
 from bnnpred.data import dataset_schemas
 from bnnpred.inference import METHODS
 from bnnpred.models import MODELS

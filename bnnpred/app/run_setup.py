@@ -12,14 +12,14 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from bnnpred.config import Config, DType, LikelihoodConfig, Split
+from bnnpred.app.config import Config, DType, LikelihoodConfig, Split
+from bnnpred.app.run_checks import check_config, check_full_covariance_fits, check_task, resolve_device
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.data import Dataset, load_dataset
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import likelihood_for
 from bnnpred.models import build_model
 from bnnpred.prior import Prior
-from bnnpred.run_checks import check_config, check_full_covariance_fits, check_task, resolve_device
 
 SPLITS = tuple(split.value for split in Split)
 
