@@ -27,23 +27,22 @@ def choices(group: str) -> str:
 
 
 
+TRAINED = [*TINY, "predictive=glm"]
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("cli")
     run_dir = tmp / "run"
-    out = bnnpred("train", *TINY, "predictive=glm", f"hydra.run.dir={run_dir}", cwd=tmp)
+    out = bnnpred("train", *TRAINED, f"hydra.run.dir={run_dir}", cwd=tmp)
     assert out.returncode == 0, out.stderr
+    assert re.fullmatch(rf"trained: {run_dir} \(\d+\.\d s\)", out.stderr.strip()), out.stderr  # where it is
     return run_dir
 
 
-def test_a_single_train_says_where_its_run_is(tmp_path):
-    run_dir = tmp_path / "one"
-    args = [*TINY, "inference.map.steps=5", "plot.enabled=false", f"hydra.run.dir={run_dir}"]
-    first = bnnpred("train", *args, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    assert re.fullmatch(rf"trained: {run_dir} \(\d+\.\d s\)", first.stderr.strip()), first.stderr
-    again = bnnpred("train", *args, cwd=tmp_path)
-    assert re.fullmatch(rf"skipped: {run_dir} \(\d+\.\d s\)", again.stderr.strip()), again.stderr
+def test_a_single_train_of_a_finished_run_says_where_it_is(trained):
+    again = bnnpred("train", *TRAINED, f"hydra.run.dir={trained}", cwd=trained.parent)
+    assert re.fullmatch(rf"skipped: {trained} \(\d+\.\d s\)", again.stderr.strip()), again.stderr
 
 
 def test_train_writes_a_complete_run_directory(trained):
