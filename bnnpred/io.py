@@ -12,6 +12,8 @@ import io
 import json
 import math
 import os
+import re
+import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -27,11 +29,18 @@ class CorruptFile(ValueError):
     """A stored file whose bytes do not verify (named in the message with the reason)."""
 
 
+# a temporary file's name: .<target>~<host>~<pid>~<random>.tmp, so that one left by a killed writer is known as such
+ORPHAN = re.compile(r"^\..*~(?P<host>[^~]+)~(?P<pid>\d+)~[^~]*\.tmp$")
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
-    """Call ``write(file)`` on a temporary file beside ``path`` and rename it to ``path`` once complete."""
+    """Call ``write(file)`` on a temporary file beside ``path`` and rename it to ``path`` once complete; the
+    temporary files that killed writers of this machine left in that folder are removed first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_orphans(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}~{socket.gethostname()}~{os.getpid()}~",
+                               suffix=".tmp")
     os.fchmod(fd, 0o666 & ~_umask())
     try:
         with os.fdopen(fd, "wb") as f:
@@ -43,6 +52,26 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def remove_orphans(folder: Path) -> None:
+    """Remove the temporary files in ``folder`` whose writer, a process of this machine, no longer runs (killed
+    between creating and renaming them); those of live writers and of other machines are left."""
+    host = socket.gethostname()
+    for entry in os.scandir(folder):
+        match = ORPHAN.match(entry.name)
+        if match and match["host"] == host and not _running(int(match["pid"])):
+            Path(entry.path).unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _umask() -> int:

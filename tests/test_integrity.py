@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -404,3 +405,42 @@ def test_the_health_objective_is_the_maps_objective_over_chunks():
     (grad,) = torch.autograd.grad(whole * len(problem.X), theta)
     assert objective.value == pytest.approx(float(whole.detach()), rel=1e-12)
     assert objective.grad_norm == pytest.approx(float(grad.norm()), rel=1e-12)
+
+
+def test_a_writer_killed_mid_write_leaves_a_temporary_file_that_the_next_write_beside_it_removes(tmp_path):
+    """Issue 37's minor item: temporary files of killed writers (a fit-cache entry, a checkpoint) were never cleaned.
+    A write removes those of dead writers of this machine, never a live writer's or another machine's."""
+    from bnnpred.io import atomic_write
+
+    script = ("import sys, time; from pathlib import Path; from bnnpred.io import atomic_write; "
+              "atomic_write(Path(sys.argv[1]) / 'entry.pt', lambda f: (f.write(b'x'), f.flush(), time.sleep(60)))")
+    writer = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    deadline = time.time() + 60
+    while not list(tmp_path.glob(".entry.pt~*.tmp")) and time.time() < deadline:
+        time.sleep(0.05)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    (orphan,) = tmp_path.glob(".entry.pt~*.tmp")
+    live = tmp_path / f".other.pt~{socket.gethostname()}~{os.getpid()}~abc.tmp"  # this process: alive
+    elsewhere = tmp_path / f".other.pt~another-machine~{writer.pid}~abc.tmp"
+    for path in (live, elsewhere):
+        path.write_bytes(b"partial")
+    atomic_write(tmp_path / "entry.pt", lambda f: f.write(b"whole"))
+    assert not orphan.exists() and live.exists() and elsewhere.exists()
+    assert (tmp_path / "entry.pt").read_bytes() == b"whole"
+
+
+def test_a_finished_run_keeps_no_checkpoints_left_by_a_kill_after_it_committed(tmp_path):
+    trained(tmp_path / "run")
+    left = tmp_path / "run" / ".checkpoints"
+    left.mkdir()
+    (left / "map-0123.pt").write_bytes(b"stale")
+    trained(tmp_path / "run")  # skipped: finished
+    assert not left.exists()
+
+
+def test_a_broken_fit_advises_by_cause_not_only_a_lower_learning_rate(tmp_path):
+    advice = r"; train longer if it stopped early \(inference.map.steps or epochs\), lower the learning rate if it"
+    with pytest.raises(BnnpredError, match=r"numerically broken: .*" + advice):
+        trained(tmp_path / "run", "inference.map.lr=1000", "inference.map.steps=20")

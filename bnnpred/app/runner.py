@@ -173,6 +173,7 @@ def train(cfg_dict: DictConfig, run_dir: Path) -> Outcome:
         run_files.recover(run_dir)
         if not cfg.force and (done := finished_run(run_dir, key)) is not None:
             log.info("%s already holds a finished run of this config; skipped (force=true reruns it)", run_dir)
+            shutil.rmtree(run_dir / CHECKPOINTS, ignore_errors=True)  # a kill between commit and clean-up left it
             print_table(done["metrics"], done["run"])
             return Outcome(done, trained=False)
         checkpoints = run_dir / CHECKPOINTS
@@ -206,8 +207,8 @@ def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, ch
         raise
     if chosen.problems:
         raise BnnpredError(f"the fit is numerically broken: {'; '.join(chosen.problems)} (δ = {chosen.delta:g}); "
-                           "lower the learning rate or change the prior, or set keep_unhealthy=true to keep it "
-                           "flagged")
+                           "train longer if it stopped early (inference.map.steps or epochs), lower the learning "
+                           "rate if it diverged, or change the prior; or set keep_unhealthy=true to keep it flagged")
     fit = chosen.fit
     s.model.load_buffers(fit.buffers)  # a later candidate of the selection grid may have changed them
     likelihood = likelihood_at(s, chosen.sigma2)

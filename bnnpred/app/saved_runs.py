@@ -65,8 +65,9 @@ def load_fit(run: FinishedRun) -> dict[str, Any]:
                            "here with the same config and force=true")
     try:
         return load_torch(run.folder / "posterior.pt")
-    except CorruptFile as e:
-        raise BnnpredError(f"{run.folder} is not a finished run ({e}); train it again with the same config") from e
+    except CorruptFile as e:  # its checksum agrees, so train would skip it: force=true
+        raise BnnpredError(f"{run.folder} is not a finished run ({e}); train it again with the same config and "
+                           "force=true") from e
 
 
 def restore(run_dir: Path, overrides: DictConfig | None = None) -> tuple[Setup, Context]:
