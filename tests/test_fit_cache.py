@@ -33,6 +33,7 @@ def test_hit_returns_the_same_map_and_generator_state(tmp_path, monkeypatch):
     hit = train_map(second, MINIBATCH)
     assert torch.equal(hit.theta, fit.theta)
     assert hit.trace == fit.trace and hit.info == fit.info
+    assert hit.timing == {**fit.timing, "from_fit_cache": 1.0} and fit.timing["seconds"] > 0  # never null
     assert torch.equal(second.generator.get_state(), first.generator.get_state())
 
 

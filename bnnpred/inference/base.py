@@ -64,8 +64,9 @@ class Fit:
         evidence: a Laplace fit's log evidence as a function of the prior and the noise (its curvature kept apart
             from the prior), or ``None`` for a method without one.
         timing: the training loop's wall time (:meth:`TrainingClock.timing`): Adam's for a MAP (its full-batch
-            finish is not in it) and a Laplace fit, the refinement's for a GLM refinement; empty for a fit without
-            a stepped training loop (read from the fit cache, exact VI's L-BFGS). Kept apart from ``info``: it is
+            finish is not in it) and a Laplace fit, the refinement's for a GLM refinement; a MAP read from the fit
+            cache carries the timing of the training that made it, with ``from_fit_cache = 1``; empty for a fit
+            without a stepped training loop (exact VI's L-BFGS). Kept apart from ``info``: it is
             not a result, and a resumed fit equals an uninterrupted one in all else.
     """
 

@@ -67,13 +67,14 @@ def cached_fit(problem: Problem, stage: str, settings: Any, compute: Callable[[]
         problem.generator.set_state(stored["generator"])
         problem.model.load_buffers(stored["buffers"])
         theta = stored["theta"].to(problem.theta0.device)
-        return Fit(theta=theta, posterior=None, info=stored["info"], trace=stored["trace"])
+        timing = {**stored["timing"], "from_fit_cache": 1.0} if stored.get("timing") else {}
+        return Fit(theta=theta, posterior=None, info=stored["info"], trace=stored["trace"], timing=timing)
     fit = compute()
     if fit.posterior is not None:
         raise ValueError(f"cached_fit stores point estimates; {stage} returned a posterior")
     try:
         save_checked(path, {"identity": identity, "theta": fit.theta.detach().cpu(), "info": fit.info,
-                            "trace": fit.trace, "generator": problem.generator.get_state(),
+                            "trace": fit.trace, "timing": fit.timing, "generator": problem.generator.get_state(),
                             "buffers": problem.model.buffer_state()})
     except OSError as e:
         log.warning("fit cache: could not store %s (%s); the run goes on without it", path, e.strerror or e)
