@@ -16,7 +16,7 @@ from pathlib import Path
 from bnnpred.errors import BnnpredError, unknown_choice
 from bnnpred.io import read_json, write_json, write_text
 from bnnpred.reproduce.base import Reproduction, Study, Tier
-from bnnpred.reproduce.claims import claims_json
+from bnnpred.reproduce.claims import Verdict, claims_json
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +125,18 @@ VERDICTS_END = "<!-- verdicts: end -->"
 
 
 def verdicts_block(out: Path) -> str:
-    """The README's table of every built page's verdicts (links relative to ``out``'s parent), between the
-    markers :data:`VERDICTS_START` and :data:`VERDICTS_END`."""
-    rows = [f"| [{s.name}]({out.name}/{s.name}/README.md) | {page_verdicts(out, s.name)} |"
-            for s in STUDIES.values() if (out / s.name / "README.md").is_file()]
-    return "\n".join([VERDICTS_START, "| page | verdicts |", "|---|---|", *rows, VERDICTS_END])
+    """The README's table of every built page's verdicts and the list of every claim that does not hold, each with
+    its checklist item, criterion and numbers (links relative to ``out``'s parent), between the markers
+    :data:`VERDICTS_START` and :data:`VERDICTS_END`: generated, so that it can never omit a failure."""
+    built = [s.name for s in STUDIES.values() if (out / s.name / "README.md").is_file()]
+    rows = [f"| [{name}]({out.name}/{name}/README.md) | {page_verdicts(out, name)} |" for name in built]
+    failing = [f"- [{name}]({out.name}/{name}/README.md), {c['notes']} #{c['number']}{c.get('part') or ''}: "
+               f"{c['text']} ({c['numbers']})"
+               for name in built if (out / name / "claims.json").is_file()
+               for c in read_json(out / name / "claims.json")["claims"] if c["verdict"] == Verdict.fails.value]
+    listed = (["", "Every claim that does not hold (the pages say what was tried and why):", "", *failing]
+              if failing else [])
+    return "\n".join([VERDICTS_START, "| page | verdicts |", "|---|---|", *rows, *listed, VERDICTS_END])
 
 
 def with_verdicts(readme: str, block: str) -> str | None:

@@ -53,9 +53,12 @@ def test_the_readme_verdicts_table_counts_each_pages_claims_and_only_it_is_rewri
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n\n{VERDICTS_START}\nstale\n{VERDICTS_END}\n\nrest\n")
     update_readme(out)
+    failing = "\n".join(f"- [{name}](outputs/{name}/README.md), notes-004 #6{part}: glm NLL < bnn NLL ({v} vs 0.4)"
+                        for part, v in (("c", 0.5), ("d", 0.6)))
     assert readme.read_text() == (f"intro\n\n{VERDICTS_START}\n| page | verdicts |\n|---|---|\n"
-                                  f"| [{name}](outputs/{name}/README.md) | 2 hold, 2 do not hold (tier quick) |\n"
-                                  f"{VERDICTS_END}\n\nrest\n")
+                                  f"| [{name}](outputs/{name}/README.md) | 2 hold, 2 do not hold (tier quick) |\n\n"
+                                  "Every claim that does not hold (the pages say what was tried and why):\n\n"
+                                  f"{failing}\n{VERDICTS_END}\n\nrest\n")  # each failure listed, none that holds
     (out / name / "claims.json").unlink()
     update_readme(out)
     assert "| not recorded as data (the page predates claims.json) |" in readme.read_text()
