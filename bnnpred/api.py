@@ -162,8 +162,9 @@ class Fitted:
             raise BnnpredError(f"n_samples must be >= 1, got {n_samples}")
         X = X.to(device=self.theta.device, dtype=self.theta.dtype)
         if self._X_train is None and kinds[kind] is PredictiveKind.gp:
-            raise BnnpredError("the gp predictive conditions on the training inputs, which a saved fit leaves out: "
-                               "bnnpred.load(path, model, X_train=X)")
+            raise BnnpredError("the gp predictive conditions on the training inputs, which a saved fit leaves out "
+                               "and a fit streamed from a loader never held: bnnpred.load(path, model, X_train=X), "
+                               "or fit on tensors")
         X_train = X[:0] if self._X_train is None else self._X_train
         ctx = Context(self._model, self.likelihood, self.theta, self.posterior, self.prior_precision, X_train)
         how = {h.value: h for h in GPSubset}
@@ -231,8 +232,9 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
         prior_scale: str = "isotropic", prior_groups: str = "shared", bias_precision: float | None = None,
         sigma2: float = 0.1, options: dict[str, Any] | None = None, seed: int = 0, progress: bool = True,
         **laplace_torch: Any) -> Fitted:
-    """Fit ``method`` to ``model`` on the data ``X`` ``[N, ...]`` and ``y`` ``[N]`` (or a ``DataLoader`` of
-    ``(X, y)`` batches, gathered into memory: the methods use full-data curvature).
+    """Fit ``method`` to ``model`` on the data ``X`` ``[N, ...]`` and ``y`` ``[N]``, or a ``DataLoader`` of
+    ``(X, y)`` batches: streamed for a post-hoc Laplace fit (``train=False``; one batch in memory at a time, the
+    curvature summed over batches; no ``gp`` predictive then), gathered into memory for a method that trains.
 
     Args:
         model: the network; its outputs are the likelihood's parameters ``[N, C]`` (one logit for ``binary``, the
@@ -264,16 +266,26 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
         raise unknown_choice("method", method, inference.METHODS)
     if task not in TASKS:
         raise unknown_choice("task", task, TASKS)
-    X, y = _tensors(X, y)
+    cfg = _method_config(method, _training(method, train, options or {}))
     was_training = model.training
     flat = FlatModel(model)
     theta0 = flat.theta()
-    X = X.to(device=theta0.device, dtype=theta0.dtype)
-    y = y.to(device=theta0.device, dtype=torch.int64 if TASKS[task].classification else theta0.dtype)
     prior = _prior(flat, prior_precision, prior_scale, prior_groups, bias_precision)
     likelihood = likelihood_for(TASKS[task], sigma2)
+    if not train and not isinstance(X, Tensor) and y is None and method in inference.STREAMED:
+        try:  # post-hoc from a loader: one batch in memory at a time
+            with _eval_mode(model):
+                batches = _batches(X, theta0, likelihood, TASKS[task])
+                result = inference.STREAMED[method](flat, likelihood, theta0, batches, prior.precision(theta0), cfg)
+        finally:
+            model.train(was_training)
+        return Fitted(method=method, task=task, theta=result.theta, posterior=result.posterior,
+                      info=dict(result.info), trace=[], likelihood=likelihood, prior=prior, _model=flat,
+                      _X_train=None, _evidence=result.evidence)
+    X, y = _tensors(X, y)
+    X = X.to(device=theta0.device, dtype=theta0.dtype)
+    y = y.to(device=theta0.device, dtype=torch.int64 if TASKS[task].classification else theta0.dtype)
     likelihood.check_targets(y)
-    cfg = _method_config(method, _training(method, train, options or {}))
     if train and inference.METHODS[method][0].BUDGET is MAP_BUDGET:
         length = (f"{cfg.map.epochs} epochs of batch {cfg.map.batch_size}" if cfg.map.epochs is not None
                   else f"{cfg.map.steps:,} {'full-batch ' if cfg.map.batch_size is None else ''}Adam steps")
@@ -313,6 +325,19 @@ def evaluate(prediction: Prediction, y: Tensor) -> dict[str, float]:
     """NLL, accuracy, ECE and Brier score (classification), NLL, RMSE and log-likelihoods (regression) or NLL and
     RMSE (counts) of a prediction on the targets ``y`` ``[B]``."""
     return metrics.evaluate(prediction, y.to(prediction[0].device))
+
+
+def _batches(loader: Iterable, like: Tensor, likelihood: Likelihood, task: Task) -> Iterator[tuple[Tensor, Tensor]]:
+    """The loader's ``(inputs, targets)`` batches on ``like``'s device and dtype (class labels as int64), each
+    checked against the likelihood's support."""
+    classification = task.classification
+    for batch in loader:
+        if not (isinstance(batch, list | tuple) and len(batch) == 2):
+            raise BnnpredError("fit(model, loader): the loader must yield (inputs, targets) batches")
+        X, y = batch
+        y = y.to(device=like.device, dtype=torch.int64 if classification else like.dtype)
+        likelihood.check_targets(y)
+        yield X.to(device=like.device, dtype=like.dtype), y
 
 
 def _tensors(X: Tensor | Iterable, y: Tensor | None) -> tuple[Tensor, Tensor]:

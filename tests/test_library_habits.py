@@ -165,3 +165,29 @@ def test_progress_lines_go_to_the_log_where_it_is_handled_and_progress_false_is_
         bnnpred.fit(network(), X, y, task="multiclass", options={"map": {"steps": 3}}, progress=False)
     assert "bnnpred.fit: training the MAP" in shown and "MAP: 3/3 (100 %)" in shown
     assert "MAP:" not in caplog.text
+
+
+@pytest.mark.parametrize("structure", ["kron", "diag", "full"])
+def test_a_post_hoc_fit_streamed_from_a_loader_equals_the_fit_on_tensors(structure):
+    """Issue 36 item 5: the curvature summed batch by batch (one batch in memory) equals the one over the tensors:
+    the Kronecker factors, the posterior precision and the evidence, float64 to 1e-12."""
+    X, y = classification(1000)
+    net = network()
+    options = {"structure": structure, "kron_batch_size": 64}
+    whole = bnnpred.fit(net, X, y, task="multiclass", train=False, prior_precision=3.0, options=options)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=96)  # 10 batches + 40
+    streamed = bnnpred.fit(net, loader, task="multiclass", train=False, prior_precision=3.0, options=options)
+    assert torch.equal(streamed.theta, whole.theta)
+    if structure == "kron":
+        for mine, theirs in zip(streamed._evidence.curvature.blocks, whole._evidence.curvature.blocks, strict=True):
+            for name in ("A", "B", "dense"):
+                if getattr(theirs, name) is not None:
+                    torch.testing.assert_close(getattr(mine, name), getattr(theirs, name), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(streamed.posterior.dense_precision(), whole.posterior.dense_precision(), rtol=1e-12,
+                               atol=1e-12)
+    assert streamed.log_evidence == pytest.approx(whole.log_evidence, rel=1e-12)
+    assert streamed.log_evidence_at(10.0) == pytest.approx(whole.log_evidence_at(10.0), rel=1e-12)
+    torch.testing.assert_close(streamed.predict(X[:20], "glm", n_samples=50).probs,
+                               whole.predict(X[:20], "glm", n_samples=50).probs, rtol=1e-10, atol=1e-12)
+    with pytest.raises(BnnpredError, match="a fit streamed from a loader never held"):
+        streamed.predict(X[:5], "gp")

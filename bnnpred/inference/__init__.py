@@ -12,7 +12,7 @@ from bnnpred.inference.bbb import BBBConfig, fit_bbb
 from bnnpred.inference.contract import NEEDS, Method
 from bnnpred.inference.exact_vi import ExactVIConfig, fit_exact_vi
 from bnnpred.inference.glm_refine import GLMRefineConfig, fit_glm_refine
-from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, fit_laplace_ggn
+from bnnpred.inference.laplace_ggn import LaplaceGGNConfig, fit_laplace_ggn, laplace_from_batches
 from bnnpred.inference.lgva import LGVAConfig, fit_lgva
 from bnnpred.inference.map import MapOnlyConfig, fit_map
 from bnnpred.inference.oggn import OGGNConfig, fit_oggn
@@ -36,6 +36,10 @@ METHODS: dict[str, tuple[type[Method], Callable[[Problem, Any], Fit]]] = {
 
 # Methods whose fit carries the log evidence (``info["log_marglik"]``).
 EVIDENCE_METHODS = {name for name, (schema, _) in METHODS.items() if schema.EVIDENCE}
+
+# Methods that fit post-hoc at the network's weights from a stream of (inputs, targets) batches, one batch in
+# memory at a time: (model, likelihood, θ, batches, prior precision, cfg) -> Fit.
+STREAMED = {"laplace_ggn": laplace_from_batches}
 
 
 def check_predictives(method: str, kinds: Iterable[PredictiveKind]) -> None:

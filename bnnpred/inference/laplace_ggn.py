@@ -16,7 +16,8 @@ from torch import Tensor
 from bnnpred.curvature.functional import FlatModel, SubsetModel
 from bnnpred.curvature.ggn import Curvature, Structure, curvature
 from bnnpred.curvature.jacobians import stacked_jacobians
-from bnnpred.curvature.kron import kron_ggn
+from bnnpred.curvature.kron import KronBlock, kron_ggn
+from bnnpred.curvature.streamed import Batches, streamed_curvature, streamed_kron
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
 from bnnpred.inference.checkpoint import Checkpoints
@@ -30,7 +31,7 @@ from bnnpred.laplace_evidence import (
     LaplaceEvidence,
     SubsetCurvature,
 )
-from bnnpred.likelihoods import Gaussian
+from bnnpred.likelihoods import Gaussian, Likelihood
 from bnnpred.marglik import function_space_log_marglik
 from bnnpred.predictive import PredictiveKind
 
@@ -122,17 +123,42 @@ def last_layer_names(model: FlatModel) -> list[str]:
 def data_curvature(problem: Problem, theta: Tensor, cfg: LaplaceGGNConfig) -> tuple[LaplaceCurvature, float]:
     """The data term's curvature at ``theta`` in ``cfg.structure`` (notes-000 eqs. 3.11-3.12 without the prior;
     notes-004 eq. 8 for the Kronecker factors), with ``Σ log p(y | f(x; θ))``."""
-    sigma2 = problem.likelihood.sigma2 if isinstance(problem.likelihood, Gaussian) else None
+    if cfg.structure is Structure.kron:
+        data, loglik = kron_ggn(problem.model, problem.likelihood, theta, problem.X, problem.y,
+                                cfg.kron_batch_size, resume=Checkpoints(problem, "kron", cfg))
+    else:
+        data, loglik = curvature(problem.model, problem.likelihood, theta, problem.X, problem.y, kind=cfg.curvature,
+                                 structure=cfg.structure)
+    return curvature_of(problem.likelihood, cfg, data), float(loglik)
+
+
+def curvature_of(likelihood: Likelihood, cfg: LaplaceGGNConfig, data: Tensor | list[KronBlock]) -> LaplaceCurvature:
+    """The curvature object of ``cfg.structure`` holding ``data`` (``H`` ``[P, P]``, its diagonal ``[P]`` or the
+    Kronecker blocks), computed at the likelihood's noise."""
+    sigma2 = likelihood.sigma2 if isinstance(likelihood, Gaussian) else None
     power = 2 if cfg.curvature is Curvature.ef else 1
     if cfg.structure is Structure.kron:
-        blocks, loglik = kron_ggn(problem.model, problem.likelihood, theta, problem.X, problem.y,
-                                  cfg.kron_batch_size, resume=Checkpoints(problem, "kron", cfg))
-        return KronCurvature(sigma2, power, blocks=blocks, dampen=cfg.dampen), float(loglik)
-    H, loglik = curvature(problem.model, problem.likelihood, theta, problem.X, problem.y, kind=cfg.curvature,
-                          structure=cfg.structure)
-    made = (FullCurvature(sigma2, power, H=H) if cfg.structure is Structure.full
-            else DiagCurvature(sigma2, power, h=H))
-    return made, float(loglik)
+        return KronCurvature(sigma2, power, blocks=data, dampen=cfg.dampen)
+    if cfg.structure is Structure.full:
+        return FullCurvature(sigma2, power, H=data)
+    return DiagCurvature(sigma2, power, h=data)
+
+
+def laplace_from_batches(model: FlatModel, likelihood: Likelihood, theta: Tensor, batches: Batches,
+                         prior_precision: Tensor, cfg: LaplaceGGNConfig) -> Fit:
+    """Post-hoc: the Laplace-GGN at ``theta`` as it is (no training) with its data curvature and log-likelihood
+    summed over ``batches`` of ``(inputs, targets)`` (:mod:`bnnpred.curvature.streamed`: one batch in memory at a
+    time), and its log evidence; over every parameter, in the weight-space form."""
+    if cfg.subset_of_weights is not SubsetOfWeights.all or cfg.evidence is not EvidenceForm.weight:
+        raise BnnpredError("a Laplace fit streamed from a data loader is over every parameter with the weight-space "
+                           "evidence; pass tensors for subset_of_weights=last_layer or evidence=function")
+    if cfg.structure is Structure.kron:
+        data, loglik, n = streamed_kron(model, likelihood, theta, batches, cfg.kron_batch_size)
+    else:
+        data, loglik, n = streamed_curvature(model, likelihood, theta, batches, kind=cfg.curvature,
+                                             structure=cfg.structure)
+    return laplace_fit(Fit(theta=theta, posterior=None), curvature_of(likelihood, cfg, data), float(loglik), n,
+                       prior_precision)
 
 
 def laplace_at(problem: Problem, fit: Fit, structure: Structure, kind: Curvature) -> Fit:
@@ -142,12 +168,17 @@ def laplace_at(problem: Problem, fit: Fit, structure: Structure, kind: Curvature
 
 
 def with_evidence(problem: Problem, fit: Fit, curvature: LaplaceCurvature, loglik: float) -> Fit:
-    """``fit`` with the Laplace posterior ``N(θ*, (H + Δ)⁻¹)`` at the problem's prior and its log evidence (NaN
-    when the precision needed jitter, since the evidence would then be that of another prior; the jitter is
-    recorded in ``info``)."""
-    evidence = LaplaceEvidence(fit.theta, curvature, loglik, len(problem.X))
-    posterior = evidence.posterior(problem.prior_precision)
-    evidence.value = evidence.at_fit(posterior, problem.prior_precision)
+    """:func:`laplace_fit` at the problem's prior and number of examples."""
+    return laplace_fit(fit, curvature, loglik, len(problem.X), problem.prior_precision)
+
+
+def laplace_fit(fit: Fit, curvature: LaplaceCurvature, loglik: float, n: int, prior_precision: Tensor) -> Fit:
+    """``fit`` with the Laplace posterior ``N(θ*, (H + Δ)⁻¹)`` at the prior precision ``[P]`` and its log evidence
+    over ``n`` examples (NaN when the precision needed jitter, since the evidence would then be that of another
+    prior; the jitter is recorded in ``info``)."""
+    evidence = LaplaceEvidence(fit.theta, curvature, loglik, n)
+    posterior = evidence.posterior(prior_precision)
+    evidence.value = evidence.at_fit(posterior, prior_precision)
     info = {**fit.info, "log_marglik": evidence.value, "train_loglik_map": loglik}
     if posterior.jitter:
         info["jitter"] = posterior.jitter
