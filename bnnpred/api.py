@@ -125,6 +125,8 @@ class Fitted:
         value = math.nan if posterior.jitter else float(self._laplace()(precision.double(), _as_noise(sigma2)))
         self.posterior, self.likelihood, self.prior = posterior, likelihood, prior
         self._evidence = dataclasses.replace(self._laplace(), value=value)
+        self.info = {**{k: v for k, v in self.info.items() if k != "jitter"}, "log_marglik": value,
+                     **({"jitter": posterior.jitter} if posterior.jitter else {})}
         return self
 
     def _laplace(self) -> LaplaceEvidence:
@@ -201,7 +203,7 @@ def load(path: str | Path, model: nn.Module, X_train: Tensor | None = None) -> F
     edited, is not a saved fit, or was saved from another network is a one-line error."""
     flat = FlatModel(model)
     state = fit_file.read(Path(path), flat.theta().device)
-    fit_file.check_network(Path(path), state["network"], flat)
+    fit_file.check_network(Path(path), state["network"], flat, state["theta"])
     flat.load_buffers(state["buffers"])
     theta = state["theta"]
     prior = Prior.from_state(state["prior"])
@@ -214,13 +216,15 @@ def load(path: str | Path, model: nn.Module, X_train: Tensor | None = None) -> F
 
 @contextmanager
 def _eval_mode(module: nn.Module) -> Iterator[None]:
-    """The module in eval mode for a ``with`` block, its own mode restored after."""
-    was_training = module.training
+    """The module in eval mode for a ``with`` block, every submodule's own mode restored after (a batch-norm layer
+    kept in eval inside a network in train mode stays so)."""
+    modes = {sub: sub.training for sub in module.modules()}
     module.eval()
     try:
         yield
     finally:
-        module.train(was_training)
+        for sub, training in modes.items():
+            sub.training = training
 
 
 def _as_noise(sigma2: float | None) -> Tensor | None:
@@ -267,26 +271,31 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
     if task not in TASKS:
         raise unknown_choice("task", task, TASKS)
     cfg = _method_config(method, _training(method, train, options or {}))
-    was_training = model.training
+    with _eval_mode(model):  # the module's modes as they were after the fit (FlatModel works in eval mode)
+        return _fit(model, X, y, TASKS[task], method, cfg, train, prior_precision, prior_scale, prior_groups,
+                    bias_precision, sigma2, seed, progress)
+
+
+def _fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None, task: Task, method: str, cfg: Any, train: bool,
+         prior_precision: float | Tensor, prior_scale: str, prior_groups: str, bias_precision: float | None,
+         sigma2: float, seed: int, progress: bool) -> Fitted:
+    """:func:`fit` once its arguments are checked."""
     flat = FlatModel(model)
     theta0 = flat.theta()
     prior = _prior(flat, prior_precision, prior_scale, prior_groups, bias_precision)
-    likelihood = likelihood_for(TASKS[task], sigma2)
+    likelihood = likelihood_for(task, sigma2)
     if not train and not isinstance(X, Tensor) and y is None and method in inference.STREAMED:
-        try:  # post-hoc from a loader: one batch in memory at a time
-            with _eval_mode(model):
-                batches = _batches(X, theta0, likelihood, TASKS[task])
-                result = inference.STREAMED[method](flat, likelihood, theta0, batches, prior.precision(theta0), cfg)
-        finally:
-            model.train(was_training)
-        return Fitted(method=method, task=task, theta=result.theta, posterior=result.posterior,
+        # post-hoc from a loader: one batch in memory at a time
+        result = inference.STREAMED[method](flat, likelihood, theta0, _batches(X, theta0, likelihood, task),
+                                            prior.precision(theta0), cfg)
+        return Fitted(method=method, task=task.value, theta=result.theta, posterior=result.posterior,
                       info=dict(result.info), trace=[], likelihood=likelihood, prior=prior, _model=flat,
                       _X_train=None, _evidence=result.evidence)
     X, y = _tensors(X, y)
     X = X.to(device=theta0.device, dtype=theta0.dtype)
-    y = y.to(device=theta0.device, dtype=torch.int64 if TASKS[task].classification else theta0.dtype)
+    y = y.to(device=theta0.device, dtype=torch.int64 if task.classification else theta0.dtype)
     likelihood.check_targets(y)
-    if train and inference.METHODS[method][0].BUDGET is MAP_BUDGET:
+    if progress and train and inference.METHODS[method][0].BUDGET is MAP_BUDGET:
         length = (f"{cfg.map.epochs} epochs of batch {cfg.map.batch_size}" if cfg.map.epochs is not None
                   else f"{cfg.map.steps:,} {'full-batch ' if cfg.map.batch_size is None else ''}Adam steps")
         announce(f"bnnpred.fit: training the MAP from the network's weights first: {length} on {len(X):,} points "
@@ -300,10 +309,9 @@ def fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None = None, *, task
         with torch.no_grad():  # trainers evaluate the module at other θ; leave the user's parameters as they were
             for name, value in flat.unflatten(theta0).items():
                 model.get_parameter(name).copy_(value)
-        model.train(was_training)
-    return Fitted(method=method, task=task, theta=result.theta, posterior=result.posterior, info=dict(result.info),
-                  trace=list(result.trace), likelihood=likelihood, prior=prior, _model=flat, _X_train=X,
-                  _evidence=result.evidence)
+    return Fitted(method=method, task=task.value, theta=result.theta, posterior=result.posterior,
+                  info=dict(result.info), trace=list(result.trace), likelihood=likelihood, prior=prior, _model=flat,
+                  _X_train=X, _evidence=result.evidence)
 
 
 def _training(method: str, train: bool, options: dict[str, Any]) -> dict[str, Any]:
@@ -335,6 +343,7 @@ def _batches(loader: Iterable, like: Tensor, likelihood: Likelihood, task: Task)
         if not (isinstance(batch, list | tuple) and len(batch) == 2):
             raise BnnpredError("fit(model, loader): the loader must yield (inputs, targets) batches")
         X, y = batch
+        _check_targets_shape(X, y)
         y = y.to(device=like.device, dtype=torch.int64 if classification else like.dtype)
         likelihood.check_targets(y)
         yield X.to(device=like.device, dtype=like.dtype), y
@@ -344,15 +353,24 @@ def _tensors(X: Tensor | Iterable, y: Tensor | None) -> tuple[Tensor, Tensor]:
     if isinstance(X, Tensor):
         if y is None:
             raise BnnpredError("fit(model, X, y): y is missing; pass the targets [N], or a DataLoader as X")
-        if len(X) != len(y):
-            raise BnnpredError(f"X has {len(X)} rows but y has {len(y)}; they must match")
+        _check_targets_shape(X, y)
         return X, y
     if y is not None:
         raise BnnpredError("fit(model, loader): a DataLoader carries its targets; drop y")
     batches = list(X)
     if not batches or not all(isinstance(b, list | tuple) and len(b) == 2 for b in batches):
         raise BnnpredError("fit(model, loader): the loader must yield (inputs, targets) batches")
-    return torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+    X, y = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+    _check_targets_shape(X, y)
+    return X, y
+
+
+def _check_targets_shape(X: Tensor, y: Tensor) -> None:
+    """One target per row: ``y`` ``[N]`` beside ``X`` ``[N, ...]`` (a ``[N, 1]`` column would broadcast silently)."""
+    if y.dim() != 1:
+        raise BnnpredError(f"y must hold one target per row, shape [N], got {list(y.shape)}; e.g. y.view(-1)")
+    if len(X) != len(y):
+        raise BnnpredError(f"X has {len(X)} rows but y has {len(y)}; they must match")
 
 
 def _prior(model: FlatModel, delta: float | Tensor, scale: str, groups: str, bias: float | None) -> Prior:

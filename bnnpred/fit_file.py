@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import torch
 from bnnpred._version import __version__
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
+from bnnpred.io import atomic_write
 
 MAGIC = "bnnpred-fit"
 
@@ -29,19 +29,12 @@ def network_signature(model: FlatModel) -> list[list[Any]]:
 
 
 def write(path: Path, state: dict[str, Any]) -> Path:
-    """Write ``state`` (tensors moved to the CPU) to ``path`` whole or not at all (a temporary file renamed)."""
+    """Write ``state`` (tensors moved to the CPU) to ``path`` whole or not at all (:func:`bnnpred.io.atomic_write`)."""
     buffer = io.BytesIO()
     torch.save(_moved(state, torch.device("cpu")), buffer)
     payload = buffer.getvalue()
     header = f"{MAGIC} {hashlib.sha256(payload).hexdigest()} bnnpred {__version__} torch {torch.__version__}\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    with open(partial, "wb") as f:
-        f.write(header.encode() + payload)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
-    return path
+    return atomic_write(path, lambda f: f.write(header.encode() + payload))
 
 
 def read(path: Path, device: torch.device) -> dict[str, Any]:
@@ -60,8 +53,12 @@ def read(path: Path, device: torch.device) -> dict[str, Any]:
     return _moved(torch.load(io.BytesIO(payload), weights_only=True), device)
 
 
-def check_network(path: Path, saved: list[list[Any]], model: FlatModel) -> None:
-    """Refuse a model whose parameters differ from those the fit was saved with, naming the first difference."""
+def check_network(path: Path, saved: list[list[Any]], model: FlatModel, theta: torch.Tensor) -> None:
+    """Refuse a model whose parameters differ from those the fit was saved with (``theta``), naming the first
+    difference: names, shapes, or the dtype (a float64 fit on a float32 network would run in float64 silently)."""
+    if theta.dtype != (own := model.theta().dtype):
+        raise BnnpredError(f"{path} holds a {str(theta.dtype).removeprefix('torch.')} fit and this network is "
+                           f"{str(own).removeprefix('torch.')}; convert the network (e.g. model.double()) first")
     here = network_signature(model)
     if saved == here:
         return

@@ -7,6 +7,7 @@ Stored tensors carry a checksum: ``save_checked`` writes a one-line header with 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -35,7 +36,8 @@ ORPHAN = re.compile(r"^\..*~(?P<host>[^~]+)~(?P<pid>\d+)~[^~]*\.tmp$")
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
     """Call ``write(file)`` on a temporary file beside ``path`` and rename it to ``path`` once complete; the
-    temporary files that killed writers of this machine left in that folder are removed first."""
+    temporary files that killed writers of this machine left in that folder are removed first. The writer holds an
+    ``flock`` on its temporary file until the rename, so a live writer's file is never taken for an orphan."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_orphans(path.parent)
@@ -44,10 +46,11 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
     os.fchmod(fd, 0o666 & ~_umask())
     try:
         with os.fdopen(fd, "wb") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -55,21 +58,31 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
 
 
 def remove_orphans(folder: Path) -> None:
-    """Remove the temporary files in ``folder`` whose writer, a process of this machine, no longer runs (killed
-    between creating and renaming them); those of live writers and of other machines are left."""
+    """Remove the temporary files in ``folder`` that a killed writer of this machine left: its process is gone and
+    nothing holds the file's lock (another PID namespace's live writer holds it). Other machines' files, and
+    anything that is not a regular file, are left."""
     host = socket.gethostname()
     for entry in os.scandir(folder):
         match = ORPHAN.match(entry.name)
-        if match and match["host"] == host and not _running(int(match["pid"])):
-            Path(entry.path).unlink(missing_ok=True)
+        if not match or match["host"] != host or not entry.is_file(follow_symlinks=False):
+            continue
+        if _running(int(match["pid"])):
+            continue
+        try:
+            with open(entry.path, "rb") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by a live writer: BlockingIOError
+                os.unlink(entry.path)
+        except OSError:  # locked, or gone meanwhile
+            continue
 
 
 def _running(pid: int) -> bool:
+    """Whether a process of this id runs here (an id no process can have counts as running: the file is kept)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's process
+    except (PermissionError, OverflowError, ValueError):  # another user's process; an impossible id
         return True
     return True
 

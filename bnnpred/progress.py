@@ -32,9 +32,9 @@ def progress(items: Iterable[T], total: int, what: str, enabled: bool = True, ba
 
 
 def announce(line: str) -> None:
-    """One line of what a long call is about to do: to the ``bnnpred`` log, or to stderr where nothing handles
-    it."""
-    if log.hasHandlers():
+    """One line of what a long call is about to do: to the ``bnnpred`` log where it is handled at INFO, else to
+    stderr (a script that never set up logging, or set it to warnings only)."""
+    if log.hasHandlers() and log.isEnabledFor(logging.INFO):
         log.info("%s", line)
     else:
         print(line, file=sys.stderr, flush=True)

@@ -3,6 +3,7 @@ in, corrupt run files, diverging fits, jittered precisions, concurrent sweeps an
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -422,12 +423,17 @@ def test_a_writer_killed_mid_write_leaves_a_temporary_file_that_the_next_write_b
     writer.send_signal(signal.SIGKILL)
     writer.wait()
     (orphan,) = tmp_path.glob(".entry.pt~*.tmp")
-    live = tmp_path / f".other.pt~{socket.gethostname()}~{os.getpid()}~abc.tmp"  # this process: alive
+    host = socket.gethostname()
+    live = tmp_path / f".other.pt~{host}~{os.getpid()}~abc.tmp"  # this process: alive
     elsewhere = tmp_path / f".other.pt~another-machine~{writer.pid}~abc.tmp"
-    for path in (live, elsewhere):
+    impossible = tmp_path / f".other.pt~{host}~99999999999~abc.tmp"  # no such process id: kept, no crash
+    locked = tmp_path / f".other.pt~{host}~{writer.pid}~def.tmp"  # a dead id, but its lock held (another namespace)
+    for path in (live, elsewhere, impossible, locked):
         path.write_bytes(b"partial")
-    atomic_write(tmp_path / "entry.pt", lambda f: f.write(b"whole"))
-    assert not orphan.exists() and live.exists() and elsewhere.exists()
+    with open(locked, "rb") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        atomic_write(tmp_path / "entry.pt", lambda f: f.write(b"whole"))
+    assert not orphan.exists() and live.exists() and elsewhere.exists() and impossible.exists() and locked.exists()
     assert (tmp_path / "entry.pt").read_bytes() == b"whole"
 
 

@@ -124,6 +124,53 @@ def test_train_false_applies_to_the_methods_whose_training_is_the_maps():
         bnnpred.fit(network(), X, y, task="multiclass", train=False, options={"map": {"steps": 10}})
 
 
+def test_fit_and_predict_restore_every_submodules_own_mode():
+    """A batch-norm layer the user froze (eval) inside a network in train mode stays frozen after fit and predict,
+    tensors or streamed."""
+    X, y = classification(64)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    net.train()
+    net[1].eval()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=16)
+    fitted = bnnpred.fit(net, X, y, task="multiclass", options={"map": {"steps": 3}}, progress=False)
+    fitted.predict(X[:4], "glm", n_samples=5)
+    bnnpred.fit(net, loader, task="multiclass", train=False, options={"structure": "diag"})
+    assert net.training and not net[1].training and net[0].training
+
+
+def test_optimize_prior_moves_the_recorded_evidence_too_and_a_save_keeps_it(tmp_path):
+    X, y = classification(200)
+    fitted = bnnpred.fit(network(), X, y, task="multiclass", train=False, options={"structure": "kron"})
+    fitted.optimize_prior(steps=50)
+    assert fitted.info["log_marglik"] == fitted.log_evidence
+    assert bnnpred.load(fitted.save(tmp_path / "fit.pt"), network()).info["log_marglik"] == fitted.log_evidence
+
+
+def test_targets_of_another_shape_than_n_are_refused_not_broadcast():
+    X, y = classification(40)
+    message = r"y must hold one target per row, shape \[N\], got \[40, 1\]; e.g. y.view\(-1\)"
+    with pytest.raises(BnnpredError, match=message):
+        bnnpred.fit(network(), X, y[:, None], task="multiclass", train=False)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y[:, None]), batch_size=40)
+    with pytest.raises(BnnpredError, match=message):
+        bnnpred.fit(network(), loader, task="multiclass", train=False)
+
+
+def test_a_fit_of_another_dtype_than_the_network_is_refused_on_load(tmp_path):
+    X, y = classification(40)
+    path = bnnpred.fit(network(), X, y, task="multiclass", train=False).save(tmp_path / "fit.pt")  # float64
+    with pytest.raises(BnnpredError, match="holds a float64 fit and this network is float32; convert the network"):
+        bnnpred.load(path, network().float())
+
+
+def test_empty_batches_of_a_loader_add_nothing():
+    X, y = classification(100)
+    batches = [(X[:50], y[:50]), (X[:0], y[:0]), (X[50:], y[50:])]
+    whole = bnnpred.fit(network(), X, y, task="multiclass", train=False, options={"structure": "kron"})
+    streamed = bnnpred.fit(network(), batches, task="multiclass", train=False, options={"structure": "kron"})
+    assert streamed.log_evidence == pytest.approx(whole.log_evidence, rel=1e-12)
+
+
 def test_fit_leaves_the_modules_mode_and_predict_runs_in_eval_mode():
     X, y = classification(100)
     torch.manual_seed(0)
@@ -164,7 +211,7 @@ def test_progress_lines_go_to_the_log_where_it_is_handled_and_progress_false_is_
         caplog.clear()
         bnnpred.fit(network(), X, y, task="multiclass", options={"map": {"steps": 3}}, progress=False)
     assert "bnnpred.fit: training the MAP" in shown and "MAP: 3/3 (100 %)" in shown
-    assert "MAP:" not in caplog.text
+    assert "MAP:" not in caplog.text and "bnnpred.fit:" not in caplog.text
 
 
 @pytest.mark.parametrize("structure", ["kron", "diag", "full"])

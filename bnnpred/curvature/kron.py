@@ -93,7 +93,8 @@ def supported_layers(model: FlatModel) -> list[Layer]:
 
 
 def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor, y: Tensor,
-             batch_size: int = 128, resume: Resumable | None = None) -> tuple[list[KronBlock], Tensor]:
+             batch_size: int = 128, resume: Resumable | None = None,
+             show_progress: bool = True) -> tuple[list[KronBlock], Tensor]:
     """KFLR blocks of the GGN of the negative log-likelihood at ``θ`` over ``X`` (in θ order) and
     ``Σ log p(y | f(x; θ))``; with ``resume``, the partial sums are saved between batches and a killed
     accumulation goes on from the last save (the same sums in the same order: bit for bit)."""
@@ -114,7 +115,7 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
     positions = [0] * len(layers) if saved is None else saved["positions"]  # output positions T per layer
     done = 0 if saved is None else saved["step"]
     starts = range(done * batch_size, N, batch_size)
-    for start in progress(starts, len(starts), "Kronecker factors (batches)"):
+    for start in progress(starts, len(starts), "Kronecker factors (batches)", enabled=show_progress):
         rows = slice(start, min(start + batch_size, N))
         # the rows of R J_s (RᵀR = Λ, r = rank Λ rows), back-propagated directly: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s
         f, factors = layer_output_gradients(model, theta, X[rows], layers,

@@ -24,6 +24,8 @@ def streamed_curvature(model: FlatModel, likelihood: Likelihood, theta: Tensor, 
     over ``batches``, and the number of examples N."""
     total, loglik, n = None, theta.new_zeros(()), 0
     for X, y in batches:
+        if not len(X):  # an empty batch adds nothing
+            continue
         H, batch_loglik = curvature(model, likelihood, theta, X, y, kind=kind, structure=structure)
         total = H if total is None else total.add_(H)
         loglik, n = loglik + batch_loglik, n + len(X)
@@ -39,7 +41,9 @@ def streamed_kron(model: FlatModel, likelihood: Likelihood, theta: Tensor, batch
     ``kron_ggn``'s own result."""
     blocks, loglik, sizes = None, theta.new_zeros(()), []
     for X, y in batches:
-        found, batch_loglik = kron_ggn(model, likelihood, theta, X, y, batch_size)
+        if not len(X):  # an empty batch adds nothing (its mean output factor would be 0 / 0)
+            continue
+        found, batch_loglik = kron_ggn(model, likelihood, theta, X, y, batch_size, show_progress=False)
         loglik = loglik + batch_loglik
         sizes.append(len(X))
         if blocks is None:

@@ -125,7 +125,8 @@ def data_curvature(problem: Problem, theta: Tensor, cfg: LaplaceGGNConfig) -> tu
     notes-004 eq. 8 for the Kronecker factors), with ``Σ log p(y | f(x; θ))``."""
     if cfg.structure is Structure.kron:
         data, loglik = kron_ggn(problem.model, problem.likelihood, theta, problem.X, problem.y,
-                                cfg.kron_batch_size, resume=Checkpoints(problem, "kron", cfg))
+                                cfg.kron_batch_size, resume=Checkpoints(problem, "kron", cfg),
+                                show_progress=problem.progress)
     else:
         data, loglik = curvature(problem.model, problem.likelihood, theta, problem.X, problem.y, kind=cfg.curvature,
                                  structure=cfg.structure)
