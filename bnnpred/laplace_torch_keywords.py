@@ -20,7 +20,8 @@ FIT = {
 PREDICT = {
     "pred_type": "kind='glm' (pred_type='glm', link_approx='mc'), kind='closed' (link_approx='probit'), "
                  "kind='bridge' (link_approx='bridge') or kind='nn' (pred_type='nn')",
-    "link_approx": "kind='closed' for 'probit', kind='bridge' for 'bridge', kind='glm' for 'mc' (sampled)",
+    "link_approx": "kind='closed' for 'probit', kind='bridge' for 'bridge' (without its corrections), kind='glm' for "
+                   "'mc' (sampled)",
 }
 
 

@@ -6,9 +6,10 @@ r"""Posterior predictives, each usable on any Gaussian posterior (notes-000 §5.
   ``f_lin(x; θ) = f(x; θ*) + J(x; θ*)(θ - θ*)``; the linearisation point stays ``θ*``.
 - ``closed``: the latent ``f* ~ N(f(x;θ*) + J(µ - θ*), J Σ Jᵀ)`` pushed through the likelihood in closed
   form (exact for the Gaussian, probit for classification, Gauss-Hermite quadrature for the Poisson).
-- ``bridge`` (the Laplace bridge, Hobbhahn, Kristiadi & Hennig 2022; laplace-torch's ``link_approx="bridge"``): the
-  same latent's means and variances mapped to a Dirichlet over the class probabilities, whose mean is predicted
-  (softmax likelihoods only).
+- ``bridge`` (the Laplace bridge, Hobbhahn, Kristiadi & Hennig 2022, as their eq. states it, without the mean and
+  variance corrections that laplace-torch's ``link_approx="bridge"`` applies first, so its numbers differ): the same
+  latent's means and variances mapped to a Dirichlet over the class probabilities, whose mean is predicted (softmax
+  likelihoods only).
 - ``gp`` (notes-004 eqs. 14-16, notes-000 eq. 3.13): the function-space GP with kernel ``J S₀ Jᵀ`` on all N
   or a subset of M training points, latent ``N(f(x*;θ*), K** - K*M (K_MM + W⁻¹)⁻¹ K_M*)``, sampled.
 """
@@ -229,7 +230,9 @@ def laplace_bridge(mean: Tensor, var: Tensor) -> Tensor:
     Σ_l α_l⁻¹ / C²``) has these moments: the map inverts that one exactly. In logs, so large logits stay finite."""
     C = mean.shape[-1]
     spread = mean + torch.logsumexp(-mean, dim=-1, keepdim=True) - 2 * math.log(C)  # log(e^{μ_k} Σ e^{−μ_l} / C²)
-    return torch.logaddexp(torch.full_like(mean, math.log1p(-2 / C) if C > 2 else -math.inf), spread) - var.log()
+    floor = torch.finfo(var.dtype).tiny  # a logit of zero variance (round-off may make it negative): a point mass
+    return (torch.logaddexp(torch.full_like(mean, math.log1p(-2 / C) if C > 2 else -math.inf), spread)
+            - var.clamp_min(floor).log())
 
 
 def bridge_predictive(ctx: Context, X: Tensor) -> ClassPrediction:

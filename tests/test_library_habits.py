@@ -238,3 +238,46 @@ def test_a_post_hoc_fit_streamed_from_a_loader_equals_the_fit_on_tensors(structu
                                whole.predict(X[:20], "glm", n_samples=50).probs, rtol=1e-10, atol=1e-12)
     with pytest.raises(BnnpredError, match="a fit streamed from a loader never held"):
         streamed.predict(X[:5], "gp")
+
+
+def test_the_bridge_of_a_logit_without_variance_is_finite():
+    from bnnpred.predictive import laplace_bridge
+
+    mean = torch.tensor([[1.0, 0.0, -1.0]], dtype=torch.float64)
+    log_alpha = laplace_bridge(mean, torch.tensor([[0.5, 0.0, -1e-18]], dtype=torch.float64))
+    probs = torch.softmax(log_alpha, -1)
+    assert torch.isfinite(probs).all() and probs[0, 1:].sum() > 0.999  # the point masses take the mass
+
+
+def test_the_laplace_bridge_inverts_the_dirichlets_own_laplace_approximation():
+    """Hobbhahn et al.'s bridge maps the Laplace approximation of Dir(α) in the softmax basis back to α exactly:
+    μ_k = log α_k − mean log α, σ²_k = (1 − 2/C)/α_k + Σ_l α_l⁻¹ / C² (float64), at small and huge logits."""
+    from bnnpred.predictive import laplace_bridge
+
+    gen = torch.Generator().manual_seed(0)
+    for C, scale in ((2, 1.0), (3, 1.0), (10, 1.0), (10, 60.0)):
+        alpha = torch.exp(scale * torch.randn(5, C, generator=gen, dtype=torch.float64))
+        mean = alpha.log() - alpha.log().mean(-1, keepdim=True)
+        var = (1 - 2 / C) / alpha + (1 / alpha).sum(-1, keepdim=True) / C**2
+        torch.testing.assert_close(laplace_bridge(mean, var).exp(), alpha, rtol=1e-12, atol=0)
+
+
+def test_the_bridge_predictive_is_the_dirichlets_mean_and_is_for_softmax_only():
+    X, y = classification()
+    fitted = bnnpred.fit(network(), X, y, task="multiclass", options={"map": {"steps": 50}}, progress=False)
+    assert "bridge" in fitted.predictive_kinds()
+    probs = fitted.predict(X[:20], "bridge").probs
+    torch.testing.assert_close(probs.sum(-1), torch.ones(20, dtype=probs.dtype), rtol=0, atol=1e-12)
+    assert (probs.argmax(-1) == fitted.predict(X[:20], "map").probs.argmax(-1)).float().mean() > 0.9
+    binary = bnnpred.fit(torch.nn.Linear(4, 1), X, (y > 0).long(), task="binary", options={"map": {"steps": 5}},
+                         progress=False)
+    assert "bridge" not in binary.predictive_kinds()
+    with pytest.raises(BnnpredError, match=r"predictive bridge is for task multiclass \(a softmax over classes\); "
+                                           "use closed"):
+        binary.predict(X, "bridge")
+
+
+def test_the_command_line_refuses_the_bridge_on_a_binary_set_in_one_line(tmp_path):
+    out = cli("train", *TINY, "predictive=bridge", cwd=tmp_path)  # two_moons: one logit
+    assert out.returncode == 2 and out.stderr.strip().startswith("error: predictive bridge is for task multiclass")
+    assert list(tmp_path.iterdir()) == []
