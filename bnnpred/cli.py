@@ -140,6 +140,7 @@ def check_sweeper(overrides: list[str]) -> None:
 # an optimising sweeper's direction: its override key, and its value to maximise / to minimise
 DIRECTIONS = {"optuna": ("hydra.sweeper.direction", "maximize", "minimize"),
               "nevergrad": ("hydra.sweeper.optim.maximize", "true", "false")}
+SPELLINGS = {"1": "true", "0": "false", "yes": "true", "no": "false"}  # YAML's other booleans
 
 
 def directed(args: list[str], overrides: list[str]) -> list[str]:
@@ -153,8 +154,8 @@ def directed(args: list[str], overrides: list[str]) -> list[str]:
     key, up, down = DIRECTIONS[sweeper]
     objective = SweepObjective(compose(base_overrides(overrides)).objective)
     wanted = up if objective.maximized else down
-    given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key]
-    if given and given[-1].lower() != wanted:
+    given = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=", 1)[0] == key]  # key=, +key=, ++key=
+    if given and SPELLINGS.get(given[-1].lower(), given[-1].lower()) != wanted:
         way, against = ("maximised", "minimise") if objective.maximized else ("minimised", "maximise")
         raise BnnpredError(f"{key}={given[-1]} would {against} objective={objective.value}, which is {way}; drop it "
                            f"(the direction follows the objective) or set it to {wanted}")

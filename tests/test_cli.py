@@ -251,9 +251,10 @@ def test_a_sampling_sweep_with_optuna_maximises_the_evidence_and_resumes_by_run_
     assert "sweep: 3/3 runs (0 trained, 3 skipped, 0 failed)" in again.stderr  # the same draws: the same runs
 
 
-def test_a_sweeper_direction_against_the_objective_is_refused_in_one_line(tmp_path):
+@pytest.mark.parametrize("prefix", ["", "++"])
+def test_a_sweeper_direction_against_the_objective_is_refused_in_one_line(tmp_path, prefix):
     out = bnnpred("train", *TINY, "-m", "hydra/sweeper=optuna", "prior.delta=interval(0.01,100)",
-                  "hydra.sweeper.direction=minimize", cwd=tmp_path)
+                  f"{prefix}hydra.sweeper.direction=minimize", cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.strip() == (
         "error: hydra.sweeper.direction=minimize would minimise objective=log_marglik, which is maximised; drop it "
         "(the direction follows the objective) or set it to maximize")
