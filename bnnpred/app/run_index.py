@@ -45,6 +45,16 @@ def failed_runs(folder: Path) -> list[dict[str, str]]:
             for r in last.values() if r["status"] == "failed"]
 
 
+def failed_keys(folder: Path) -> set[str]:
+    """The run keys of the jobs in ``folder/index.csv`` whose latest job failed (none without an index)."""
+    path = Path(folder) / INDEX
+    if not path.is_file():
+        return set()
+    with open(path, newline="") as f:
+        last = {row["run_dir"]: row for row in csv.DictReader(f)}
+    return {row["key"] for row in last.values() if row["status"] == "failed"}
+
+
 def copy_relative(sweep_dir: Path, to: Path) -> Path:
     """``sweep_dir``'s index written to ``to/index.csv`` with each run folder named relative to the sweep (a run's
     record is committed, and must name no machine's paths); returns the copy."""

@@ -25,7 +25,7 @@ from bnnpred.app.config import run_key
 from bnnpred.app.records import export_record, export_records, seed_from_record, verify_record
 from bnnpred.app.report.tables import UNRECORDED, check_code, find_runs
 from bnnpred.app.run_files import MANIFEST
-from bnnpred.app.run_index import INDEX, copy_relative, failed_runs
+from bnnpred.app.run_index import INDEX, copy_relative, failed_keys, failed_runs
 from bnnpred.app.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
 from bnnpred.app.saved_runs import eval_folder
 from bnnpred.errors import BnnpredError
@@ -65,7 +65,6 @@ class Reproduction:
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
     made_by: dict[Path, tuple[str, str]] = field(default_factory=dict)  # (commit, code) of each run it reads
-    read_from: set[str] = field(default_factory=set)  # the devices whose records the page read
 
     def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
         """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
@@ -79,9 +78,11 @@ class Reproduction:
 
     def record_of(self, run_dir: Path, overrides: Sequence[str] = (), multirun: bool = False) -> Path:
         """The record folder the page reads the run (or sweep) folder ``run_dir`` under ``runs`` from: this
-        device's, unless only another device's records hold finished runs of it and, when training, every run that
-        ``bnnpred train [-m] OVERRIDES`` would make on that device (each job's run key there): then theirs (the
-        first by name), read and never trained here."""
+        device's when it holds any finished run of it (a sweep is one device's: this device's records of older code
+        are trained again here, not mixed with another's); else, when training, another device's that holds every
+        run ``bnnpred train [-m] OVERRIDES`` would make on that device (each job's run key there, finished or failed
+        for good), and when only rebuilding, the first other device's with any (read as they are: a rebuild at
+        newer code shows the runs' own commit and code); else this device's."""
         relative = Path(run_dir).relative_to(self.runs)
         own = self.records / relative
         if not self.from_records or _sweep_made_by(own):
@@ -100,7 +101,8 @@ class Reproduction:
         device = record.relative_to(self.out / "runs").parts[0]
         jobs = expand_sweep(list(overrides)) if multirun else [list(overrides)]
         wanted = {run_key(compose([*job, f"device={device}"])) for job in jobs}
-        missing = wanted - {read_json(run / "metrics.json")["run"]["key"] for run in made}
+        held = {read_json(run / "metrics.json")["run"].get("key") for run in made} | failed_keys(record)
+        missing = wanted - held
         if missing:
             print(f"+ the {device} records of {record} lack {len(missing)} of its {len(wanted)} runs at this code "
                   f"and config: trained on {self.device}", flush=True)
@@ -115,12 +117,23 @@ class Reproduction:
         return self.from_records and not Path(record_dir).is_relative_to(self.records)
 
     def _read(self, record_dir: Path) -> None:
-        """Note the device whose records the page reads, saying so when it is not this one."""
-        device = Path(record_dir).relative_to(self.out / "runs").parts[0]
-        if device != self.device and device not in self.read_from and not self.report_only:
+        """Say so when the page reads another device's records while training on this one."""
+        if self.made_elsewhere(record_dir) and not self.report_only:
+            device = Path(record_dir).relative_to(self.out / "runs").parts[0]
             print(f"+ read from the {device} records, not trained on {self.device}: {record_dir} (runs another "
                   "device made; remove its records to train them here)", flush=True)
-        self.read_from.add(device)
+
+    def read_from(self) -> list[str]:
+        """The devices whose records hold the runs the page reads."""
+        runs = self.out / "runs"
+        return sorted({Path(read).relative_to(runs).parts[0] for read in self.made_by
+                       if Path(read).is_relative_to(runs)})
+
+    def forget(self, folder: Path) -> None:
+        """Leave a sweep the page does not show (its runs, failures and devices) out of its Runs and Failed runs
+        sections and its provenance."""
+        self.made_by = {read: made for read, made in self.made_by.items() if Path(folder) not in Path(read).parents}
+        self.failures = [failure for failure in self.failures if failure.get("sweep") != str(folder)]
 
     def train_once(self, run_dir: Path, *overrides: str, quick: tuple[str, ...] = ()) -> Path:
         """``bnnpred train OVERRIDES`` into ``run_dir`` (the quick tier appends ``quick``); returns the folder the
@@ -169,7 +182,7 @@ class Reproduction:
         if not made_by:
             raise BnnpredError(f"no finished runs in {read}; run the study without --report-only first")
         self.made_by.update(made_by)
-        self.failures.extend(failed_runs(read))
+        self.failures.extend({**failure, "sweep": str(read)} for failure in failed_runs(read))
         return read
 
     def mirror(self, sweep_dir: Path) -> Path:
@@ -246,7 +259,7 @@ class Reproduction:
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``."""
         if self.from_records:  # the same text wherever and whenever the page is rebuilt from its records
-            folders = " and ".join(f"`runs/{device}/`" for device in sorted(self.read_from or {self.device}))
+            folders = " and ".join(f"`runs/{device}/`" for device in self.read_from() or [self.device])
             return (f"Made by `{command}` (tier {self.tier.value}, device {self.device}) from the records of its "
                     f"runs, {folders} beside this page (the Runs section names the commits that made "
                     "them; `--report-only` rebuilds this page from them on any machine).")

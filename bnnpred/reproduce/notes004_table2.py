@@ -75,6 +75,8 @@ def sweep_all(r: Reproduction, sets: list[str]) -> tuple[pd.DataFrame, list[str]
             if missing:
                 made_count = "none" if runs is None else f"{len(grid) - len(missing)} of its {len(grid)} δ"
                 waiting.append(f"`{sweep_dir.relative_to(r.runs).as_posix()}` ({made_count} made)")
+                if folder is not None:
+                    r.forget(folder)  # not shown: not counted in the Runs, Failed runs or provenance either
             else:
                 frames.append(runs.assign(set=name, posterior=posterior))
     if not frames:
@@ -93,14 +95,16 @@ def pending_section(r: Reproduction, waiting: list[str]) -> list[str]:
     (bench/README.md); none when it is whole."""
     if not waiting:
         return []
-    return ["## Not yet run", "", "The campaign behind this page stopped at its device budget before these sweeps "
-            "were whole: " + ", ".join(waiting) + ". Their sections are left out above rather than shown with "
-            "fewer δ or filled by runs of another scale. `bnnpred reproduce notes004_table2 --device cpu` (or "
-            "`bench/gpu/campaign.sh` on a lent GPU) continues it from the committed records, reading the sweeps either "
-            "device made (each section's scale line names its devices) and training only what neither made, when it "
-            "runs at the code its runs name (the Runs section's code digest; a worktree at its commit): a change to "
-            "the computing code changes every run key, and then every sweep of that device trains again. What each "
-            "sweep costs on one H100 and on the CPU: bench/README.md (the notes-004 Table 2 campaign).", ""]
+    tier = "" if r.tier.value == "cpu" else f" --tier {r.tier.value}"
+    return ["## Not yet run", "", "The campaign behind this page has not made these sweeps whole (it stopped at its "
+            "device budget, or runs failed: see Failed runs, if listed): " + ", ".join(waiting) + ". Their sections "
+            "are left out above rather than shown with fewer δ or filled by runs of another scale. "
+            f"`bnnpred reproduce notes004_table2{tier} --device cpu` (or `bench/gpu/campaign.sh` on a lent GPU) "
+            "continues it from the committed records, reading the sweeps another device made whole (each section's "
+            "scale line names its devices) and training the others on its own, when it runs at the code its runs "
+            "name (the Runs section's code digest; a worktree at its commit): a change to the computing code changes "
+            "every run key, and then every sweep of that device trains again. What each sweep costs on one H100 and "
+            "on the CPU: bench/README.md (the notes-004 Table 2 campaign).", ""]
 
 
 def labelled(frame: pd.DataFrame, rows: dict[tuple[str, str], str]) -> pd.DataFrame:
@@ -203,12 +207,14 @@ def scale(frame: pd.DataFrame, name: str) -> str:
     images = f"all {summary['n_train']:,}" if cfg.dataset.n_train is None else f"a seeded {summary['n_train']:,} of the"
     epochs = cfg.inference.map.epochs
     valid = "an equal validation half" if cfg.dataset.valid == "test_half" else f"validation: {cfg.dataset.valid}"
-    devices = sorted({document(Path(d))["run"]["device_name"] for d in frame.loc[frame["set"] == name, "run_dir"]})
+    runs = [document(Path(d))["run"] for d in frame.loc[frame["set"] == name, "run_dir"].unique()]
+    devices = sorted({run["device_name"] for run in runs})
+    kinds = ", ".join(sorted({run["device"] for run in runs}))
     return (f"Trained on {images} training images for {epochs} epoch{'s' * (epochs != 1)} (batch "
             f"{cfg.inference.map.batch_size}); {summary['n_test']:,} test images ({valid}), "
             f"{summary['n_ood']:,} OOD images; {cfg.predictive.n_samples} predictive samples; the GP on "
             f"M = {cfg.predictive.gp_subset_size} training points ({GP_MEMORY}); seed {cfg.seed}; {cfg.dtype} "
-            f"on {' and '.join(devices)} (device={cfg.device}).")
+            f"on {' and '.join(devices)} (device={kinds}).")
 
 
 def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:

@@ -57,3 +57,17 @@ def test_a_page_ends_with_its_runs_then_its_failures(tmp_path, monkeypatch):
     assert page.startswith("# page\n\ntext\n\n## Runs\n\nThe page reads 1 finished run: 1 at commit 2d2c33d (code "
                            "new).\n\n## Failed runs\n")
     assert page.endswith("| two | `seed=1` | diverged |\n") and not page.endswith("\n\n")
+
+
+def test_a_sweep_the_page_leaves_out_is_counted_nowhere(tmp_path):
+    """A sweep read but not shown (notes004_table2's incomplete δ grids) leaves the Runs section and the failures."""
+    r = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=True)
+    shown, dropped = tmp_path / "shown", tmp_path / "dropped"
+    finished_run(shown / "a", {"commit": "2d2c33d", "code": "new"})
+    finished_run(dropped / "b", {"commit": "1111111", "code": "old"})
+    r.sweep(shown, "${seed}")
+    r.sweep(dropped, "${seed}")
+    r.failures.append({"run_dir": "c", "overrides": "seed=3", "message": "diverged", "sweep": str(dropped)})
+    r.forget(dropped)
+    assert r.runs_section() == "## Runs\n\nThe page reads 1 finished run: 1 at commit 2d2c33d (code new).\n"
+    assert r.failures_section() == ""
