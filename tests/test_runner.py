@@ -64,14 +64,15 @@ def test_a_finished_run_of_the_same_config_is_skipped_and_a_changed_one_reruns(t
 
 
 @pytest.mark.data
-def test_a_run_records_its_training_time_per_epoch_and_a_cached_fit_none(tmp_path):
+def test_a_run_records_its_training_time_per_epoch_and_a_cached_fit_the_training_that_made_it(tmp_path):
     """notes-001 #11's time per epoch: the training loop's seconds over its epochs (full batch: one step an epoch);
-    a MAP read from the fit cache did no training, so that run records none."""
+    a MAP read from the fit cache records the training that made it, marked as such (never null)."""
     cache = f"fit_cache={tmp_path / 'cache'}"
     trained = run(tmp_path / "a", "selection=none", "predictive.kinds=[map]", cache)["run"]["training"]
     assert trained["epochs"] == 150 and trained["seconds"] > 0
     assert trained["seconds_per_epoch"] == pytest.approx(trained["seconds"] / 150)
-    assert run(tmp_path / "b", "selection=none", "predictive.kinds=[map,glm]", cache)["run"]["training"] is None
+    cached = run(tmp_path / "b", "selection=none", "predictive.kinds=[map,glm]", cache)["run"]["training"]
+    assert cached == {**trained, "from_fit_cache": 1.0}
 
 
 def test_regression_rows_record_the_map_rmse(tmp_path, data_root):

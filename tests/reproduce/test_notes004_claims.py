@@ -135,7 +135,7 @@ def test_table2_states_the_scale_its_runs_were_made_at(tmp_path):
                                             f"dtype: float32\ndevice: {device}\n")
         summary = {"dataset": "fashion_mnist", "task": "multiclass", "model": "3c3d", "inference": "laplace_ggn",
                    "seed": 117, "key": name, "n_train": n_train, "n_test": 5000, "n_ood": 10000,
-                   "device_name": device_name}
+                   "device": device, "device_name": device_name}
         (folder / "metrics.json").write_text(json.dumps({"run": summary, "info": {}, "metrics": {}}))
         (folder / "posterior.pt").write_bytes(b"tensors")
         write_manifest(folder)
