@@ -237,10 +237,10 @@ def test_a_sampling_sweep_with_optuna_maximises_the_evidence_and_resumes_by_run_
     """The direction follows the objective, unset (Optuna minimises by default): the best trial is the run of the
     highest evidence among those tried."""
     sweep = [*TINY, "-m", "hydra/sweeper=optuna", "prior.delta=tag(log,interval(0.001,1000))",
-             "hydra.sweeper.n_trials=3", "hydra.sweeper.sampler.seed=0", "plot.enabled=false"]
+             "hydra.sweeper.n_trials=2", "hydra.sweeper.sampler.seed=0", "plot.enabled=false"]
     first = bnnpred("train", *sweep, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "sweep: 3/3 runs (3 trained, 0 skipped, 0 failed)" in first.stderr
+    assert "sweep: 2/2 runs (2 trained, 0 skipped, 0 failed)" in first.stderr
     results = yaml.safe_load((tmp_path / "runs" / "train" / "optimization_results.yaml").read_text())
     runs = [json.loads(m.read_text()) for m in (tmp_path / "runs" / "train").glob("*/metrics.json")]
     evidence = {run["run"]["delta"]: run["info"]["log_marglik"] for run in runs}
@@ -248,7 +248,7 @@ def test_a_sampling_sweep_with_optuna_maximises_the_evidence_and_resumes_by_run_
     assert results["best_params"]["prior.delta"] == max(evidence, key=evidence.get)
     assert results["best_value"] == pytest.approx(max(evidence.values()))
     again = bnnpred("train", *sweep, cwd=tmp_path)
-    assert "sweep: 3/3 runs (0 trained, 3 skipped, 0 failed)" in again.stderr  # the same draws: the same runs
+    assert "sweep: 2/2 runs (0 trained, 2 skipped, 0 failed)" in again.stderr  # the same draws: the same runs
 
 
 @pytest.mark.parametrize("prefix", ["", "++"])

@@ -218,11 +218,11 @@ def test_progress_lines_go_to_the_log_where_it_is_handled_and_progress_false_is_
 def test_a_post_hoc_fit_streamed_from_a_loader_equals_the_fit_on_tensors(structure):
     """Issue 36 item 5: the curvature summed batch by batch (one batch in memory) equals the one over the tensors:
     the Kronecker factors, the posterior precision and the evidence, float64 to 1e-12."""
-    X, y = classification(1000)
+    X, y = classification(300)
     net = network()
     options = {"structure": structure, "kron_batch_size": 64}
     whole = bnnpred.fit(net, X, y, task="multiclass", train=False, prior_precision=3.0, options=options)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=96)  # 10 batches + 40
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=96)  # 3 batches + 12
     streamed = bnnpred.fit(net, loader, task="multiclass", train=False, prior_precision=3.0, options=options)
     assert torch.equal(streamed.theta, whole.theta)
     if structure == "kron":
