@@ -103,14 +103,19 @@ def test_a_campaign_continued_on_another_machine_trains_nothing_its_records_hold
     assert (tmp_path / "elsewhere" / "tiny" / "sweep" / "delta1.0" / RECORD).is_file()
 
 
-def test_a_record_of_other_code_is_trained_again_and_replaced(tmp_path, made):
-    record = records(tmp_path) / "sweep" / "delta3.0"
+def rekey(record: Path) -> None:
+    """Give a record the run key of other code (or config), its manifest re-checksummed to match."""
     document_ = json.loads((record / "metrics.json").read_text())
-    document_["run"]["key"] = "0123456789ab"  # a run key of other code (or config)
+    document_["run"]["key"] = "0123456789ab"
     write_json(record / "metrics.json", document_)
     manifest = json.loads((record / "manifest.json").read_text())
     manifest["files"]["metrics.json"] = sha256_file(record / "metrics.json")
     write_json(record / "manifest.json", manifest)
+
+
+def test_a_record_of_other_code_is_trained_again_and_replaced(tmp_path, made):
+    record = records(tmp_path) / "sweep" / "delta3.0"
+    rekey(record)
     shutil.rmtree(tmp_path / "runs")
     assert build(tmp_path, "elsewhere") == made  # the same numbers from the same code and config
     assert trained(tmp_path / "elsewhere") == [tmp_path / "elsewhere" / "tiny" / "sweep" / "delta3.0"]
@@ -155,12 +160,7 @@ def test_runs_only_another_device_made_are_read_from_its_records_and_never_train
 
 def test_runs_another_device_made_at_other_code_or_config_are_trained_here(tmp_path, made, capsys):
     record = records(tmp_path) / "sweep" / "delta3.0"
-    document_ = json.loads((record / "metrics.json").read_text())
-    document_["run"]["key"] = "0123456789ab"  # a run key of other code (or config)
-    write_json(record / "metrics.json", document_)
-    manifest = json.loads((record / "manifest.json").read_text())
-    manifest["files"]["metrics.json"] = sha256_file(record / "metrics.json")
-    write_json(record / "manifest.json", manifest)
+    rekey(record)
     shutil.rmtree(tmp_path / "runs")
     with pytest.raises(BnnpredError, match="no finished runs in .*runs/cuda/tiny/sweep"):  # no CUDA on this machine
         build(tmp_path, "elsewhere", device="cuda")
