@@ -49,7 +49,11 @@ def tally(claims: list[dict]) -> str:
     """``2 hold, 1 does not hold``: the claims (``claims.json`` entries) counted by verdict; empty for none."""
     counts = Counter(Verdict(c["verdict"]) for c in claims)
     plural = {Verdict.holds: "hold", Verdict.fails: "do not hold", Verdict.not_applicable: "not applicable"}
-    return ", ".join(f"{counts[v]} {plural[v] if counts[v] > 1 else v.value}" for v in VERDICT_ORDER if counts[v])
+    departing = sum(c["verdict"] == Verdict.holds.value and c.get("as_written", {}).get("verdict", c["verdict"])
+                    != Verdict.holds.value for c in claims)  # holds as the page codes it, not as the notes write it
+    only_coded = {Verdict.holds: f" ({departing} of them not as the notes write it)" if departing else ""}
+    return ", ".join(f"{counts[v]} {plural[v] if counts[v] > 1 else v.value}{only_coded.get(v, '')}"
+                     for v in VERDICT_ORDER if counts[v])
 
 
 def verdicts(claims: list[dict], item: Item) -> str:

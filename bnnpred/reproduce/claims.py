@@ -21,7 +21,7 @@ import math
 import numbers
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from typing import Any, Protocol
 
@@ -177,17 +177,32 @@ class Trend:
 
 
 @dataclass(frozen=True)
+class AsWritten:
+    """A departing claim's second verdict: the notes' criterion as written, its verdict, and why the page departs."""
+
+    text: str
+    verdict: Verdict
+    why: str
+
+
+@dataclass(frozen=True)
 class Claim:
     """One row of a page's claims table: the checklist item, the criterion's text, the verdict and the numbers
-    that decide it (or, for ``not applicable``, the reason)."""
+    that decide it (or, for ``not applicable``, the reason); for a coded criterion that departs from the notes',
+    the notes' own verdict beside it (``as_written``)."""
 
     item: Item
     text: str
     verdict: Verdict
     numbers: str
+    as_written: AsWritten | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self.item), "text": self.text, "verdict": self.verdict.value, "numbers": self.numbers}
+        document = {**asdict(self.item), "text": self.text, "verdict": self.verdict.value, "numbers": self.numbers}
+        if self.as_written is not None:
+            document["as_written"] = {"text": self.as_written.text, "verdict": self.as_written.verdict.value,
+                                      "why": self.as_written.why}
+        return document
 
 
 def _label(criterion: Criterion, note: str) -> str:
@@ -218,6 +233,20 @@ def claim(item: Item, criterion: Criterion, value: Any, *, note: str = "", numbe
         return Claim(item, text, Verdict.not_applicable, reason)
     verdict = Verdict.holds if criterion.test(value) else Verdict.fails
     return Claim(item, text, verdict, numbers or criterion.show(value))
+
+
+def departs(coded: Claim, as_written: Claim, why: str) -> Claim:
+    """``coded`` (the page's criterion: its verdict counts) carrying the notes' criterion as written, evaluated
+    on the same numbers (``as_written``), and why the page departs from it; the page shows both verdicts.
+
+    >>> c = departs(claim(item(4, 4), Compare("P", "<", 0.01), 0.004), claim(item(4, 4), Compare("P", "≤", 0.001),
+    ...             0.004), "a CPU-scale tolerance")
+    >>> c.verdict.value, c.as_written.verdict.value
+    ('holds', 'does not hold')
+    """
+    if coded.item != as_written.item:
+        raise BnnpredError(f"departs: the coded claim answers {coded.item}, the notes' criterion {as_written.item}")
+    return replace(coded, as_written=AsWritten(as_written.text, as_written.verdict, why))
 
 
 LISTED = 8  # the numbers column lists each value of at most this many, else only failures
@@ -283,6 +312,8 @@ def _joined(name: str, claims: Sequence[Claim], word: str, order: tuple[Verdict,
     """Claims of one item joined by ``word``: the first verdict of ``order`` that one of them has, else the last."""
     if len({c.item for c in claims}) != 1:
         raise BnnpredError(f"{name}: the claims answer several checklist items; give it claims of one item")
+    if any(c.as_written is not None for c in claims):
+        raise BnnpredError(f"{name}: a part departs from the notes; join the parts first, then mark the departure")
     verdicts = {c.verdict for c in claims}
     verdict = next((v for v in order if v in verdicts), order[-1])
     text = f" {word} ".join(f"({c.text})" if " and " in c.text or " or " in c.text else c.text for c in claims)
@@ -326,9 +357,21 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def shown_text(c: Claim) -> str:
+    """The claim's criterion, and where it departs from the notes, the notes' own criterion and its verdict."""
+    if c.as_written is None:
+        return c.text
+    return (f"{c.text} — departs from the notes' {c.as_written.text}, which {_says(c.as_written.verdict)} "
+            f"({c.as_written.why})")
+
+
+def _says(verdict: Verdict) -> str:
+    return {Verdict.holds: "holds", Verdict.fails: "does not hold", Verdict.not_applicable: "has no number"}[verdict]
+
+
 def claims_table(claims: Sequence[Claim]) -> str:
     """The Markdown table a page shows its claims in, one row per claim."""
-    rows = [f"| {c.item} | {cell(c.text)} | {c.verdict.value} | {cell(c.numbers)} |" for c in claims]
+    rows = [f"| {c.item} | {cell(shown_text(c))} | {c.verdict.value} | {cell(c.numbers)} |" for c in claims]
     return "\n".join(["| checklist item | claim (pass criterion) | result | numbers |", "|---|---|---|---|", *rows])
 
 

@@ -22,6 +22,7 @@ from bnnpred.reproduce.claims import (
     claim,
     claims_json,
     claims_table,
+    departs,
     every,
     item,
     standardised,
@@ -133,6 +134,21 @@ def test_conjunction_and_disjunction():
     assert any_of(yes, all_of(yes, no)).text == "a < 1 or (a < 1 and b < 1)"
     with pytest.raises(BnnpredError, match="several checklist items"):
         all_of(yes, claim(item(4, 7), Compare("a", "<", 1), 0.5))
+
+
+def test_a_departure_shows_the_notes_own_verdict_beside_the_coded_one():
+    coded = claim(item(4, 4), Compare("true P(w < 0)", "<", 0.01), 0.004)
+    written = claim(item(4, 4), Compare("true P(w < 0)", "≤", 0.001), 0.004)
+    c = departs(coded, written, "a grid of 801 points resolves no less")
+    assert (c.verdict, c.as_written.verdict) == (Verdict.holds, Verdict.fails)
+    assert c.to_json()["as_written"] == {"text": "true P(w < 0) ≤ 0.001", "verdict": "does not hold",
+                                         "why": "a grid of 801 points resolves no less"}
+    assert "departs from the notes' true P(w < 0) ≤ 0.001, which does not hold (a grid" in claims_table([c])
+    assert "as_written" not in coded.to_json()  # a claim as written: its record unchanged
+    with pytest.raises(BnnpredError, match="answers notes-004 #4, the notes' criterion notes-004 #5"):
+        departs(coded, claim(item(4, 5), Compare("x", "<", 1), 0.0), "why")
+    with pytest.raises(BnnpredError, match="join the parts first"):
+        all_of(c, coded)
 
 
 def test_standardised_difference():

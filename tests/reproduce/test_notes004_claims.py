@@ -16,12 +16,20 @@ NA = "not applicable"
 SETS = ["australian", "glass"]
 
 
-def test_fig3_claims():
-    claims = notes004_fig3.fig3_claims(4e-11, 0.04, (0.5, 1.0), {"glm": 0.01, "nn": 0.04})
-    assert verdicts(claims) == ["holds"] * 3
-    off = notes004_fig3.fig3_claims(0.02, 0.04, (3.0, 0.0), {"glm": 0.05, "nn": 0.04})
-    assert verdicts(off) == ["does not hold"] * 3  # true mass 0.02 ≥ 0.01; 3 cells off in w; glm farther
-    assert verdicts(notes004_fig3.fig3_claims(0.0, 0.04, (0.0, 0.0), {}))[2] == NA
+def test_fig3_claims_test_the_notes_criteria_as_written():
+    rising = [0.01 * i for i in range(50)]
+    claims = notes004_fig3.fig3_claims(4e-4, 0.04, {"glm": 0.01, "nn": 0.04}, rising)
+    assert verdicts(claims) == ["holds"] * 3 and claims[1].numbers == "0 falls of 49 steps"
+    # the notes' thresholds, not looser ones: true mass 0.002 > 0.1 %, Laplace 0.5 % < 1 %; glm's |Δ| 0.6 of bnn's
+    # is closer but not 2x closer; one dip of 1e-3 breaks monotonicity
+    dip = [*rising[:10], rising[9] - 1e-3, *rising[11:]]
+    off = notes004_fig3.fig3_claims(0.002, 0.005, {"glm": 0.024, "nn": 0.04}, dip)
+    assert verdicts(off) == ["does not hold"] * 3 and off[1].numbers == "1 falls of 49 steps, the largest 0.001"
+    assert verdicts(notes004_fig3.fig3_claims(4e-4, 0.01, {"glm": 0.02, "nn": 0.04}, rising)) == ["holds"] * 3
+    # a flat predictor is monotone, but a glm mean no closer to the truth than bnn's is not half its distance
+    flat = notes004_fig3.fig3_claims(4e-4, 0.04, {"glm": 0.3, "nn": 0.3}, [0.5] * 50)
+    assert verdicts(flat) == ["holds", "holds", "does not hold"]
+    assert verdicts(notes004_fig3.fig3_claims(0.0, 0.04, {}, []))[1:] == [NA, NA]
     assert answered(claims) == declared("notes004_fig3")
 
 
