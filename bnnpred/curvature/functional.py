@@ -137,6 +137,13 @@ class LinearizedModel:
         """A linear model has no train mode."""
         return nullcontext()
 
+    def buffer_state(self) -> dict[str, Tensor]:
+        """A linear model has no buffers."""
+        return {}
+
+    def load_buffers(self, state: dict[str, Tensor]) -> None:
+        """Nothing to load: a linear model has no buffers."""
+
     def __call__(self, theta: Tensor, idx: Tensor) -> Tensor:
         """``f_lin(θ, idx)`` ``[B, C]``."""
         return self.outputs_and_jacobians(theta, idx)[0]

@@ -20,8 +20,8 @@ from bnnpred.curvature.kron import KronBlock, kron_ggn
 from bnnpred.curvature.streamed import Batches, streamed_curvature, streamed_kron
 from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import Fit, Problem
-from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.contract import POSTERIOR_KINDS, Method
+from bnnpred.inference.loop import accumulation
 from bnnpred.inference.map import MAP_BUDGET, MapConfig, train_map
 from bnnpred.laplace_evidence import (
     DiagCurvature,
@@ -125,7 +125,7 @@ def data_curvature(problem: Problem, theta: Tensor, cfg: LaplaceGGNConfig) -> tu
     notes-004 eq. 8 for the Kronecker factors), with ``Σ log p(y | f(x; θ))``."""
     if cfg.structure is Structure.kron:
         data, loglik = kron_ggn(problem.model, problem.likelihood, theta, problem.X, problem.y,
-                                cfg.kron_batch_size, resume=Checkpoints(problem, "kron", cfg),
+                                cfg.kron_batch_size, resume=accumulation(problem, "kron", cfg),
                                 show_progress=problem.progress)
     else:
         data, loglik = curvature(problem.model, problem.likelihood, theta, problem.X, problem.y, kind=cfg.curvature,

@@ -13,19 +13,20 @@ final norm either way, ``info["full_batch"]`` whether the last optimiser ran on 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
-from bnnpred.inference.checkpoint import Checkpoints
+from bnnpred.inference.base import Fit, Problem, steps_per_epoch
 from bnnpred.inference.contract import POINT_KINDS, Budget, Method
 from bnnpred.inference.fit_cache import cached_fit
+from bnnpred.inference.loop import Length, Rows, Trainer, train
 from bnnpred.inference.map_finish import Finish, finish_to_tolerance, log_joint_grad_norm
-from bnnpred.progress import progress
 
 
 class Schedule(str, Enum):
@@ -89,46 +90,52 @@ def train_map(problem: Problem, cfg: MapConfig) -> Fit:
 def _adam(problem: Problem, cfg: MapConfig) -> Fit:
     """Adam from ``problem.theta0``, or from its last checkpoint (saved at epoch boundaries, where the minibatch
     order of the next epoch is still to be drawn from ``problem.generator``)."""
-    N = len(problem.X)
-    theta = problem.theta0.detach().clone().requires_grad_(True)
-    optimizer = torch.optim.Adam([theta], lr=cfg.lr)
-    steps, log_every = training_length(N, cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
-    per_epoch = steps_per_epoch(N, cfg.batch_size)
-    scheduler = lr_scheduler(optimizer, cfg.schedule, steps, per_epoch)
-    trace: list[dict[str, float]] = []
-    checkpoints = Checkpoints(problem, "map", cfg)
-    done = 0
-    if (state := checkpoints.load()) is not None:
-        with torch.no_grad():
-            theta.copy_(state["theta"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        problem.generator.set_state(state["generator"])
-        problem.model.load_buffers(state["buffers"])
-        trace, done = state["trace"], state["step"]
-    rows_stream = batches(N, cfg.batch_size, problem.generator)
-    for step in progress(range(done + 1, steps + 1), steps - done, "MAP", problem.progress):
-        rows = next(rows_stream)
-        optimizer.zero_grad(set_to_none=True)
-        with problem.model.training():
-            loss = neg_log_joint(problem, theta, rows, augment=True)
-        if not math.isfinite(loss.item()):
-            raise BnnpredError(
-                f"MAP loss became {loss.item()} at step {step}; lower inference.map.lr or raise prior.delta"
-            )
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-        if step % log_every == 0 or step == steps:
-            trace.append(map_trace_row(problem, theta, step, step / per_epoch, loss.item()))
-        if checkpoints.due(at_boundary=step % per_epoch == 0, last_step=step == steps):
-            checkpoints.save({"step": step, "theta": theta.detach(), "optimizer": optimizer.state_dict(),
-                              "scheduler": scheduler.state_dict(), "generator": problem.generator.get_state(),
-                              "buffers": problem.model.buffer_state(), "trace": trace})
-    theta = theta.detach()
-    timing = checkpoints.clock.timing(steps / per_epoch)
+    length = Length.of(len(problem.X), cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
+    adam = AdamStep(problem, cfg, length.steps)
+    trained = train(problem, "map", cfg, adam, length)
+    theta = adam.theta.detach()
     info = {"grad_norm": log_joint_grad_norm(problem, theta), "full_batch": float(cfg.batch_size is None)}
-    return Fit(theta=theta, posterior=None, info=info, trace=trace, timing=timing)
+    return Fit(theta=theta, posterior=None, info=info, trace=trained.trace, timing=trained.timing)
+
+
+class AdamStep(Trainer):
+    """The MAP's step for :func:`~bnnpred.inference.loop.train`: Adam on the minibatch negative log joint."""
+
+    label, watched = "MAP", "loss"
+    advice = "lower inference.map.lr or raise prior.delta"
+
+    def __init__(self, problem: Problem, cfg: MapConfig, steps: int):
+        self.problem = problem
+        self.theta = problem.theta0.detach().clone().requires_grad_(True)
+        self.optimizer = torch.optim.Adam([self.theta], lr=cfg.lr)
+        self.scheduler = lr_scheduler(self.optimizer, cfg.schedule, steps,
+                                      steps_per_epoch(len(problem.X), cfg.batch_size))
+        self.loss = math.nan
+
+    def state(self) -> dict[str, Any]:
+        return {"theta": self.theta.detach(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict()}
+
+    def load(self, state: dict[str, Any]) -> None:
+        with torch.no_grad():
+            self.theta.copy_(state["theta"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+
+    def step(self, t: int, rows: Callable[[], Rows]) -> float:
+        batch = rows()
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.problem.model.training():
+            loss = neg_log_joint(self.problem, self.theta, batch, augment=True)
+        self.loss = loss.item()
+        if math.isfinite(self.loss):
+            loss.backward()
+            self.optimizer.step()
+            self.scheduler.step()
+        return self.loss
+
+    def row(self, t: int, epoch: float) -> dict[str, float]:
+        return map_trace_row(self.problem, self.theta, t, epoch, self.loss)
 
 
 def map_trace_row(problem: Problem, theta: Tensor, step: int, epoch: float, loss: float) -> dict[str, float]:

@@ -19,18 +19,18 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from bnnpred.errors import BnnpredError
-from bnnpred.inference.base import Fit, Problem, batches, steps_per_epoch, training_length
-from bnnpred.inference.checkpoint import Checkpoints
+from bnnpred.inference.base import Fit, Problem, steps_per_epoch
 from bnnpred.inference.contract import Budget, HealthObjective, Method
+from bnnpred.inference.loop import Length, Rows, Trainer, train
 from bnnpred.inference.map import Schedule, lr_scheduler
 from bnnpred.posteriors import DiagPosterior
-from bnnpred.progress import progress
 
 
 class VarianceParam(str, Enum):
@@ -116,52 +116,65 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
     the KL, the mean ``log σ − log s`` of each parameter tensor, and ``problem.monitor(µ)`` if given.
     """
     cfg.validate()
-    N = len(problem.X)
-    mu = problem.theta0.detach().clone().requires_grad_(True)
-    rho = initial_rho(problem.prior_precision, cfg).detach().requires_grad_(cfg.fixed_sigma2 is None)
-    groups = [{"params": [mu]}] + ([{"params": [rho], "lr": cfg.lr * cfg.rho_lr_factor}] if rho.requires_grad else [])
-    optimizer = torch.optim.Adam(groups, lr=cfg.lr)
-    steps, log_every = training_length(N, cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
-    per_epoch = steps_per_epoch(N, cfg.batch_size)
-    scheduler = lr_scheduler(optimizer, cfg.schedule, steps, per_epoch)
-    trace: list[dict[str, float]] = []
-    window: list[float] = []
-    checkpoints, done = Checkpoints(problem, cfg.name, cfg), 0
-    if (state := checkpoints.load()) is not None:  # resume where a killed run left off
+    length = Length.of(len(problem.X), cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)
+    adam = MeanFieldStep(problem, cfg, expected_loglik, length.steps)
+    trained = train(problem, cfg.name, cfg, adam, length)
+    mu, sigma = adam.mu.detach(), sigma_of(adam.rho.detach(), cfg)
+    info = {"steps": length.steps, "elbo_per_example": trained.trace[-1]["elbo"], "kl": trained.trace[-1]["kl"]}
+    return Fit(theta=mu, posterior=DiagPosterior(mu, 1.0 / sigma.square()), info=info, trace=trained.trace,
+               timing=trained.timing)
+
+
+class MeanFieldStep(Trainer):
+    """A mean-field method's step for :func:`~bnnpred.inference.loop.train`: Adam on ``(µ, ρ)``; its trace row
+    averages the ELBO over the steps since the last row (``window``)."""
+
+    watched, advice = "loss", "lower inference.lr"
+
+    def __init__(self, problem: Problem, cfg: MeanFieldConfig, expected_loglik: ExpectedLoglik, steps: int):
+        self.problem, self.cfg, self.expected_loglik, self.label = problem, cfg, expected_loglik, cfg.name
+        self.mu = problem.theta0.detach().clone().requires_grad_(True)
+        self.rho = initial_rho(problem.prior_precision, cfg).detach().requires_grad_(cfg.fixed_sigma2 is None)
+        groups = [{"params": [self.mu]}] + (
+            [{"params": [self.rho], "lr": cfg.lr * cfg.rho_lr_factor}] if self.rho.requires_grad else [])
+        self.optimizer = torch.optim.Adam(groups, lr=cfg.lr)
+        self.scheduler = lr_scheduler(self.optimizer, cfg.schedule, steps,
+                                      steps_per_epoch(len(problem.X), cfg.batch_size))
+        self.window: list[float] = []
+        self.kl = torch.tensor(math.nan)
+
+    def state(self) -> dict[str, Any]:
+        return {"mu": self.mu.detach(), "rho": self.rho.detach(), "window": self.window,
+                "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+
+    def load(self, state: dict[str, Any]) -> None:
         with torch.no_grad():
-            mu.copy_(state["mu"])
-            rho.copy_(state["rho"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        problem.generator.set_state(state["generator"])
-        problem.model.load_buffers(state["buffers"])
-        trace, window, done = state["trace"], state["window"], state["step"]
-    rows_stream = batches(N, cfg.batch_size, problem.generator)
-    for step in progress(range(done + 1, steps + 1), steps - done, cfg.name, problem.progress):
-        optimizer.zero_grad(set_to_none=True)
-        sigma = sigma_of(rho, cfg)
-        kl = kl_to_prior(mu, sigma, problem.prior_precision)
+            self.mu.copy_(state["mu"])
+            self.rho.copy_(state["rho"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.window = state["window"]
+
+    def step(self, t: int, rows: Callable[[], Rows]) -> float:
+        problem, cfg = self.problem, self.cfg
+        self.optimizer.zero_grad(set_to_none=True)
+        sigma = sigma_of(self.rho, cfg)
+        self.kl = kl_to_prior(self.mu, sigma, problem.prior_precision)
         with problem.model.training():
-            loss = -expected_loglik(problem, mu, sigma, next(rows_stream)) + cfg.kl_weight * kl / N
+            loss = -self.expected_loglik(problem, self.mu, sigma, rows()) + cfg.kl_weight * self.kl / len(problem.X)
             if not math.isfinite(loss.item()):
-                raise BnnpredError(f"{cfg.name} loss became {loss.item()} at step {step}; lower inference.lr")
+                return loss.item()
             loss.backward()
-        optimizer.step()
-        scheduler.step()
-        window.append(-loss.item())
-        if step % log_every == 0 or step == steps:
-            epoch = step / per_epoch
-            trace.append(trace_row(problem, cfg, step, epoch, sum(window) / len(window), kl, mu, rho))
-            window = []
-        if checkpoints.due(at_boundary=step % per_epoch == 0, last_step=step == steps):
-            checkpoints.save({"step": step, "mu": mu.detach(), "rho": rho.detach(), "window": window,
-                              "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                              "generator": problem.generator.get_state(), "buffers": problem.model.buffer_state(),
-                              "trace": trace})
-    mu, sigma = mu.detach(), sigma_of(rho.detach(), cfg)
-    timing = checkpoints.clock.timing(steps / per_epoch)
-    info = {"steps": steps, "elbo_per_example": trace[-1]["elbo"], "kl": trace[-1]["kl"]}
-    return Fit(theta=mu, posterior=DiagPosterior(mu, 1.0 / sigma.square()), info=info, trace=trace, timing=timing)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.window.append(-loss.item())
+        return loss.item()
+
+    def row(self, t: int, epoch: float) -> dict[str, float]:
+        row = trace_row(self.problem, self.cfg, t, epoch, sum(self.window) / len(self.window), self.kl, self.mu,
+                        self.rho)
+        self.window = []
+        return row
 
 
 def trace_row(problem: Problem, cfg: MeanFieldConfig, step: int, epoch: float, elbo: float, kl: Tensor,

@@ -31,6 +31,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -42,19 +43,15 @@ from bnnpred.inference.base import (
     TRACE_DRAWS,
     Fit,
     Problem,
-    TrainingClock,
-    batches,
     decay_factor,
     posterior_trace_row,
-    steps_per_epoch,
 )
-from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.contract import Budget, Method
+from bnnpred.inference.loop import Length, Session, Trainer
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.inference.ngvi_precision import PrecisionState, initial_precision, precision_from_state
 from bnnpred.inference.plateau import plateau_reached
 from bnnpred.posteriors import Posterior
-from bnnpred.progress import progress
 
 
 class PlateauOn(str, Enum):
@@ -154,49 +151,71 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
     plateau, the mean stops moving (``tol``), or ``iterations``; resumable from its checkpoints (saved at epoch
     boundaries, with the precision state, mean, momentum, trace and generator state)."""
     check_ngvi_config(cfg)
-    N, delta = len(problem.X), problem.prior_precision
-    checkpoints = Checkpoints(problem, cfg.name, cfg)  # keyed before the warm start moves the generator
-    if (saved := checkpoints.load()) is not None:
-        problem.generator.set_state(saved["generator"])
-        state, start_info = precision_from_state(saved["precision"]), saved["start_info"]
-        post, momentum, trace, done = state.posterior(saved["mean"]), saved["momentum"], saved["trace"], saved["step"]
-    else:
-        state = initial_precision(cfg.structure, delta, cfg.init_var, cfg.woodbury, start)
+    session = Session(problem, cfg.name, cfg)  # keyed before the warm start moves the generator
+    ngvi = NGVIStep(problem, cfg, estimate)
+    if not session.resumed:
+        state = initial_precision(cfg.structure, problem.prior_precision, cfg.init_var, cfg.woodbury, start)
         warm = train_map(problem, cfg.map) if cfg.start is Start.map and start is None else None
-        start_info = {} if warm is None else {"start_map_grad_norm": warm.info["grad_norm"]}
-        post = start or state.posterior((problem.theta0 if warm is None else warm.theta).clone())
-        momentum, trace, done = torch.zeros_like(post.mean), [], 0
-        checkpoints.clock = TrainingClock()  # started after the warm start: the iterations' own time
-    rows_stream = batches(N, cfg.batch_size, problem.generator)
-    per_epoch = steps_per_epoch(N, cfg.batch_size)
-    converged, plateau, rel_change, t = False, False, math.inf, done
-    for t in progress(range(done + 1, cfg.iterations + 1), cfg.iterations - done, cfg.name, problem.progress):
-        rows = next(rows_stream)
-        X, y = problem.X[rows], problem.y[rows]
-        scale = N / len(X)
-        g, curv, _ = estimate(problem, post, X, y, cfg.n_samples, problem.generator, cfg.structure)
-        gamma = step_size(cfg, t)
-        new_state, new_post, momentum = _step(state, post, momentum, scale * g, curv, scale, delta, cfg, t, gamma)
-        rel_change = float((new_post.mean - post.mean).norm() / post.mean.norm().clamp_min(1e-12))
-        state, post = new_state, new_post
-        if t % cfg.log_every == 0 or t == 1:
-            row = {**posterior_trace_row(problem, post, t, t / per_epoch), "rel_change": rel_change}
-            if cfg.plateau_on is PlateauOn.glm_elbo:
-                row["glm_elbo"] = glm_elbo(problem, post, t)
-            trace.append(row)
-            if cfg.plateau_window is not None and t > 1 and plateau_reached(
-                    [row[cfg.plateau_on.value] for row in trace[1:]], cfg.plateau_window, cfg.plateau_tol):
-                converged = plateau = True
-                break
-        if rel_change < cfg.tol:
-            converged = True
-            break
-        if checkpoints.due(at_boundary=t % per_epoch == 0, last_step=t == cfg.iterations):
-            checkpoints.save({"step": t, "precision": state.state(), "mean": post.mean, "momentum": momentum,
-                              "trace": trace, "generator": problem.generator.get_state(), "start_info": start_info})
-    info = {"iterations": t, "converged": float(converged), "plateau": float(plateau), "rel_change": rel_change,
-            **start_info}
-    return Fit(theta=post.mean, posterior=post, info=info, trace=trace, timing=checkpoints.clock.timing(t / per_epoch))
+        ngvi.start_info = {} if warm is None else {"start_map_grad_norm": warm.info["grad_norm"]}
+        ngvi.precision = state
+        ngvi.post = start or state.posterior((problem.theta0 if warm is None else warm.theta).clone())
+        ngvi.momentum = torch.zeros_like(ngvi.post.mean)
+    trained = session.run(ngvi, Length(cfg.iterations, cfg.batch_size, cfg.log_every, first_row=True))
+    info = {"iterations": trained.steps, "converged": float(ngvi.converged), "plateau": float(ngvi.plateau),
+            "rel_change": ngvi.rel_change, **ngvi.start_info}
+    return Fit(theta=ngvi.post.mean, posterior=ngvi.post, info=info, trace=trained.trace, timing=trained.timing)
+
+
+class NGVIStep(Trainer):
+    """The natural-gradient step for :class:`~bnnpred.inference.loop.Session`: the estimator's gradient and
+    curvature on a minibatch, then :func:`_step`; it stops at a plateau of the trace's ELBO or when the mean's
+    relative change falls below ``tol``, and watches that change (a diverged step raises in :func:`_step`)."""
+
+    watched, advice = "relative change of the mean", "lower inference.gamma"
+
+    def __init__(self, problem: Problem, cfg: NGVIConfig, estimate: Estimator):
+        self.problem, self.cfg, self.estimate, self.label = problem, cfg, estimate, cfg.name
+        self.precision: PrecisionState | None = None
+        self.post: Posterior | None = None
+        self.momentum: Tensor | None = None
+        self.start_info: dict[str, float] = {}
+        self.rel_change, self.converged, self.plateau = math.inf, False, False
+
+    def state(self) -> dict[str, Any]:
+        return {"precision": self.precision.state(), "mean": self.post.mean, "momentum": self.momentum,
+                "start_info": self.start_info}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.precision = precision_from_state(state["precision"])
+        self.post, self.momentum = self.precision.posterior(state["mean"]), state["momentum"]
+        self.start_info = state["start_info"]
+
+    def step(self, t: int, rows: Callable[[], Tensor | slice]) -> float:
+        problem, cfg = self.problem, self.cfg
+        batch = rows()
+        X, y = problem.X[batch], problem.y[batch]
+        scale = len(problem.X) / len(X)
+        g, curv, _ = self.estimate(problem, self.post, X, y, cfg.n_samples, problem.generator, cfg.structure)
+        precision, post, self.momentum = _step(self.precision, self.post, self.momentum, scale * g, curv, scale,
+                                               problem.prior_precision, cfg, t, step_size(cfg, t))
+        self.rel_change = float((post.mean - self.post.mean).norm() / self.post.mean.norm().clamp_min(1e-12))
+        self.precision, self.post = precision, post
+        return self.rel_change
+
+    def row(self, t: int, epoch: float) -> dict[str, float]:
+        row = {**posterior_trace_row(self.problem, self.post, t, epoch), "rel_change": self.rel_change}
+        if self.cfg.plateau_on is PlateauOn.glm_elbo:
+            row["glm_elbo"] = glm_elbo(self.problem, self.post, t)
+        return row
+
+    def stop(self, t: int, trace: list[dict[str, float]]) -> bool:
+        cfg = self.cfg
+        if cfg.plateau_window is not None and t > 1 and trace[-1]["step"] == t and plateau_reached(
+                [row[cfg.plateau_on.value] for row in trace[1:]], cfg.plateau_window, cfg.plateau_tol):
+            self.converged = self.plateau = True
+        elif self.rel_change < cfg.tol:
+            self.converged = True
+        return self.converged
 
 
 def glm_elbo(problem: Problem, post: Posterior, step: int) -> float:

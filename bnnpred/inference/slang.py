@@ -25,8 +25,10 @@ mean step is SLANG's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -35,18 +37,14 @@ from bnnpred.errors import BnnpredError
 from bnnpred.inference.base import (
     Fit,
     Problem,
-    batches,
     decay_factor,
     posterior_trace_row,
-    steps_per_epoch,
-    training_length,
 )
-from bnnpred.inference.checkpoint import Checkpoints
 from bnnpred.inference.contract import Budget, Method
 from bnnpred.inference.gradient_rows import GradientRows, per_example_rows
+from bnnpred.inference.loop import Length, Rows, Trainer, train
 from bnnpred.models import n_params
 from bnnpred.posteriors import LowRankDiagPosterior
-from bnnpred.progress import progress
 
 
 class Update(str, Enum):
@@ -241,35 +239,42 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
     """SLANG from ``µ = θ0``, ``U = 0``, ``d = init_precision``; trace rows (every ``log_every`` iterations, or each
     epoch) by :func:`posterior_trace_row`."""
     cfg.validate()
-    P, N = problem.theta0.numel(), len(problem.X)
-    cfg.check_parameter_count(P)
-    mean = problem.theta0.detach().clone()
-    state = SLANGState(mean=mean, U=mean.new_zeros(P, cfg.rank), d=torch.full_like(mean, cfg.init_precision),
-                       momentum=torch.zeros_like(mean))
-    iterations, log_every = training_length(N, cfg.batch_size, cfg.iterations, cfg.epochs, cfg.log_every)
-    per_epoch = steps_per_epoch(N, cfg.batch_size)
-    trace: list[dict[str, float]] = []
-    checkpoints, done = Checkpoints(problem, "slang", cfg), 0
-    if (saved := checkpoints.load()) is not None:  # resume where a killed run left off (at an epoch boundary)
-        problem.generator.set_state(saved["generator"])
-        state, trace, done = SLANGState(**saved["state"]), saved["trace"], saved["step"]
-    rows_stream = batches(N, cfg.batch_size, problem.generator)
-    for t in progress(range(done + 1, iterations + 1), iterations - done, "SLANG", problem.progress):
-        thetas = state.q().sample(cfg.n_samples, problem.generator)
-        rows = next(rows_stream)
-        X, y = problem.X[rows], problem.y[rows]
-        grads = per_example_rows(problem, thetas, X, y)  # [MS, P], formed or as layer factors
-        scale = N / grads.n_rows
-        g_hat = -scale * grads.column_sums()
-        G = grads.scaled(scale**0.5)
-        alpha, beta = step_sizes(cfg, t)
-        state = slang_step(state, G, g_hat, problem.prior_precision, alpha, beta, cfg, problem.generator)
-        if not bool(torch.isfinite(state.mean).all()):
-            raise BnnpredError(f"SLANG diverged at iteration {t}; lower inference.lr")
-        if t % log_every == 0 or t == iterations:
-            trace.append(posterior_trace_row(problem, state.q(), t, t / per_epoch))
-        if checkpoints.due(at_boundary=t % per_epoch == 0, last_step=t == iterations):
-            checkpoints.save({"step": t, "state": {k: getattr(state, k) for k in ("mean", "U", "d", "momentum", "t")},
-                              "trace": trace, "generator": problem.generator.get_state()})
-    return Fit(theta=state.mean, posterior=state.q(), info={"iterations": iterations}, trace=trace,
-               timing=checkpoints.clock.timing(iterations / per_epoch))
+    cfg.check_parameter_count(problem.theta0.numel())
+    length = Length.of(len(problem.X), cfg.batch_size, cfg.iterations, cfg.epochs, cfg.log_every)
+    slang = SLANGStep(problem, cfg)
+    trained = train(problem, "slang", cfg, slang, length)
+    return Fit(theta=slang.current.mean, posterior=slang.current.q(), info={"iterations": length.steps},
+               trace=trained.trace, timing=trained.timing)
+
+
+class SLANGStep(Trainer):
+    """SLANG's step for :func:`~bnnpred.inference.loop.train`: weight draws, then the minibatch's per-example
+    gradient rows, then :func:`slang_step`; it watches the new mean's norm."""
+
+    label, watched, advice = "SLANG", "mean's norm", "lower inference.lr"
+
+    def __init__(self, problem: Problem, cfg: SLANGConfig):
+        self.problem, self.cfg = problem, cfg
+        mean = problem.theta0.detach().clone()
+        self.current = SLANGState(mean=mean, U=mean.new_zeros(mean.numel(), cfg.rank),
+                                d=torch.full_like(mean, cfg.init_precision), momentum=torch.zeros_like(mean))
+
+    def state(self) -> dict[str, Any]:
+        return {k: getattr(self.current, k) for k in ("mean", "U", "d", "momentum", "t")}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.current = SLANGState(**state)
+
+    def step(self, t: int, rows: Callable[[], Rows]) -> float:
+        problem = self.problem
+        thetas = self.current.q().sample(self.cfg.n_samples, problem.generator)
+        batch = rows()
+        grads = per_example_rows(problem, thetas, problem.X[batch], problem.y[batch])  # [MS, P], formed or factors
+        scale = len(problem.X) / grads.n_rows
+        alpha, beta = step_sizes(self.cfg, t)
+        self.current = slang_step(self.current, grads.scaled(scale**0.5), -scale * grads.column_sums(),
+                                problem.prior_precision, alpha, beta, self.cfg, problem.generator)
+        return float(self.current.mean.norm())
+
+    def row(self, t: int, epoch: float) -> dict[str, float]:
+        return posterior_trace_row(self.problem, self.current.q(), t, epoch)
