@@ -20,7 +20,7 @@ import torch
 
 from bnnpred.app import run_files
 from bnnpred.app.compose import compose
-from bnnpred.app.health import fit_problems
+from bnnpred.app.health import fit_problems, stationarity_flags
 from bnnpred.app.run_record import NotFinished, read_finished
 from bnnpred.app.runner import train
 from bnnpred.errors import BnnpredError
@@ -29,6 +29,7 @@ from bnnpred.inference.base import Fit
 from bnnpred.inference.contract import HealthObjective
 from bnnpred.inference.objective import Objective
 from bnnpred.io import load_checked, strict_json
+from bnnpred.posteriors import DiagPosterior
 from tests.helpers import REPO, bnnpred, trained
 from tests.helpers import TINY_IN_PROCESS as TINY
 
@@ -265,8 +266,39 @@ SINGULAR = ["dtype=float32", "prior.delta=1e-7"]
 def test_a_jittered_precision_is_recorded_and_flagged(tmp_path):
     document = trained(tmp_path, *SINGULAR)
     assert document["info"]["jitter"] > 0 and document["info"]["log_marglik"] is None
-    assert document["run"]["flags"] == [f"jitter {document['info']['jitter']:g} x mean diagonal was added to the "
-                                        "posterior precision"]
+    # the near-flat prior's posterior is wide: the 150-step MAP is also flagged as not stationary (λ 3.2)
+    stationarity, jitter = document["run"]["flags"]
+    assert jitter == f"jitter {document['info']['jitter']:g} x mean diagonal was added to the posterior precision"
+    assert stationarity.startswith("the fit is not a stationary point: its Newton step to the mode is 3.2")
+
+
+def test_a_laplace_posterior_away_from_its_mode_is_flagged():
+    """Issue 37: the Newton decrement √(gᵀ Σ g) in posterior standard deviations; above 1 is flagged, after a
+    full-batch MAP only (a minibatch MAP's gradient is noise)."""
+    theta = torch.zeros(2)
+    posterior = DiagPosterior(theta, torch.tensor([4.0, 1.0]))  # standard deviations 0.5 and 1
+
+    def flags(g: list[float], full_batch: float = 1.0) -> list[str]:
+        grad = torch.tensor(g)
+        fit = Fit(theta=theta, posterior=posterior, info={"full_batch": full_batch})
+        return stationarity_flags(Objective(value=0.0, grad_norm=float(grad.norm()), grad=grad), fit)
+
+    assert flags([2.0, 0.0]) == [] and flags([0.0, 1.0]) == []  # exactly one standard deviation: kept
+    assert flags([4.0, 0.0]) == ["the fit is not a stationary point: its Newton step to the mode is 2 posterior "
+                                 "standard deviations (gradient norm 4); train longer or set inference.map.finish_tol"]
+    assert flags([4.0, 0.0], full_batch=0.0) == []
+    assert stationarity_flags(Objective(value=0.0, grad_norm=4.0, grad=torch.tensor([4.0, 0.0])),
+                              Fit(theta=theta, posterior=None, info={"full_batch": 1.0})) == []  # no posterior
+
+
+def test_a_map_oscillating_at_the_edge_of_the_prior_range_is_flagged(tmp_path):
+    """Issue 37: δ = 1e8 with Adam at a constant step oscillates around 0 with an amplitude of the step: the
+    objective fell and the gradient norm too (the health check passes), but the Laplace posterior (width 1e-4) is
+    centred over ten of its widths from the mode (14.5 here)."""
+    document = trained(tmp_path, "prior.delta=1e8", "inference.map.schedule=constant")
+    (flag,) = document["run"]["flags"]
+    decrement = float(flag.split("the mode is ")[1].split(" ")[0])
+    assert flag.startswith("the fit is not a stationary point") and decrement > 10
 
 
 def test_the_evidence_at_a_jittered_precision_is_kept_out_of_selection(tmp_path):

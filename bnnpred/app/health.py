@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from bnnpred.inference.base import Fit
 from bnnpred.inference.contract import HealthObjective
 from bnnpred.inference.objective import Objective
@@ -61,6 +63,24 @@ def elbo_problems(trace: list[dict[str, float]]) -> list[str]:
     if elbo[-1] < elbo[0]:
         return [f"its objective fell over the fit (the trace's ELBO per example {elbo[0]:.4g} at the first row → "
                 f"{elbo[-1]:.4g})"]
+    return []
+
+
+def stationarity_flags(end: Objective, fit: Fit) -> list[str]:
+    """A flag for a Laplace posterior built at a point that is not the mode it approximates: after a full-batch
+    MAP, the Newton step from ``θ*`` to the mode of the quadratic model, measured in the posterior's own standard
+    deviations, ``λ = √(gᵀ Σ g)`` with ``g = ∇(N·L)(θ*)`` (the Newton decrement; ``Σ⁻¹`` the Laplace precision),
+    above 1: the Gaussian is centred more than one of its widths away from where it should be (notes-000 §5.2
+    assumes ``g = 0``). δ = 1e8 with Adam's oscillation leaves ``g`` at 1.8e8 while the posterior's width is 1e-4."""
+    posterior = fit.posterior
+    if not fit.info.get("full_batch") or end.grad is None or posterior is None or not torch.equal(posterior.mean,
+                                                                                                   fit.theta):
+        return []
+    decrement = float(end.grad @ posterior.cov_mv(end.grad)) ** 0.5
+    if decrement > 1:
+        return [f"the fit is not a stationary point: its Newton step to the mode is {decrement:.3g} posterior "
+                f"standard deviations (gradient norm {end.grad_norm:.3g}); train longer or set "
+                "inference.map.finish_tol"]
     return []
 
 

@@ -31,7 +31,7 @@ from bnnpred import inference, metrics
 from bnnpred._version import __version__
 from bnnpred.app import run_files
 from bnnpred.app.config import Config, run_key
-from bnnpred.app.health import fit_problems, jitter_flags
+from bnnpred.app.health import fit_problems, jitter_flags, stationarity_flags
 from bnnpred.app.run_evaluation import (
     entropy_histograms,
     evaluate_all,
@@ -107,7 +107,7 @@ class Trainer:
         kept = bool(problems and s.cfg.keep_unhealthy)  # kept, and flagged with the run
         return Candidate(prior=prior, sigma2=sigma2, fit=fit, row=row, log_evidence=log_evidence,
                          valid_nll=valid_nll, cv_nll=cv_nll, problems=[] if kept else problems,
-                         flags=problems if kept else [])
+                         flags=[*(problems if kept else []), *stationarity_flags(end, fit)])
 
     def cv_nll(self, problem: Problem, warm: torch.Tensor | None) -> float:
         """The K-fold cross-validated NLL of the training split (``selection=cv_nll``): the training rows in

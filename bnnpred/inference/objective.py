@@ -17,10 +17,12 @@ CHUNK = 512
 
 @dataclass(frozen=True)
 class Objective:
-    """``L(θ)`` per example and ``‖∇L(θ)‖`` of the sum form ``N·L`` (as ``grad_norm`` in a MAP's info)."""
+    """``L(θ)`` per example and ``‖∇L(θ)‖`` of the sum form ``N·L`` (as ``grad_norm`` in a MAP's info), and that
+    gradient ``[P]`` where it was computed."""
 
     value: float
     grad_norm: float
+    grad: Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -50,4 +52,4 @@ def objective_at(problem: Problem, theta: Tensor, data: DataTerm | None = None) 
     theta = theta.detach()
     prior = 0.5 * float((problem.prior_precision * theta.square()).sum())
     grad = data.grad + problem.prior_precision * theta
-    return Objective(value=(data.nll + prior) / len(problem.X), grad_norm=float(grad.norm()))
+    return Objective(value=(data.nll + prior) / len(problem.X), grad_norm=float(grad.norm()), grad=grad)
