@@ -11,7 +11,9 @@ A method that trains to a stationary point on the full batch (a MAP by full-batc
 its info records ``grad_norm`` and ``full_batch = 1``) must also end with a smaller gradient norm than it started
 with. A minibatch-trained MAP's final gradient norm measures the noise of its last steps, not a breakage (3c3d on
 8,000 Fashion-MNIST images, six epochs at a constant step: 3.7e3 at the start, 1.0e4 at the end), so only its
-objective is checked. Metrics must be finite. Jitter added to a precision is never a failure but always a flag.
+objective is checked. Metrics must be finite. Jitter added to a precision is never a failure but always a flag,
+and so is a Laplace posterior after a full-batch MAP centred more than one of its standard deviations from the mode
+(:func:`stationarity_flags`).
 """
 
 from __future__ import annotations
