@@ -48,7 +48,7 @@ from bnnpred.inference.map import MAP_BUDGET
 from bnnpred.laplace_evidence import LaplaceEvidence, maximise_evidence
 from bnnpred.likelihoods import Gaussian, Likelihood, likelihood_for
 from bnnpred.posteriors import Posterior, load_posterior
-from bnnpred.prediction import Prediction
+from bnnpred.prediction import Prediction, concat
 from bnnpred.predictive import Context, GPSubset, PredictiveKind, applies, predictor
 from bnnpred.prior import Prior, PriorConfig, PriorGroups, PriorScale
 from bnnpred.progress import announce
@@ -148,13 +148,19 @@ class Fitted:
             raise BnnpredError(f"sigma2 must be positive, got {sigma2}")
         return _as_noise(self.likelihood.sigma2 if sigma2 is None else sigma2)
 
-    def predict(self, X: Tensor, kind: str = "glm", *, n_samples: int = 1000, seed: int = 0,
+    def predict(self, X: Tensor | Iterable, kind: str = "glm", *, n_samples: int = 1000, seed: int = 0,
                 gp_subset_size: int | None = None, gp_subset: str = "random", **laplace_torch: Any) -> Prediction:
         """The predictive ``kind`` at inputs ``X`` ``[B, ...]``: a ``ClassPrediction`` (``.probs`` ``[B, C]``), a
         ``RegPrediction`` or a ``CountPrediction`` (``.mean`` / ``.variance`` ``[B]``); sampled predictives draw
         ``n_samples`` from a generator seeded by ``seed``, so the same call gives the same numbers. The network is
         evaluated in eval mode whatever its mode, which is left as it was. laplace-torch's ``pred_type=`` and
-        ``link_approx=`` are refused naming the ``kind`` that does the same."""
+        ``link_approx=`` are refused naming the ``kind`` that does the same.
+
+        ``X`` may be a ``DataLoader`` (or any iterable) of input batches, or of ``(inputs, targets)`` batches whose
+        targets are ignored: the batches are predicted one at a time (the network, the posterior and a GP's
+        conditioning held once) and joined in order. Every batch starts the same random stream, so ``nn`` uses the
+        same weight draws in each and equals the prediction on all inputs at once; ``glm`` and ``gp`` draw each
+        input's latent noise within its batch."""
         laplace_torch_keywords.refuse("predict", laplace_torch, laplace_torch_keywords.PREDICT)
         kinds = {k.value: k for k in PredictiveKind}
         if kind not in kinds:
@@ -162,7 +168,6 @@ class Fitted:
         inference.check_predictives(self.method, [kinds[kind]])
         if n_samples < 1:
             raise BnnpredError(f"n_samples must be >= 1, got {n_samples}")
-        X = X.to(device=self.theta.device, dtype=self.theta.dtype)
         if self._X_train is None and kinds[kind] is PredictiveKind.gp:
             raise BnnpredError("the gp predictive conditions on the training inputs, which a saved fit leaves out "
                                "and a fit streamed from a loader never held: bnnpred.load(path, model, X_train=X), "
@@ -175,7 +180,15 @@ class Fitted:
         predict = predictor(kinds[kind], ctx, n_samples=n_samples, seed=seed, gp_subset_size=gp_subset_size,
                             gp_subset_how=how[gp_subset])
         with _eval_mode(self._model.module):
-            return predict(X)
+            if isinstance(X, Tensor):
+                return predict(self._on_device(X))
+            parts = [predict(self._on_device(inputs)) for inputs in _inputs(X)]
+        if not parts:
+            raise BnnpredError("predict(loader): the loader yielded no batch")
+        return concat(parts)
+
+    def _on_device(self, X: Tensor) -> Tensor:
+        return X.to(device=self.theta.device, dtype=self.theta.dtype)
 
     def predictive_kinds(self) -> list[str]:
         """The predictives this fit supports, as its method declares them (``KINDS``, see
@@ -347,6 +360,16 @@ def _batches(loader: Iterable, like: Tensor, likelihood: Likelihood, task: Task)
         y = y.to(device=like.device, dtype=torch.int64 if classification else like.dtype)
         likelihood.check_targets(y)
         yield X.to(device=like.device, dtype=like.dtype), y
+
+
+def _inputs(loader: Iterable) -> Iterator[Tensor]:
+    """A loader's input batches: each batch itself, or the first of an ``(inputs, targets)`` pair."""
+    for batch in loader:
+        inputs = batch[0] if isinstance(batch, list | tuple) else batch
+        if not isinstance(inputs, Tensor):
+            raise BnnpredError(f"predict(loader): the loader must yield input tensors or (inputs, targets) pairs, got "
+                               f"a batch of {type(inputs).__name__}")
+        yield inputs
 
 
 def _tensors(X: Tensor | Iterable, y: Tensor | None) -> tuple[Tensor, Tensor]:

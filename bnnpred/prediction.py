@@ -113,3 +113,16 @@ class CountPrediction(NamedTuple):
 
 
 Prediction = ClassPrediction | RegPrediction | CountPrediction
+
+
+def concat(parts: list[Prediction]) -> Prediction:
+    """Predictions of consecutive input batches as one over all their inputs: along ``B`` (``[B]`` and
+    ``[B, C]`` fields on dim 0, ``[K, B]`` mixtures on dim 1; a mixture's weights ``[K]`` are the same in every
+    batch and kept once)."""
+    first = parts[0]
+    if isinstance(first, ClassPrediction):
+        fields = ([getattr(p, name) for p in parts] for name in ClassPrediction._fields)
+        return ClassPrediction(*(None if values[0] is None else torch.cat(values) for values in fields))
+    if isinstance(first, RegPrediction):
+        return RegPrediction(torch.cat([p.loc for p in parts], 1), torch.cat([p.var for p in parts], 1))
+    return CountPrediction(torch.cat([p.rate for p in parts], 1), first.log_weight)

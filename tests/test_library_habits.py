@@ -240,6 +240,36 @@ def test_a_post_hoc_fit_streamed_from_a_loader_equals_the_fit_on_tensors(structu
         streamed.predict(X[:5], "gp")
 
 
+def test_predictions_streamed_from_a_loader_equal_those_on_all_inputs_at_once():
+    """Issue 36 item 5: predict over a DataLoader of (inputs, targets) or of inputs alone, batch by batch, joined in
+    order: map, nn (the same weight draws in every batch), closed and bridge equal the prediction on the whole tensor
+    (float64, 1e-12); glm draws per batch, so it equals the batches predicted one by one; a regression's and a count
+    model's mixtures join along their inputs."""
+    X, y = classification(200)
+    fitted = bnnpred.fit(network(), X, y, task="multiclass", train=False, prior_precision=3.0)
+    pairs = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=64)  # 3 batches + 8
+    for kind in ("map", "nn", "closed", "bridge"):
+        whole, streamed = fitted.predict(X, kind, n_samples=30), fitted.predict(pairs, kind, n_samples=30)
+        for mine, theirs in zip(streamed, whole, strict=True):
+            assert (mine is None) == (theirs is None)
+            if mine is not None:
+                torch.testing.assert_close(mine, theirs, rtol=1e-12, atol=1e-14)
+    inputs = torch.utils.data.DataLoader(X, batch_size=64)
+    by_batch = torch.cat([fitted.predict(X[i:i + 64], "glm", n_samples=30).probs for i in range(0, 200, 64)])
+    assert torch.equal(fitted.predict(inputs, "glm", n_samples=30).probs, by_batch)
+    for task, target in (("regression", X[:, 0] + 0.1 * X[:, 1]), ("count", (X[:, 0].exp().round()))):
+        regression = bnnpred.fit(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)),
+                                 X, target, task=task, train=False, options={"structure": "diag"})
+        for kind in ("nn", "closed"):
+            whole, streamed = regression.predict(X, kind, n_samples=30), regression.predict(inputs, kind, n_samples=30)
+            torch.testing.assert_close(streamed.mean, whole.mean, rtol=1e-12, atol=1e-14)
+            torch.testing.assert_close(streamed.variance, whole.variance, rtol=1e-12, atol=1e-14)
+    with pytest.raises(BnnpredError, match="the loader yielded no batch"):
+        fitted.predict(torch.utils.data.DataLoader(X[:0], batch_size=8), "map")
+    with pytest.raises(BnnpredError, match="must yield input tensors or .* got a batch of str"):
+        fitted.predict([("a", "b")], "map")
+
+
 def test_the_bridge_of_a_logit_without_variance_is_finite():
     from bnnpred.predictive import laplace_bridge
 
