@@ -43,7 +43,7 @@ from bnnpred import fit_file, inference, laplace_torch_keywords, metrics
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.data.base import Task
 from bnnpred.errors import BnnpredError, unknown_choice
-from bnnpred.inference import Fit, Problem
+from bnnpred.inference import Fit, Problem, Session
 from bnnpred.inference.map import MAP_BUDGET
 from bnnpred.laplace_evidence import LaplaceEvidence, maximise_evidence
 from bnnpred.likelihoods import Gaussian, Likelihood, likelihood_for
@@ -315,7 +315,7 @@ def _fit(model: nn.Module, X: Tensor | Iterable, y: Tensor | None, task: Task, m
                  "(train=False fits the posterior at the weights as they are)")
     problem = Problem(model=flat, likelihood=likelihood, X=X, y=y, prior_precision=prior.precision(theta0),
                       theta0=theta0, generator=torch.Generator(device=theta0.device).manual_seed(seed),
-                      progress=progress)
+                      session=Session(progress=progress))
     try:
         result: Fit = inference.fit(problem, cfg)
     finally:

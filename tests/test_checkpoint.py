@@ -17,6 +17,7 @@ import time
 import pytest
 import torch
 
+from bnnpred.inference import Session
 from bnnpred.inference import map as map_module
 from bnnpred.inference.base import TrainingClock
 from bnnpred.inference.map import MapConfig, train_map
@@ -28,7 +29,7 @@ MINIBATCH = MapConfig(steps=60, batch_size=4, lr=1e-2, schedule="cosine")  # 3 s
 
 def problem_in(tmp_path, delta: float = 0.7):
     problem, _ = tiny_problem("bernoulli", delta=delta)
-    return dataclasses.replace(problem, checkpoints=tmp_path / "ckpt", checkpoint_seconds=0.0)
+    return dataclasses.replace(problem, session=Session(checkpoints=tmp_path / "ckpt", checkpoint_seconds=0.0))
 
 
 class Interrupted(Exception):

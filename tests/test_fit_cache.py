@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 import torch
 
+from bnnpred.inference import Session
 from bnnpred.inference import map as map_module
 from bnnpred.inference.map import MapConfig, train_map
 from tests.helpers import tiny_problem
@@ -16,7 +17,11 @@ MINIBATCH = MapConfig(steps=30, batch_size=4, lr=1e-2)
 
 def cached_problem(tmp_path, delta: float = 0.7):
     problem, _ = tiny_problem("bernoulli", delta=delta)
-    return dataclasses.replace(problem, fit_cache=tmp_path / "cache")
+    return dataclasses.replace(problem, session=Session(fit_cache=tmp_path / "cache"))
+
+
+def monitored(problem, monitor):
+    return dataclasses.replace(problem, session=dataclasses.replace(problem.session, monitor=monitor))
 
 
 def refuse_training(problem, cfg):
@@ -54,13 +59,13 @@ def test_a_run_monitoring_other_splits_does_not_take_anothers_trace(tmp_path, mo
         return lambda theta: {"valid_probe": float((rows @ theta[: rows.shape[1]]).sum())}
 
     valid = torch.randn(5, 2, generator=torch.Generator().manual_seed(3))
-    first = dataclasses.replace(cached_problem(tmp_path), monitor=monitor_of(valid))
+    first = monitored(cached_problem(tmp_path), monitor_of(valid))
     fit = train_map(first, MINIBATCH)
     assert "valid_probe" in fit.trace[-1]
     monkeypatch.setattr(map_module, "_adam", refuse_training)
-    same = dataclasses.replace(cached_problem(tmp_path), monitor=monitor_of(valid.clone()))
+    same = monitored(cached_problem(tmp_path), monitor_of(valid.clone()))
     assert train_map(same, MINIBATCH).trace == fit.trace
-    other = dataclasses.replace(cached_problem(tmp_path), monitor=monitor_of(valid[:4]))
+    other = monitored(cached_problem(tmp_path), monitor_of(valid[:4]))
     with pytest.raises(AssertionError, match="trained although"):
         train_map(other, MINIBATCH)
 

@@ -12,6 +12,7 @@ from torch import nn
 from bnnpred.app.compose import compose
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
+from bnnpred.inference import Session
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.models import build_model, n_params
 from bnnpred.models.cnn import Pooling, ThesisCNNConfig, build_thesis_cnn
@@ -61,7 +62,7 @@ def batchnorm_problem(tmp_path):
     model = FlatModel(nn.Sequential(nn.Linear(2, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 1)).double())
     theta = model.theta()
     return dataclasses.replace(problem, model=model, theta0=theta, prior_precision=torch.ones_like(theta),
-                               fit_cache=tmp_path / "cache")
+                               session=Session(fit_cache=tmp_path / "cache"))
 
 
 def test_training_updates_batchnorm_statistics_and_evaluation_uses_them(tmp_path):

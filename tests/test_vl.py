@@ -10,7 +10,7 @@ import torch
 
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature
-from bnnpred.inference.base import Problem
+from bnnpred.inference.base import Problem, Session
 from bnnpred.inference.bbb import BBBConfig, sampled_loglik
 from bnnpred.inference.map import Schedule, lr_scheduler
 from bnnpred.inference.mean_field import VarianceParam, initial_rho, kl_to_prior
@@ -99,7 +99,8 @@ def test_log_sigma_starts_at_log_s_minus_3_and_fixed_variance_is_not_learned():
 
 
 def test_vl_training_raises_the_elbo_and_traces_log_sigma_per_tensor():
-    problem = dataclasses.replace(softplus_problem(n=60), monitor=lambda theta: {"test_probe": float(theta.sum())})
+    problem = dataclasses.replace(softplus_problem(n=60),
+                                  session=Session(monitor=lambda theta: {"test_probe": float(theta.sum())}))
     fit = fit_vl(problem, VLConfig(steps=300, lr=0.02, log_every=100))
     first, last = fit.trace[0], fit.trace[-1]
     assert last["elbo"] > first["elbo"]

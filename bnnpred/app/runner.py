@@ -49,7 +49,7 @@ from bnnpred.app.saved_runs import finished_run, moved
 from bnnpred.app.stored_predictions import StoredPredictions
 from bnnpred.data import Task
 from bnnpred.errors import BnnpredError
-from bnnpred.inference import Fit, Problem
+from bnnpred.inference import Fit, Problem, Session
 from bnnpred.inference.laplace_ggn import SubsetOfWeights
 from bnnpred.inference.ngvi import DivergenceError
 from bnnpred.inference.objective import DataTerm, data_term, objective_at
@@ -78,9 +78,10 @@ class Trainer:
             model=s.model, likelihood=likelihood, X=s.data.X_train, y=s.data.y_train, prior_precision=precision,
             theta0=self.theta0 if warm is None else warm,
             generator=torch.Generator(device=s.device).manual_seed(s.cfg.seed),
-            progress=s.cfg.progress, fit_cache=Path(s.cfg.fit_cache) if s.cfg.fit_cache else None,
-            monitor=partial(monitor_metrics_at, s, likelihood), augment=s.data.augment,
-            checkpoints=self.checkpoints, checkpoint_seconds=s.cfg.checkpoint_seconds,
+            augment=s.data.augment,
+            session=Session(progress=s.cfg.progress, fit_cache=Path(s.cfg.fit_cache) if s.cfg.fit_cache else None,
+                            monitor=partial(monitor_metrics_at, s, likelihood), checkpoints=self.checkpoints,
+                            checkpoint_seconds=s.cfg.checkpoint_seconds),
         )
         cv_nll = (self.cv_nll(problem, warm) if s.cfg.selection.method is SelectionMethod.cv_nll else None)
         if warm is None and sigma2 not in self.start_data:
@@ -126,8 +127,8 @@ class Trainer:
         buffers, total = s.model.buffer_state(), 0.0
         for k, held in enumerate(folds):
             kept = torch.cat([fold for j, fold in enumerate(folds) if j != k])
-            part = replace(problem, X=problem.X[kept], y=problem.y[kept], monitor=None,
-                           theta0=self.theta0 if warm is None else warm,
+            part = replace(problem, X=problem.X[kept], y=problem.y[kept],
+                           session=replace(problem.session, monitor=None), theta0=self.theta0 if warm is None else warm,
                            generator=torch.Generator(device=s.device).manual_seed(s.cfg.seed))
             fit = inference.fit(part, s.cfg.inference)
             on_part = replace(s, cfg=cfg, data=replace(s.data, X_train=part.X, y_train=part.y))

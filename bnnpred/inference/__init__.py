@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from bnnpred.errors import BnnpredError, unknown_choice
-from bnnpred.inference.base import Fit, Problem
+from bnnpred.inference.base import Fit, Problem, Session
 from bnnpred.inference.bbb import BBBConfig, fit_bbb
 from bnnpred.inference.contract import NEEDS, Method
 from bnnpred.inference.exact_vi import ExactVIConfig, fit_exact_vi
@@ -62,4 +62,4 @@ def fit(problem: Problem, cfg: Method) -> Fit:
     return METHODS[cfg.name][1](problem, cfg)
 
 
-__all__ = ["EVIDENCE_METHODS", "METHODS", "Fit", "Method", "Problem", "check_predictives", "fit"]
+__all__ = ["EVIDENCE_METHODS", "METHODS", "Fit", "Method", "Problem", "Session", "check_predictives", "fit"]

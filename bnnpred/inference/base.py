@@ -23,9 +23,22 @@ if TYPE_CHECKING:
 TRACE_DRAWS = 8  # posterior draws per ELBO estimate in a training trace
 
 
+@dataclass(frozen=True)
+class Session:
+    """How a problem is trained, apart from what it is: progress display, the shared store of point estimates, the
+    metrics monitored in traces and the resumable training states. None of it changes a fit's numbers."""
+
+    progress: bool = False
+    fit_cache: Path | None = None  # folder of shared point estimates (see inference.fit_cache); None: none
+    monitor: Callable[[Tensor], dict[str, float]] | None = None  # metrics at θ for traces (valid / test NLL)
+    checkpoints: Path | None = None  # folder of resumable training states (see inference.checkpoint); None: none
+    checkpoint_seconds: float = 300.0  # at least this long between two checkpoints of a trainer
+
+
 @dataclass
 class Problem:
-    """A training problem: network, likelihood, data, prior ``N(0, diag(prior_precision)⁻¹)``, start point."""
+    """A training problem: network, likelihood, data, prior ``N(0, diag(prior_precision)⁻¹)``, start point, the
+    random generator of its minibatches and draws; and the :class:`Session` it is trained in."""
 
     model: FlatModel
     likelihood: Likelihood
@@ -34,12 +47,8 @@ class Problem:
     prior_precision: Tensor  # [P]
     theta0: Tensor  # [P] initial parameters
     generator: torch.Generator
-    progress: bool = False
-    fit_cache: Path | None = None  # folder of shared point estimates (see inference.fit_cache); None: none
-    monitor: Callable[[Tensor], dict[str, float]] | None = None  # metrics at θ for traces (valid / test NLL)
     augment: Callable[[Tensor, torch.Generator], Tensor] | None = None  # training-time input transform
-    checkpoints: Path | None = None  # folder of resumable training states (see inference.checkpoint); None: none
-    checkpoint_seconds: float = 300.0  # at least this long between two checkpoints of a trainer
+    session: Session = field(default_factory=Session)
 
     def training_batch(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
         """Inputs and targets of ``rows`` as a trainer sees them: augmented when the dataset asks for it."""
@@ -48,7 +57,8 @@ class Problem:
 
     def monitored(self, theta: Tensor) -> dict[str, float]:
         """The monitor's metrics at ``θ`` for a trace row (none without a monitor)."""
-        return {} if self.monitor is None else self.monitor(theta.detach())
+        monitor = self.session.monitor
+        return {} if monitor is None else monitor(theta.detach())
 
 
 @dataclass
@@ -131,7 +141,7 @@ def steps_per_epoch(N: int, batch_size: int | None) -> int:
 def posterior_trace_row(problem: Problem, posterior: Posterior, step: int, epoch: float) -> dict[str, float]:
     """A training-trace row of a Gaussian posterior: the ELBO per example
     ``(1/N) (Σ_i E_q log p(y_i | f(x_i; θ)) − KL(q ‖ p))`` (notes-002 eq. 1) with ``E_q`` over ``TRACE_DRAWS`` draws on
-    the whole training set, the KL, and ``problem.monitor(µ)`` (e.g. the validation and test metrics at the mean).
+    the whole training set, the KL, and the session's monitor at ``µ`` (e.g. the validation and test metrics).
     The draws come from a generator seeded by the run's seed and the step, so how often a run logs does not change
     its training and runs with other seeds draw other noise."""
     seed = problem.generator.initial_seed() * 1_000_003 + step

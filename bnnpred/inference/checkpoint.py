@@ -1,7 +1,7 @@
 """Resumable training: a trainer's state saved atomically, with a checksum, so that a run killed mid-training (a
 SIGKILL, a session's end, a cluster preemption) starts again where it was and ends with the same numbers.
 
-A trainer saves at the end of an epoch (any step of a full-batch run) once ``Problem.checkpoint_seconds`` have
+A trainer saves at the end of an epoch (any step of a full-batch run) once the session's ``checkpoint_seconds`` have
 passed since its last save, and at its last step. The file is named by the stage's digest (the code, data, prior,
 start point, generator state and settings; :func:`bnnpred.inference.fit_cache.stage_digest`), so a checkpoint of
 another config or code version is never resumed. The previous checkpoint is kept beside the newest: one that does
@@ -24,13 +24,13 @@ log = logging.getLogger(__name__)
 
 
 class Checkpoints:
-    """The checkpoints of one stage of one problem (inactive when ``problem.checkpoints`` is None), and the stage's
-    training clock (``clock``), which a checkpoint carries so that a resumed training counts its whole time."""
+    """The checkpoints of one stage of one problem (inactive when its session has no ``checkpoints`` folder), and the
+    stage's training clock (``clock``), which a checkpoint carries so that a resumed training counts its whole time."""
 
     def __init__(self, problem: Problem, stage: str, settings: Any):
-        self.every = problem.checkpoint_seconds
-        self.identity = None if problem.checkpoints is None else stage_digest(problem, stage, settings)
-        self.path = None if problem.checkpoints is None else Path(problem.checkpoints) / f"{stage}-{self.identity}.pt"
+        folder, self.every = problem.session.checkpoints, problem.session.checkpoint_seconds
+        self.identity = None if folder is None else stage_digest(problem, stage, settings)
+        self.path = None if folder is None else Path(folder) / f"{stage}-{self.identity}.pt"
         self.last = time.monotonic()
         self.clock = TrainingClock()
 

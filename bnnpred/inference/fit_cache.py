@@ -57,11 +57,11 @@ def stage_digest(problem: Problem, stage: str, settings: Any) -> str:
 
 def cached_fit(problem: Problem, stage: str, settings: Any, compute: Callable[[], Fit]) -> Fit:
     """``compute()``, or the stored result of the same ``stage`` with the same ``settings`` (a dataclass) on the
-    same problem from ``problem.fit_cache``; no store when ``problem.fit_cache`` is ``None``."""
-    if problem.fit_cache is None:
+    same problem from its session's ``fit_cache``; no store when that is ``None``."""
+    if problem.session.fit_cache is None:
         return compute()
     identity = stage_digest(problem, stage, settings)
-    path = Path(problem.fit_cache) / stage / f"{identity}.pt"
+    path = Path(problem.session.fit_cache) / stage / f"{identity}.pt"
     if (stored := _load(path, identity)) is not None:
         log.info("%s reused from %s", stage, path)
         problem.generator.set_state(stored["generator"])

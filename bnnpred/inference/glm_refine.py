@@ -73,7 +73,8 @@ def linearized_problem(problem: Problem, theta_star: torch.Tensor, jacobian_dtyp
     dtype = getattr(torch, jacobian_dtype) if jacobian_dtype else None
     model = LinearizedModel(*stacked_jacobians(problem.model, theta_star, problem.X, dtype), theta_star)
     rows = torch.arange(len(problem.X), device=theta_star.device)
-    return dataclasses.replace(problem, model=model, X=rows, theta0=theta_star, monitor=None)
+    return dataclasses.replace(problem, model=model, X=rows, theta0=theta_star,
+                               session=dataclasses.replace(problem.session, monitor=None))
 
 
 def fit_glm_refine(problem: Problem, cfg: GLMRefineConfig) -> Fit:

@@ -126,7 +126,7 @@ def data_curvature(problem: Problem, theta: Tensor, cfg: LaplaceGGNConfig) -> tu
     if cfg.structure is Structure.kron:
         data, loglik = kron_ggn(problem.model, problem.likelihood, theta, problem.X, problem.y,
                                 cfg.kron_batch_size, resume=accumulation(problem, "kron", cfg),
-                                show_progress=problem.progress)
+                                show_progress=problem.session.progress)
     else:
         data, loglik = curvature(problem.model, problem.likelihood, theta, problem.X, problem.y, kind=cfg.curvature,
                                  structure=cfg.structure)

@@ -4,10 +4,10 @@ clock; a method writes its step, its state and its trace row (:class:`Trainer`).
 
 A run of ``steps`` steps draws its minibatches from ``problem.generator`` (:func:`~bnnpred.inference.base.batches`),
 takes a trace row every ``log_every`` steps and at the last (and at the first, for a method whose stopping rule
-compares against it), stops early when the method says so, and saves a checkpoint at an epoch boundary once
-``problem.checkpoint_seconds`` have passed and at the last step (:mod:`bnnpred.inference.checkpoint`). A checkpoint
-holds the method's state, the trace, the generator's state, the network's buffers and the training clock, so a
-resumed run ends bit for bit where an uninterrupted one ends.
+compares against it), stops early when the method says so, and saves a checkpoint at an epoch boundary once the
+problem's session's ``checkpoint_seconds`` have passed and at the last step (:mod:`bnnpred.inference.checkpoint`). A
+checkpoint holds the method's state, the trace, the generator's state, the network's buffers and the training clock,
+so a resumed run ends bit for bit where an uninterrupted one ends.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ Rows = Tensor | slice  # a minibatch's row indices, or every row
 
 
 class Trainer(ABC):
-    """What a method writes for :meth:`Session.run`."""
+    """What a method writes for :meth:`Stage.run`."""
 
     label: str  # the progress bar's and the divergence message's name of the method
     watched: str  # what :meth:`step` returns, e.g. "loss"
@@ -61,7 +61,7 @@ class Trainer(ABC):
 
 @dataclass
 class Trained:
-    """What :meth:`Session.run` hands back: the trace, the steps taken, and the loop's timing
+    """What :meth:`Stage.run` hands back: the trace, the steps taken, and the loop's timing
     (:meth:`TrainingClock.timing`)."""
 
     trace: list[dict[str, float]]
@@ -87,7 +87,7 @@ class Length:
         return cls(steps, batch_size, log_every)
 
 
-class Session:
+class Stage:
     """One stage's checkpoints opened before the method prepares its start (the checkpoint's name is the stage's
     digest, which holds the generator's state: a warm start that moves the generator must come after), and the
     loop run on them."""
@@ -119,7 +119,8 @@ class Session:
         per_epoch = steps_per_epoch(N, length.batch_size)
         stream = batches(N, length.batch_size, problem.generator)
         t = done
-        for t in progress(range(done + 1, length.steps + 1), length.steps - done, trainer.label, problem.progress):
+        for t in progress(range(done + 1, length.steps + 1), length.steps - done, trainer.label,
+                          problem.session.progress):
             value = trainer.step(t, lambda: next(stream))
             if not math.isfinite(value):
                 raise BnnpredError(f"{trainer.label} {trainer.watched} became {value} at step {t}; {trainer.advice}")
@@ -134,9 +135,9 @@ class Session:
 
 
 def train(problem: Problem, stage: str, settings: Any, trainer: Trainer, length: Length) -> Trained:
-    """:meth:`Session.run` for a method with no warm start: ``trainer`` on ``problem`` for ``length``, resumed from
+    """:meth:`Stage.run` for a method with no warm start: ``trainer`` on ``problem`` for ``length``, resumed from
     the checkpoint of ``stage`` under ``settings`` if there is one."""
-    return Session(problem, stage, settings).run(trainer, length)
+    return Stage(problem, stage, settings).run(trainer, length)
 
 
 def accumulation(problem: Problem, stage: str, settings: Any) -> Checkpoints:

@@ -81,7 +81,7 @@ def neg_log_joint(problem: Problem, theta: Tensor, rows: Tensor | slice, augment
 
 
 def train_map(problem: Problem, cfg: MapConfig) -> Fit:
-    """Adam on the negative log joint from ``problem.theta0`` (or the same MAP from ``problem.fit_cache``); a NaN or
+    """Adam on the negative log joint from ``problem.theta0`` (or the same MAP from the session's fit cache); a NaN or
     inf loss stops with an error."""
     _check_map_config(cfg)
     return cached_fit(problem, "map", cfg, lambda: _finish(problem, cfg, _adam(problem, cfg)))
@@ -140,7 +140,7 @@ class AdamStep(Trainer):
 
 def map_trace_row(problem: Problem, theta: Tensor, step: int, epoch: float, loss: float) -> dict[str, float]:
     """A MAP training-trace row: the step, the epoch, the step's minibatch negative log joint (at θ before the
-    step) and ``problem.monitor`` at θ after it (the validation and test metrics, where the run has them; a
+    step) and the session's monitor at θ after it (the validation and test metrics, where the run has them; a
     full-batch finish comes after the last row)."""
     return {"step": step, "epoch": epoch, "loss": loss, **problem.monitored(theta)}
 

@@ -113,7 +113,7 @@ def train_mean_field(problem: Problem, cfg: MeanFieldConfig, expected_loglik: Ex
     """Adam on the per-example negative tempered ELBO from ``µ = θ0`` and ``ρ₀``; a non-finite loss is an error.
 
     Trace rows (every ``log_every`` steps): step, epoch, the tempered ELBO per example averaged over those steps,
-    the KL, the mean ``log σ − log s`` of each parameter tensor, and ``problem.monitor(µ)`` if given.
+    the KL, the mean ``log σ − log s`` of each parameter tensor, and the session's monitor at ``µ`` if it has one.
     """
     cfg.validate()
     length = Length.of(len(problem.X), cfg.batch_size, cfg.steps, cfg.epochs, cfg.log_every)

@@ -47,7 +47,7 @@ from bnnpred.inference.base import (
     posterior_trace_row,
 )
 from bnnpred.inference.contract import Budget, Method
-from bnnpred.inference.loop import Length, Session, Trainer
+from bnnpred.inference.loop import Length, Stage, Trainer
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.inference.ngvi_precision import PrecisionState, initial_precision, precision_from_state
 from bnnpred.inference.plateau import plateau_reached
@@ -151,23 +151,23 @@ def run_ngvi(problem: Problem, cfg: NGVIConfig, estimate: Estimator, start: Post
     plateau, the mean stops moving (``tol``), or ``iterations``; resumable from its checkpoints (saved at epoch
     boundaries, with the precision state, mean, momentum, trace and generator state)."""
     check_ngvi_config(cfg)
-    session = Session(problem, cfg.name, cfg)  # keyed before the warm start moves the generator
+    stage = Stage(problem, cfg.name, cfg)  # keyed before the warm start moves the generator
     ngvi = NGVIStep(problem, cfg, estimate)
-    if not session.resumed:
+    if not stage.resumed:
         state = initial_precision(cfg.structure, problem.prior_precision, cfg.init_var, cfg.woodbury, start)
         warm = train_map(problem, cfg.map) if cfg.start is Start.map and start is None else None
         ngvi.start_info = {} if warm is None else {"start_map_grad_norm": warm.info["grad_norm"]}
         ngvi.precision = state
         ngvi.post = start or state.posterior((problem.theta0 if warm is None else warm.theta).clone())
         ngvi.momentum = torch.zeros_like(ngvi.post.mean)
-    trained = session.run(ngvi, Length(cfg.iterations, cfg.batch_size, cfg.log_every, first_row=True))
+    trained = stage.run(ngvi, Length(cfg.iterations, cfg.batch_size, cfg.log_every, first_row=True))
     info = {"iterations": trained.steps, "converged": float(ngvi.converged), "plateau": float(ngvi.plateau),
             "rel_change": ngvi.rel_change, **ngvi.start_info}
     return Fit(theta=ngvi.post.mean, posterior=ngvi.post, info=info, trace=trained.trace, timing=trained.timing)
 
 
 class NGVIStep(Trainer):
-    """The natural-gradient step for :class:`~bnnpred.inference.loop.Session`: the estimator's gradient and
+    """The natural-gradient step for :class:`~bnnpred.inference.loop.Stage`: the estimator's gradient and
     curvature on a minibatch, then :func:`_step`; it stops at a plateau of the trace's ELBO or when the mean's
     relative change falls below ``tol``, and watches that change (a diverged step raises in :func:`_step`)."""
 
