@@ -177,6 +177,40 @@ class Trend:
 
 
 @dataclass(frozen=True)
+class Ordered:
+    """``quantity`` does not fall over a sequence (``over`` names it) but for at most ``allowed`` inversions: pairs of
+    positions i < j whose values are out of order, every pair and not only neighbours, so that a last value that
+    collapses below three earlier ones is three inversions (:class:`Trend` counts one exception); the value is the
+    sequence in that order.
+
+    >>> Ordered("ELBO", "multipliers", allowed=1).show([-0.64, -0.6, -0.56, -6.3])
+    '-0.64 ≤ -0.6 ≤ -0.56 ≤ -6.3 (3 inversions)'
+    """
+
+    quantity: str
+    over: str
+    allowed: int = 0
+    digits: int = 4
+
+    @property
+    def text(self) -> str:
+        return f"{self.quantity} does not fall over {self.over} (≤ {_inversions(self.allowed)}: pairs out of order)"
+
+    def inversions(self, value: Sequence[float]) -> int:
+        return sum(a > b for i, a in enumerate(value) for b in value[i + 1:])
+
+    def test(self, value: Sequence[float]) -> bool:
+        return len(value) >= 2 and self.inversions(value) <= self.allowed
+
+    def show(self, value: Sequence[float]) -> str:
+        return f"{' ≤ '.join(fmt(v, self.digits) for v in value)} ({_inversions(self.inversions(value))})"
+
+
+def _inversions(count: int) -> str:
+    return f"{count} inversion{'' if count == 1 else 's'}"
+
+
+@dataclass(frozen=True)
 class AsWritten:
     """A departing claim's second verdict: the notes' criterion as written, its verdict, and why the page departs."""
 

@@ -12,6 +12,7 @@ the predictives as in the paper (1000 samples); ``quick`` is a smoke run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -20,7 +21,7 @@ import pandas as pd
 from bnnpred.app.report import figures
 from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce.base import Reproduction, Study
-from bnnpred.reproduce.claims import Claim, Compare, at_least, every, item, items, lookup
+from bnnpred.reproduce.claims import Claim, Compare, at_least, claim, departs, every, item, items, lookup
 
 SETS = ["australian", "breast_cancer", "ionosphere", "glass", "vehicle", "waveform", "digits", "satellite"]
 # one sweep (splits x δ) per set and method; each method's predictives give the table's columns
@@ -44,6 +45,7 @@ PAPER = {  # notes-004 Table 1: test NLL, mean over 10 splits
     "satellite": [0.230, 0.307, 0.482, 0.241, 0.327, 0.227, 0.248],
 }
 PAPER_TOLERANCE = (0.05, 0.15)  # criterion (d): within max(0.05, 15 %) of the paper's NLL
+REFINED_SHARE = (5, 8)  # criterion (c): glm refine ≤ glm on 5 of the notes' 8 sets
 CPU_SHARED = ("dataset.split=0,1,2", "prior.delta=0.01,0.1,1,10,100")
 CPU = {"laplace": ("inference.map.steps=5000",), "laplace_diag": ("inference.map.steps=5000",),
        "bbb": ("inference.steps=2500",),
@@ -109,12 +111,31 @@ def claims(table: pd.DataFrame, sets: list[str], paper: dict[str, list[float]] |
         every(item(4, 6, "a"), Compare("glm NLL", "<", "bnn NLL"), pairs("glm", "bnn", sets), over="set"),
         every(item(4, 6, "a"), Compare("glm diag NLL", "<", "bnn NLL"), pairs("glm diag", "bnn", sets), over="set"),
         at_least(item(4, 6, "b"), Compare("glm NLL", "≤", "MFVI NLL"), pairs("glm", "MFVI", sets), (6, 8), over="sets"),
-        at_least(item(4, 6, "c"), Compare("glm refine NLL", "≤", "glm NLL"), pairs("glm refine", "glm", refined),
-                 (5, 8), over="refined sets", note="soft"),
+        refinement_claim(pairs("glm refine", "glm", refined)),
         *([] if paper is None else [close_to_paper(nll, sets, paper)]),
         at_least(item(4, 6, "e"), Compare("bnn NLL", "≥", "every other column's"),
                  {n: (nll(n, "bnn"), others[n]) for n in sets}, (7, 8), over="sets", note="bnn the worst column"),
     ]
+
+
+def refinement_claim(refined: dict[str, tuple[float, float]]) -> Claim:
+    """notes-004 #6c, "glm refine ≤ glm on ≥ 5/8 (soft)", on the (glm refine, glm) NLL of the refined sets. As the notes
+    write it, 5 of their 8 sets: a set without a refined number is not one that passes, so with fewer than 5 refined
+    it cannot hold. The CPU plan (notes-004 §7) cuts the full VI refinement or skips it, and this study refines 3 sets
+    on the cpu tier; there the page scales 5 of 8 to the refined sets and carries the notes' rule beside it
+    (:func:`departs`); with all 8 refined the two are one."""
+    needed, of = REFINED_SHARE
+    criterion = Compare("glm refine NLL", "≤", "glm NLL")
+    coded = at_least(item(4, 6, "c"), criterion, refined, REFINED_SHARE, over="refined sets", note="soft")
+    usable = {n: v for n, v in refined.items() if not any(math.isnan(x) for x in v)}
+    if len(usable) >= of:
+        return coded
+    passed = [n for n, v in usable.items() if criterion.test(v)]
+    written = claim(item(4, 6, "c"), Compare(f"count of the {of} sets with glm refine NLL ≤ glm NLL", "≥", needed),
+                    len(passed) if usable else math.nan)
+    short = f", fewer than {needed}, so {needed} of {of} cannot hold" if len(usable) < needed else ""
+    return departs(coded, written, f"notes-004 §7 cuts or skips the full VI refinement on CPU: {len(usable)} of the "
+                                   f"{of} sets refined{short}; the page scales {needed} of {of} to them")
 
 
 def close_to_paper(nll: Callable[[str, str], float], sets: list[str], paper: dict[str, list[float]]) -> Claim:

@@ -18,7 +18,7 @@ from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.inference import Problem
 from bnnpred.inference.map_finish import sum_neg_log_joint
 from bnnpred.reproduce.base import Reproduction, Study, document
-from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, item, items
+from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, every, item, items
 
 QUICK = ("dataset.n_train=300", "inference.map.steps=100", "predictive.n_samples=10")
 ENDS = 20  # the training images at each end of the sorted importances whose labels are checked
@@ -40,6 +40,13 @@ def neg_log_joint_gradient(problem: Problem, theta: torch.Tensor) -> torch.Tenso
     """``−∇_θ log p(y, θ)`` ``[P]`` by autograd on the full training set."""
     theta = theta.detach().clone().requires_grad_(True)
     return torch.autograd.grad(sum_neg_log_joint(problem, theta), theta)[0]
+
+
+def predicted_class_rank(k: torch.Tensor, labels: torch.Tensor, predicted: int) -> float:
+    """The rank by kernel value (1: the largest ``κ(x*, x_i)``) of the first training image of class ``predicted``,
+    for a test image's kernel values ``k`` ``[N]`` and the training ``labels`` ``[N]`` (which hold both classes);
+    ties in the order of ``torch.argsort``, as the page's top eight."""
+    return float(torch.nonzero(labels[torch.argsort(-k)] == predicted)[0, 0]) + 1
 
 
 def representer_errors(f: torch.Tensor, J: torch.Tensor, K: torch.Tensor, a: torch.Tensor, theta: torch.Tensor,
@@ -85,7 +92,7 @@ def make(r: Reproduction) -> str:
     figures.plot_image_grid(out / "importance_examples.png",
                             [[(X[i].reshape(28, 28), f"a={float(a[i]):.3f}") for i in picks]])
 
-    rows, lines = [], []
+    rows, lines, ranks = [], [], {}
     for t, k in zip(chosen, K, strict=True):
         top = torch.argsort(-k)[:8]
         pred = int(f_test[t] > 0)
@@ -94,6 +101,8 @@ def make(r: Reproduction) -> str:
                      *[(X[i].reshape(28, 28), f"#{r + 1} {'9' if y[i] else '4'} κ={float(k[i]):.2f}")
                        for r, i in enumerate(top)]])
         opposite = int(y[top[0]]) != int(y_test[t])
+        if pred != int(y_test[t]):
+            ranks[f"test image {int(t)}"] = predicted_class_rank(k, y, pred)
         lines.append(f"| {'correct' if pred == int(y_test[t]) else 'misclassified'} | {'9' if y_test[t] else '4'} | "
                      f"{'9' if pred else '4'} | {'9' if y[top[0]] else '4'} | {'yes' if opposite else 'no'} |")
     figures.plot_image_grid(out / "similar_training_images.png", rows)
@@ -107,7 +116,8 @@ def make(r: Reproduction) -> str:
                f"thesis CNN with {act} for ReLU" + ("" if pooling == "max" else f" and {pooling}- for max-pooling"))
     max_a = float(a.abs().max())
     fours, nines = int((y[order[:ENDS]] == 0).sum()), int((y[order[-ENDS:]] == 1).sum())
-    checks = importance_claims(train_acc, max_a, fours, nines, rel_error, grad_norm, corrected_error)
+    checks = [*importance_claims(train_acc, max_a, fours, nines, rel_error, grad_norm, corrected_error),
+              neighbour_claim(ranks)]
     stationary = rel_error <= 1e-3
     return "\n".join([
         "# Thesis Fig. 5.6: explaining MNIST 4 vs 9 predictions with the Laplace-GGN kernel",
@@ -180,6 +190,14 @@ def importance_claims(train_acc: float, max_a: float, fours: int, nines: int, re
               note="∇ by autograd: the kernel and importances are right, the gap above is the MAP's gradient",
               numbers=f"{corrected_error:.2e}"),
     ]
+
+
+def neighbour_claim(ranks: dict[str, float]) -> Claim:
+    """notes-000 checklist item 20b: for every misclassified test image (``ranks``, by name: the rank of the first
+    training image of its predicted class, :func:`predicted_class_rank`), the rank-1 training image has the wrong
+    (predicted) class; no misclassified image is not applicable."""
+    return every(item(0, 20, "b"), Compare("rank by κ of the first training image of the predicted (wrong) class",
+                                           "≤", 1), ranks, over="misclassified test image")
 
 
 STUDY = Study(name="thesis_fig5_6", title="thesis Fig. 5.6: MNIST 4 vs 9 explained by the Laplace-GGN kernel",

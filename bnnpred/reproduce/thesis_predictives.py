@@ -4,6 +4,7 @@ notes' pass criteria 15-18 checked. Each (experiment, method) is one sweep over 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,20 @@ from bnnpred.app.report.run_figures import blr_uncertainty
 from bnnpred.app.report.tables import collect, summarize
 from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
-from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, every, item, items, lookup
+from bnnpred.reproduce.claims import (
+    Claim,
+    Compare,
+    Item,
+    all_of,
+    any_of,
+    claim,
+    departs,
+    ends,
+    every,
+    item,
+    items,
+    lookup,
+)
 from bnnpred.reproduce.grids import grid_around, nearest_distance
 
 # Each NGVI method runs at its shipped defaults (bnnpred/conf/inference/{oggn,lgva,voggn}.yaml: the recipe, its
@@ -46,26 +60,37 @@ def seeds(r: Reproduction) -> str:
     return str(r.pick(quick="0,1", cpu="0,1,2,3,4"))
 
 
+def kl_kept(trace: pd.DataFrame) -> float:
+    """KL(q ‖ p) at the last row of a natural-gradient ``trace`` over that at its first (after the first step): the
+    share of its start KL the posterior kept; NaN for a trace without a KL (L-GGN's MAP)."""
+    if "kl" not in trace:
+        return math.nan
+    last, first = ends(trace["kl"].dropna())
+    return last / first
+
+
 def run_extras(run_dir: str) -> dict[str, float]:
-    """NGVI iterations, whether the plateau rule stopped the run, its wall time and, for regression, the mean test
-    predictive std of NN and GLM sampling."""
+    """NGVI iterations, whether the plateau rule stopped the run, its wall time, the share of its start KL(q ‖ p)
+    the posterior kept (:func:`kl_kept`) and, for regression, the mean test predictive std of NN and GLM sampling."""
     predictions = np.load(Path(run_dir) / "predictions.npz")
     metrics = document(Path(run_dir))
     info = metrics["info"]
     return {"iterations": info.get("iterations", np.nan), "plateau": info.get("plateau", np.nan),
             "run_seconds": metrics["run"].get("seconds", np.nan),
+            "kl_kept": kl_kept(pd.read_csv(Path(run_dir) / "trace.csv")),
             **{f"{kind}_std": float(np.sqrt(predictions[f"{kind}_var"]).mean())
                for kind in ("nn", "glm") if f"{kind}_var" in predictions}}
 
 
 def method_table(runs: Path, experiment: str) -> pd.DataFrame:
-    """Test metrics per (method, predictive): mean and s.e. over seeds, with iterations and predictive std."""
+    """Test metrics per (method, predictive): mean and s.e. over seeds, with iterations, the share of the start KL
+    kept and predictive std."""
     frames = []
     for method in METHODS:
         frame = collect([runs / experiment / slug(method)])
         extras = {run: run_extras(run) for run in frame["run_dir"].unique()}
         frame["method"] = method
-        for key in ("iterations", "plateau", "run_seconds"):
+        for key in ("iterations", "plateau", "run_seconds", "kl_kept"):
             frame[key] = [extras[r][key] for r in frame["run_dir"]]
         frame["pred_std"] = [extras[r].get(f"{k}_std", np.nan) for r, k in zip(frame["run_dir"], frame["predictive"],
                                                                                 strict=True)]
@@ -93,15 +118,16 @@ def grid_figure(runs: Path, experiment: str, path: Path) -> None:
 
 def results_table(table: pd.DataFrame, score: str) -> list[str]:
     lines = [f"| method | NN NLL | GLM NLL | NN {score} | GLM {score} | NN / GLM mean predictive std | iterations "
-             "(share stopped by the ELBO plateau) | seconds per run |",
-             "|---|---|---|---|---|---|---|---|"]
+             "(share stopped by the ELBO plateau) | KL(q ‖ p) at the last / first trace row | seconds per run |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for method in METHODS:
         nn, glm = table.loc[(method, "nn")], table.loc[(method, "glm")]
         iters = (f"{glm['iterations']:.0f} ({glm['plateau']:.0%})" if np.isfinite(glm["iterations"])
                  else "- (Adam MAP)")
+        kept = f"{glm['kl_kept']:.3f}" if np.isfinite(glm["kl_kept"]) else "-"
         lines.append(f"| {method} | {nn['nll']:.3f} ± {nn['nll_se']:.3f} | {glm['nll']:.3f} ± {glm['nll_se']:.3f} | "
                      f"{nn[score]:.3f} ± {nn[score + '_se']:.3f} | {glm[score]:.3f} ± {glm[score + '_se']:.3f} | "
-                     f"{nn['pred_std']:.2f} / {glm['pred_std']:.2f} | {iters} | {glm['run_seconds']:.0f} |"
+                     f"{nn['pred_std']:.2f} / {glm['pred_std']:.2f} | {iters} | {kept} | {glm['run_seconds']:.0f} |"
                      .replace("nan / nan", "-"))
     return lines
 
@@ -121,43 +147,75 @@ def learned_claim(t: pd.DataFrame, experiment: str) -> tuple[list[str], Claim]:
     return failed, every(where, criterion, values, over="method", note="the methods fit the data")
 
 
+# VOGGN's NN and GLM predictives agree trivially while q is still a near point mass (issue 33), so notes-000 #15c
+# and #17c also ask that q spread from its start: its KL(q ‖ p) at the last trace row at most KEPT of that at the
+# first. q starts at Σ₀ = 2e-4 I (bnnpred/conf/inference/voggn.yaml), about 4 nats of KL per weight, nearly all of
+# it the covariance's (−½ log δΣ₀ per weight); at the precision's fixed point Δ + E_q[Ĝ] the P − N (over 2500 of
+# about 2700) directions that the data leave unconstrained carry none, so a q that has spread keeps about a tenth, while
+# at γ = 0.001 the precision moves 1 − e^{−γt} of its way (26 % at the page's 300-step cap) and the KL falls a few
+# per cent. A half lies far from both. (A start wider than the fixed point would fail this, never pass it.)
+KEPT = 0.5
+POINT_MASS = ("the notes' criterion alone passes a q that never left its near point-mass start, whose NN and GLM "
+              "predictives agree trivially (issue 33)")
+
+
+def spread_claim(where: Item, kept: float) -> Claim:
+    """The share of its start KL(q ‖ p) that VOGGN's posterior kept (:func:`kl_kept`, mean over the seeds) at most
+    :data:`KEPT`: the mechanism of notes-000 #15c and #17c, that q spread from its near point-mass start."""
+    return claim(where, Compare("VOGGN's KL(q ‖ p) at the last / first trace row", "≤", KEPT), kept,
+                 note="q spread from its start")
+
+
 def snelson_claims(t: pd.DataFrame) -> list[Claim]:
     """notes-000 checklist item 15 on the test metrics per (method, predictive) (log-likelihood = −NLL, nats per
-    point)."""
+    point); #15c also asks that VOGGN's q spread (:func:`spread_claim`), departing from the notes."""
     def of(m: str, kind: str, key: str) -> float:
         return lookup(t, (m, kind), key)
 
     glm = [of(m, "glm", "nll") for m in METHODS]
     gap = {m: of(m, "nn", "nll") - of(m, "glm", "nll") for m in METHODS}
     ratio = {m: of(m, "nn", "pred_std") / of(m, "glm", "pred_std") for m in METHODS}
+    agree = claim(item(0, 15, "c"), Compare("VOGGN: |NN NLL − GLM NLL|", "≤", 0.2), abs(gap["VOGGN"]))
     return [
         claim(item(0, 15, "a"), Compare("spread of the four GLM test NLLs", "≤", 0.2), float(np.ptp(glm)),
               numbers=f"GLM NLL {min(glm):.3f} to {max(glm):.3f}"),
         *[any_of(claim(item(0, 15, "b"), Compare(f"{m}: NN NLL − GLM NLL", "≥", 0.5), gap[m]),
                  claim(item(0, 15, "b"), Compare("NN std / GLM std", "≥", 3), ratio[m])) for m in ("L-GGN", "OGGN")],
-        claim(item(0, 15, "c"), Compare("VOGGN: |NN NLL − GLM NLL|", "≤", 0.2), abs(gap["VOGGN"])),
+        departs(all_of(agree, spread_claim(item(0, 15, "c"), of("VOGGN", "glm", "kl_kept"))), agree, POINT_MASS),
         all_of(claim(item(0, 15, "d"), Compare("LGVA: NN NLL − GLM NLL", ">", 0), gap["LGVA"]),
                claim(item(0, 15, "d"), Compare("LGVA's NN − GLM NLL", "≤", "L-GGN's", margin=0.1),
                      (gap["LGVA"], gap["L-GGN"]))),
     ]
 
 
+# notes-000 #17d: an NN predictive "shows a boundary" when its test accuracy is at least BOUNDARY. A flat predictive
+# (p = ½ everywhere, NLL log 2) scores chance, 0.5 ± 0.016 on the 1000 test points; 0.7 is over ten of those s.e.
+# above it, and below the 0.8 that counts as fitting the data (LEARNED): a boundary drawn by NN samples may blur.
+BOUNDARY = 0.7
+
+
 def moons_claims(t: pd.DataFrame) -> list[Claim]:
-    """notes-000 checklist item 17 on the test metrics per (method, predictive)."""
+    """notes-000 checklist item 17 on the test metrics per (method, predictive); #17c also asks that VOGGN's q
+    spread (:func:`spread_claim`), departing from the notes; #17d's boundary is an NN test accuracy of at least
+    :data:`BOUNDARY`."""
     def nn_minus_glm(m: str, key: str) -> float:
         return lookup(t, (m, "nn"), key) - lookup(t, (m, "glm"), key)
 
     acc = [lookup(t, (m, "glm"), "accuracy") for m in METHODS]
     nll = [lookup(t, (m, "glm"), "nll") for m in METHODS]
+    agree = claim(item(0, 17, "c"), Compare("VOGGN: |NN − GLM accuracy|", "≤", 0.03),
+                  abs(nn_minus_glm("VOGGN", "accuracy")))
     return [
         all_of(claim(item(0, 17, "a"), Compare("spread of the four GLM accuracies", "≤", 0.03), float(np.ptp(acc))),
                claim(item(0, 17, "a"), Compare("of their NLLs", "≤", 0.05), float(np.ptp(nll)))),
         claim(item(0, 17, "b"), Compare("L-GGN NN test NLL", "≥", 0.6), lookup(t, ("L-GGN", "nn"), "nll"),
               note="NN sampling is uniform"),
-        claim(item(0, 17, "c"), Compare("VOGGN: |NN − GLM accuracy|", "≤", 0.03),
-              abs(nn_minus_glm("VOGGN", "accuracy"))),
-        all_of(*[claim(item(0, 17, "d"), Compare(f"{m}: NN NLL − GLM NLL", ">", 0), nn_minus_glm(m, "nll"))
-                 for m in ("LGVA", "OGGN")]),
+        departs(all_of(agree, spread_claim(item(0, 17, "c"), lookup(t, ("VOGGN", "glm"), "kl_kept"))), agree,
+                POINT_MASS),
+        all_of(*[part for m in ("LGVA", "OGGN") for part in (
+            claim(item(0, 17, "d"), Compare(f"{m}: NN test accuracy", "≥", BOUNDARY), lookup(t, (m, "nn"), "accuracy"),
+                  note="shows a boundary"),
+            claim(item(0, 17, "d"), Compare(f"{m}: NN NLL − GLM NLL", ">", 0), nn_minus_glm(m, "nll")))]),
     ]
 
 

@@ -14,6 +14,7 @@ from bnnpred.reproduce import base
 from bnnpred.reproduce.claims import (
     Between,
     Compare,
+    Ordered,
     Trend,
     Verdict,
     all_of,
@@ -117,6 +118,21 @@ def test_a_trend_counts_its_exceptions():
     assert (result.verdict, result.numbers) == (Verdict.holds, "1 ≤ 0.9 ≤ 1.2 ≤ 1.1 ≤ 1.3 (2 exceptions)")
     assert claim(ITEM, loose, [1.0, 0.9, 0.8, 0.7]).verdict is Verdict.fails
     assert claim(ITEM, falls, [1.0]).verdict is Verdict.not_applicable  # one value shows no trend
+
+
+def test_an_ordering_counts_every_pair_out_of_order_not_only_neighbours():
+    rises = Ordered("VI final ELBO", "multipliers 1, 3, 10, 30", allowed=1)
+    assert rises.text == "VI final ELBO does not fall over multipliers 1, 3, 10, 30 (≤ 1 inversion: pairs out of order)"
+    swapped = claim(ITEM, rises, [-0.64, -0.55, -0.56, -0.5])  # one pair of neighbours swapped
+    assert (swapped.verdict, swapped.numbers) == (Verdict.holds, "-0.64 ≤ -0.55 ≤ -0.56 ≤ -0.5 (1 inversion)")
+    # a collapse at the end is one exception of a Trend but three inversions: below every earlier value
+    collapsed = [-0.64, -0.6, -0.56, -6.3]
+    assert claim(ITEM, Trend("VI final ELBO", "does not fall", "multipliers", allowed=1), collapsed).verdict \
+        is Verdict.holds
+    assert claim(ITEM, rises, collapsed).numbers == "-0.64 ≤ -0.6 ≤ -0.56 ≤ -6.3 (3 inversions)"
+    assert claim(ITEM, rises, collapsed).verdict is Verdict.fails
+    assert claim(ITEM, rises, [-0.64, math.nan, -0.5]).verdict is Verdict.not_applicable  # a run without an ELBO
+    assert claim(ITEM, rises, [-0.64]).verdict is Verdict.not_applicable
 
 
 def test_conjunction_and_disjunction():

@@ -86,32 +86,83 @@ def test_the_regime_is_read_from_each_runs_validation_trace(tmp_path):
     assert (tmp_path / "overfitting.png").stat().st_size > 5_000
 
 
+def multiplier_means(vi_elbo: dict[int, float], vi_accuracy: dict[int, float]) -> pd.DataFrame:
+    """Fig. 2's means: VI's ELBO and accuracy per multiplier as given (both β), VL flat."""
+    rows = [{"method": method, "beta": beta, "multiplier": m, "test_ll": -0.4,
+             "elbo": vi_elbo[m] if method == "VI" else -0.5, "accuracy": vi_accuracy[m] if method == "VI" else 85.0}
+            for method in ("VI", "VL") for beta in (1.0, 0.1) for m in notes001.MULTIPLIERS]
+    return pd.DataFrame(rows).set_index(["method", "beta", "multiplier"])
+
+
+ACCURACY = {1: 80.0, 3: 79.8, 10: 79.0, 30: 78.5}
+
+
 def test_fig2_claims_on_the_multiplier_means():
-    rows = []
-    for method in ("VI", "VL"):
-        for beta in (1.0, 0.1):
-            for m in notes001.MULTIPLIERS:
-                rows.append({"method": method, "beta": beta, "multiplier": m, "test_ll": -0.4,
-                             "elbo": -1.0 + 0.01 * m if method == "VI" else -0.5,
-                             "accuracy": {1: 80.0, 3: 79.8, 10: 79.0, 30: 78.5}[m] if method == "VI" else 85.0})
-    means = pd.DataFrame(rows).set_index(["method", "beta", "multiplier"])
+    means = multiplier_means({m: -1.0 + 0.01 * m for m in notes001.MULTIPLIERS}, ACCURACY)
     claims = notes001.fig2_claims(means, {1.0: -2.7, 0.1: -1.2})
-    # ELBO rises (β = 1, 0.1); log σ − log s −2.7 < −1.5 but −1.2 not; VL spread 0; VI 80.0 ≥ 78.5 + 1
-    assert verdicts(claims) == ["holds", "holds", "holds", "does not hold", "holds", "holds"]
+    # ELBO rises (β = 1, 0.1); log σ − log s −2.7 < −1.5 but −1.2 not; VL spread 0; item 7b at β = 1 and 0.1 (it was
+    # coded at β = 0.1 only, on the accuracy alone): the ELBO rises and VI 80.0 ≥ 78.5 + 1
+    assert verdicts(claims) == ["holds", "holds", "holds", "does not hold", "holds", "holds", "holds"]
     assert [str(c.item) for c in claims] == ["notes-001 #10", "notes-001 #10", "notes-001 #7a", "notes-001 #7a",
-                                             "notes-001 #10", "notes-001 #7b"]
+                                             "notes-001 #10", "notes-001 #7b", "notes-001 #7b"]
+    assert claims[6].text == ("VI final ELBO does not fall over multipliers 1, 3, 10, 30 (≤ 1 inversion: pairs out of "
+                              "order) and VI accuracy at multiplier 1 ≥ VI accuracy at multiplier 30 + 1 (points) "
+                              "(β = 0.1)")
+    assert claims[6].numbers == "-0.99 ≤ -0.97 ≤ -0.9 ≤ -0.7 (0 inversions); 80 vs 78.5"
+    # one pair of neighbours out of order is the one inversion allowed; an accuracy drop of 0.5 is not a point
+    swapped = notes001.fig2_claims(multiplier_means({1: -0.64, 3: -0.55, 10: -0.56, 30: -0.5}, ACCURACY), {})
+    assert verdicts(swapped)[-2:] == ["holds", "holds"]
+    flat = notes001.fig2_claims(multiplier_means({1: -0.64, 3: -0.55, 10: -0.56, 30: -0.5}, {**ACCURACY, 30: 79.5}),
+                                {})
+    assert verdicts(flat)[-2:] == ["does not hold", "does not hold"]
+
+
+def test_a_vi_that_diverges_at_multiplier_30_does_not_pass_item_7b():
+    """VI's ELBO falls from −0.56 at multiplier 10 to −6.3 at 30 (the CPU page's β = 1 runs): its accuracy drop at 30
+    comes from the divergence, not from a better ELBO, and the collapse is three inversions, not one."""
+    diverged = multiplier_means({1: -0.64, 3: -0.6, 10: -0.56, 30: -6.3}, {**ACCURACY, 30: 10.0})
+    claims = notes001.fig2_claims(diverged, {})
+    assert verdicts(claims)[-2:] == ["does not hold", "does not hold"]
+    assert claims[-1].numbers == "-0.64 ≤ -0.6 ≤ -0.56 ≤ -6.3 (3 inversions); 80 vs 10"
+    no_elbo = multiplier_means({1: -0.64, 3: -0.6, 10: -0.56, 30: float("nan")}, ACCURACY)  # a run without an ELBO
+    assert verdicts(notes001.fig2_claims(no_elbo, {}))[-2:] == [NA, NA]
+
+
+def fixed_runs(lls: dict[float, tuple[float, float]]) -> pd.DataFrame:
+    """The fixed-variance means: per σ², (VL, VI) test LL."""
+    runs = pd.DataFrame([{"sigma2": s, "method": m, "test_ll": ll, "accuracy": 80.0}
+                         for s, pair in lls.items() for m, ll in zip(("VL", "VI"), pair, strict=True)])
+    return runs.pivot_table(index="sigma2", columns="method", values=["test_ll", "accuracy"])
+
+
+def test_the_fixed_variance_grid_is_item_8s():
+    assert notes001.FIXED_SIGMA2 == tuple(float(f"{eta / 256:.4g}") for eta in (0.001, 0.003, 0.01, 0.03, 0.1, 0.3,
+                                                                                  1.0))
+    assert notes001.FIXED_SIGMA2[-1] == 0.003906  # η_SGD = 1, where the paper's effect is strongest
 
 
 def test_fig1_claims_on_the_fixed_variances():
-    runs = pd.DataFrame([{"sigma2": s, "method": m, "test_ll": ll, "accuracy": 80.0}
-                         for s, vl, vi in ((1e-4, -0.50, -0.45), (1e-3, -0.40, -0.42), (1e-2, -0.35, -0.60))
-                         for m, ll in (("VL", vl), ("VI", vi))])
-    fixed = runs.pivot_table(index="sigma2", columns="method", values=["test_ll", "accuracy"])
-    claims = notes001.fig1_claims(fixed, map_ll=-0.38)
-    # VL −0.40 < MAP −0.38 at 1e-3; VL < VI at 1e-4; VI −0.60 < −0.45
-    assert verdicts(claims) == ["does not hold", "does not hold", "holds"]
-    assert claims[1].numbers.startswith("2/3:")
+    grid = notes001.FIXED_SIGMA2
+    passing = fixed_runs({s: (-0.30 - 0.01 * i, -0.31 - 0.05 * i) for i, s in enumerate(grid)})
+    claims = notes001.fig1_claims(passing, map_ll=-0.38)
+    # VL −0.35, −0.36 ≥ MAP −0.38 at the two largest σ²; VL ≥ VI at all seven; VI −0.61 < −0.31
+    assert verdicts(claims) == ["holds", "holds", "holds"]
+    assert claims[0].numbers == "2/2: σ² = 0.00117: -0.35 vs -0.38, σ² = 0.00391: -0.36 vs -0.38"
+    assert claims[1].numbers.startswith("7/7:")
+    failing = fixed_runs({**{s: (-0.40, -0.45) for s in grid[:-1]}, grid[-1]: (-0.40, -0.30)})
+    # VL −0.40 < MAP −0.38; VL < VI at the largest σ²; VI −0.30 at the largest is above −0.45 at the smallest
+    assert verdicts(notes001.fig1_claims(failing, map_ll=-0.38)) == ["does not hold"] * 3
     assert answered(claims) == {("notes-001", 8)}
+
+
+def test_fig1_claims_on_a_cut_grid_give_no_verdict():
+    """The grid without η_SGD = 1 (the page's five σ² before issue 33): its two largest σ² are not item 8's, so the
+    criteria that read the grid's largest σ² have no number; the every-σ² criterion has none for the missing one."""
+    grid = notes001.FIXED_SIGMA2
+    cut = fixed_runs({s: (-0.30 - 0.01 * i, -0.31 - 0.05 * i) for i, s in enumerate(grid) if s != grid[-1]})
+    claims = notes001.fig1_claims(cut, map_ll=-0.38)
+    assert verdicts(claims) == [NA, NA, NA]
+    assert claims[1].numbers == "no number for 1: σ² = 0.00391"
 
 
 def test_no_runs_give_no_verdict():

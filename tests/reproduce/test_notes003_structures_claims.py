@@ -25,10 +25,28 @@ def mse_frame(over_test: float = 0.3, under_train: float = 0.7) -> pd.DataFrame:
 
 
 def test_regression_claims():
-    assert verdicts(study.regression_claims(mse_frame())) == ["holds", "holds"]  # 0.3 ≥ 1.2·0.2; 0.7 ≥ 1.5·0.25
+    claims = study.regression_claims(mse_frame())
+    assert verdicts(claims) == ["holds", "holds"]  # 0.3 ≥ 1.2·0.2; 0.7 ≥ 1.5·0.25
+    # the MAP's MSEs, one number repeated by the three structures: claimed once, not 3/3 "on every structure"
+    assert [c.text for c in claims] == [
+        "overfit δ: test MSE ≥ 1.2 × train MSE (the MAP's, one for full, kron, diag)",
+        "underfit δ: train MSE ≥ 1.5 × ★'s train MSE (the MAP's, one for full, kron, diag)"]
+    assert [c.numbers for c in claims] == ["0.3 vs 0.2", "0.7 vs 0.25"]
     # test MSE 0.23 < 1.2 · 0.2 = 0.24: not overfitting by 20 %; 0.37 < 1.5 · 0.25
     assert verdicts(study.regression_claims(mse_frame(0.23, 0.37))) == ["does not hold", "does not hold"]
     assert set(verdicts(study.regression_claims(mse_frame().iloc[:0]))) == {NA}
+
+
+def test_regression_claims_without_one_map_have_no_number():
+    """Structures whose MSEs differ did not share one MAP: no number stands for all three, so no verdict (the diag
+    row's test MSE 0.3 against 0.35 elsewhere; its ★ train MSE 0.25 against 0.3)."""
+    mse = mse_frame()
+    mse.loc[(mse["structure"] != "diag") & (mse["end"] == "overfit"), "test_mse"] = 0.35
+    mse.loc[(mse["structure"] != "diag") & (mse["end"] == "★"), "train_mse"] = 0.3
+    claims = study.regression_claims(mse)
+    assert verdicts(claims) == [NA, NA]
+    assert [c.numbers for c in claims] == ["no number (the structures' overfit MSEs differ: not one MAP)",
+                                           "no number (the structures' ★ MSEs differ: not one MAP)"]
 
 
 def test_moons_and_banana_claims():

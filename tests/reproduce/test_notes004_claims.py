@@ -46,7 +46,44 @@ def test_table1_claims_on_the_papers_own_numbers():
     # glass: glm refine 0.98 > glm 0.86, so (c) holds on 1 of 2 refined sets, below 5/8
     assert verdicts(claims) == ["holds", "holds", "holds", "does not hold", "holds", "holds"]
     assert claims[3].numbers == "1/2: australian: 0.32 vs 0.32, glass: 0.98 vs 0.86"
+    # two sets refined: the notes' 5 of 8 cannot hold either (issue 33: it is shown beside the scaled rule)
+    assert claims[3].as_written.verdict.value == "does not hold"
     assert [c.item.part for c in claims] == ["a", "a", "b", "c", "d", "e"]
+
+
+def refined(passing: int, failing: int) -> dict[str, tuple[float, float]]:
+    """(glm refine, glm) NLL of ``passing`` + ``failing`` refined sets, the first ``passing`` with refine ≤ glm."""
+    return {n: (0.30, 0.31) if i < passing else (0.32, 0.31)
+            for i, n in enumerate(notes004_table1.SETS[:passing + failing])}
+
+
+def test_refinement_claim_on_all_eight_sets_is_the_notes_rule():
+    held = notes004_table1.refinement_claim(refined(5, 3))
+    assert (held.verdict.value, held.as_written) == ("holds", None)  # every set refined: no departure
+    assert held.text == "glm refine NLL ≤ glm NLL on ≥ 5/8 of the refined sets (soft)"
+    assert held.numbers.startswith("5/8: ")
+    assert notes004_table1.refinement_claim(refined(4, 4)).verdict.value == "does not hold"
+
+
+def test_refinement_claim_on_too_few_refined_sets_does_not_pass_as_written():
+    """The CPU tier refines 3 sets: 2 of 3 pass the scaled rule (5/8 of 3), but the notes' 5 of their 8 sets cannot
+    hold with 3; the claim carries that verdict, so the page lists it among the failures."""
+    cpu = notes004_table1.refinement_claim(refined(2, 1))
+    assert (cpu.verdict.value, cpu.numbers) == ("holds", "2/3: australian: 0.3 vs 0.31, breast_cancer: 0.3 vs 0.31, "
+                                                         "ionosphere: 0.32 vs 0.31")
+    assert (cpu.as_written.text, cpu.as_written.verdict.value) == (
+        "count of the 8 sets with glm refine NLL ≤ glm NLL ≥ 5", "does not hold")
+    assert cpu.as_written.why == ("notes-004 §7 cuts or skips the full VI refinement on CPU: 3 of the 8 sets refined, "
+                                  "fewer than 5, so 5 of 8 cannot hold; the page scales 5 of 8 to them")
+    assert notes004_table1.refinement_claim(refined(3, 0)).as_written.verdict.value == "does not hold"
+    # six refined, all passing: the notes' 5 of 8 holds though two sets were not refined
+    six = notes004_table1.refinement_claim(refined(6, 0))
+    assert (six.verdict.value, six.as_written.verdict.value) == ("holds", "holds")
+    assert six.as_written.why.startswith("notes-004 §7 cuts or skips the full VI refinement on CPU: 6 of the 8 sets "
+                                         "refined; ")
+    # a refined set without a number is not refined: 7 of 8 usable is not the notes' rule
+    missing = {**refined(5, 3), "satellite": (math.nan, 0.31)}
+    assert notes004_table1.refinement_claim(missing).as_written.verdict.value == "holds"
 
 
 def test_table1_refinement_claim_without_a_refined_set_is_not_applicable_not_passed():
@@ -54,6 +91,7 @@ def test_table1_refinement_claim_without_a_refined_set_is_not_applicable_not_pas
     claims = notes004_table1.claims(uci_table(SETS, unrefined), SETS, None)
     assert claims[3].text == "glm refine NLL ≤ glm NLL on ≥ 5/8 of the refined sets (soft)"
     assert (claims[3].verdict.value, claims[3].numbers) == (NA, "no refined sets to check")
+    assert claims[3].as_written.verdict.value == NA  # no refined set: no number either way, never a pass
     assert set(verdicts(notes004_table1.claims(uci_table([]), [], notes004_table1.PAPER))) == {NA}
 
 
