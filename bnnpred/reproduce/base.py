@@ -257,7 +257,26 @@ class Reproduction:
         return "\n".join(["## Runs", "", f"The page reads {total} finished run{'s' * (total != 1)}: {made}.", ""])
 
     def provenance(self, command: str) -> str:
-        """``Made by COMMAND at commit C on DATE, machine, wall time``."""
+        """``Made by COMMAND at commit C on DATE, machine, wall time``, and what of the page's runs (read so far) was
+        made by uncommitted code (:meth:`uncommitted`)."""
+        return self._made(command) + self.uncommitted()
+
+    def uncommitted(self) -> str:
+        """A sentence on the runs the page reads that a working tree with uncommitted changes made (commit
+        ``…+dirty``), naming their code digests and, where one of the page's runs at a clean commit has the same
+        digest (the package's code was committed; the changes lay elsewhere), that commit; empty if none."""
+        dirty = [made for made in self.made_by.values() if made[0].endswith("+dirty")]
+        if not dirty:
+            return ""
+        clean = {code: commit for commit, code in self.made_by.values()
+                 if commit != UNRECORDED and not commit.endswith("+dirty")}
+        codes = "; ".join(f"code {code}, " + (f"the code of commit {clean[code]}" if code in clean else
+                                              "which no run of a clean commit here has")
+                          for code in sorted({code for _, code in dirty}))
+        return (f" {len(dirty)} of the {len(self.made_by)} runs it reads were made by a working tree with uncommitted "
+                f"changes (commit …+dirty: {codes}); rerunning them at a clean commit replaces them.")
+
+    def _made(self, command: str) -> str:
         if self.from_records:  # the same text wherever and whenever the page is rebuilt from its records
             folders = " and ".join(f"`runs/{device}/`" for device in self.read_from() or [self.device])
             return (f"Made by `{command}` (tier {self.tier.value}, device {self.device}) from the records of its "

@@ -71,3 +71,18 @@ def test_a_sweep_the_page_leaves_out_is_counted_nowhere(tmp_path):
     r.forget(dropped)
     assert r.runs_section() == "## Runs\n\nThe page reads 1 finished run: 1 at commit 2d2c33d (code new).\n"
     assert r.failures_section() == ""
+
+
+def test_the_header_says_which_runs_uncommitted_code_made(tmp_path):
+    """Issue 33 item 5: runs made by a working tree with uncommitted changes are named in the page's header, with
+    the clean commit whose runs have the same code digest where there is one."""
+    r = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=True)
+    for name, commit, code in (("a", "2d2c33d", "new"), ("b", "2d2c33d+dirty", "new"), ("c", "52fb789+dirty", "odd")):
+        r.train_once(finished_run(tmp_path / name, {"commit": commit, "code": code}))
+    assert r.uncommitted() == (" 2 of the 3 runs it reads were made by a working tree with uncommitted changes "
+                               "(commit …+dirty: code new, the code of commit 2d2c33d; code odd, which no run of a "
+                               "clean commit here has); rerunning them at a clean commit replaces them.")
+    assert r.provenance("bnnpred reproduce x").endswith(r.uncommitted())
+    clean = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=True)
+    clean.train_once(tmp_path / "a")
+    assert clean.uncommitted() == "" and clean.provenance("bnnpred reproduce x").endswith("Runs section).")
