@@ -271,9 +271,10 @@ class SLANGStep(Trainer):
         batch = rows()
         grads = per_example_rows(problem, thetas, problem.X[batch], problem.y[batch])  # [MS, P], formed or factors
         scale = len(problem.X) / grads.n_rows
+        g_hat = -scale * grads.column_sums()  # before the rows are scaled (formed rows are scaled in place)
         alpha, beta = step_sizes(self.cfg, t)
-        self.current = slang_step(self.current, grads.scaled(scale**0.5), -scale * grads.column_sums(),
-                                problem.prior_precision, alpha, beta, self.cfg, problem.generator)
+        self.current = slang_step(self.current, grads.scaled(scale**0.5), g_hat, problem.prior_precision, alpha, beta,
+                                  self.cfg, problem.generator)
         return float(self.current.mean.norm())
 
     def row(self, t: int, epoch: float) -> dict[str, float]:
