@@ -483,7 +483,14 @@ def reproduce_command(args: list[str]) -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"],
                         help="where studies built from records train, and whose records their pages read (default: "
                              "cpu; with --report-only, the device of the committed page)")
+    parser.add_argument("--pdf", action="store_true",
+                        help="also write each page figure as a PDF beside its PNG (vector copies for a paper; git "
+                             "ignores them)")
     ns = parser.parse_args(args)
+    if ns.pdf:
+        from bnnpred.app.report import figures
+
+        figures.ALSO = ("pdf",)
     tier = Tier(ns.tier)
     quick = tier is Tier.quick
     device_runs = "" if ns.device in (None, "cpu") else f"-{ns.device}"

@@ -234,3 +234,13 @@ def test_plot_heatmaps_names_what_its_colour_shows(tmp_path):
     assert path.read_bytes().startswith(PNG_SIGNATURE)
     with pytest.raises(TypeError):
         figures.plot_heatmaps(tmp_path / "cov.png", {"a": np.eye(3)})  # no silent "value" label
+
+
+def test_a_page_figure_is_also_written_as_a_pdf_when_asked(tmp_path, monkeypatch):
+    """Issue 36: `bnnpred reproduce --pdf` writes a vector copy beside each PNG."""
+    path = tmp_path / "nll.png"
+    figures.plot_metric_vs_hyper(path, np.array([0.1, 1.0, 10.0]), {"glm": np.array([0.3, 0.2, 0.4])}, ylabel="NLL")
+    assert path.read_bytes()[:4] == b"\x89PNG" and not path.with_suffix(".pdf").exists()
+    monkeypatch.setattr(figures, "ALSO", ("pdf",))
+    figures.plot_metric_vs_hyper(path, np.array([0.1, 1.0, 10.0]), {"glm": np.array([0.3, 0.2, 0.4])}, ylabel="NLL")
+    assert path.read_bytes()[:4] == b"\x89PNG" and path.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"

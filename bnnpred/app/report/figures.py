@@ -524,11 +524,18 @@ def _np(values: ArrayLike) -> np.ndarray:
     return np.asarray(values)
 
 
+# Formats written beside each figure, e.g. ("pdf",) for vector copies of a page's PNGs (`bnnpred reproduce --pdf`)
+ALSO: tuple[str, ...] = ()
+
+
 def _save(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` to ``path`` (PNG, PDF or SVG by its suffix) atomically, with the umask's file mode, then close
-    it."""
+    """Write ``fig`` to ``path`` (PNG, PDF or SVG by its suffix) atomically, with the umask's file mode, and in each
+    format of :data:`ALSO` beside it (same name, that suffix), then close it."""
     path = Path(path)
     try:
+        for extra in ALSO:
+            if f".{extra}" != path.suffix:
+                atomic_write(path.with_suffix(f".{extra}"), lambda f, extra=extra: fig.savefig(f, format=extra))
         return atomic_write(path, lambda f: fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=120))
     finally:
         plt.close(fig)
