@@ -205,6 +205,29 @@ def test_a_natural_gradient_run_resumes_bit_for_bit(tmp_path, monkeypatch, struc
     assert resumed.trace == whole.trace and resumed.info == whole.info
 
 
+def test_a_natural_gradient_run_found_finished_in_its_checkpoint_reports_the_same_info(tmp_path):
+    """A run killed after its last step (during its predictives) loads the last step's checkpoint and takes no
+    step: its info, the last relative change of the mean included, is the uninterrupted run's."""
+    from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
+
+    cfg = VOGGNConfig(gamma=0.3, iterations=12, batch_size=4, n_samples=2, log_every=5, tol=0.0)
+    first = fit_voggn(problem_in(tmp_path), cfg)
+    again = fit_voggn(problem_in(tmp_path), cfg)
+    assert math.isfinite(first.info["rel_change"]) and again.info == first.info and again.trace == first.trace
+
+
+def test_the_plateau_is_tested_on_the_log_cadences_rows_not_on_the_last_steps():
+    """The last iteration's trace row (22, between the cadence's 20 and 24) does not stop a run the cadence's rows
+    never found on a plateau."""
+    from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
+
+    problem, _ = tiny_problem("bernoulli", n=12)
+    fit = fit_voggn(problem, VOGGNConfig(iterations=22, log_every=4, gamma=0.3, tol=0.0, plateau_window=3,
+                                         plateau_tol=0.2))  # the last row would make the plateau's sixth row
+    assert [row["step"] for row in fit.trace][-2:] == [20, 22]
+    assert (fit.info["converged"], fit.info["plateau"]) == (0.0, 0.0)
+
+
 def test_a_glm_refinement_resumes_bit_for_bit(tmp_path, monkeypatch):
     """The refinement's checkpoint is keyed by the linearised problem, the same in a new process (no object
     addresses in its digest)."""

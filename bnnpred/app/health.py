@@ -78,7 +78,7 @@ def stationarity_flags(end: Objective, fit: Fit) -> list[str]:
     if not fit.info.get("full_batch") or end.grad is None or posterior is None or not torch.equal(posterior.mean,
                                                                                                    fit.theta):
         return []
-    decrement = float(end.grad @ posterior.cov_mv(end.grad)) ** 0.5
+    decrement = math.sqrt(max(float(end.grad @ posterior.cov_mv(end.grad)), 0.0))  # round-off can make it < 0
     if decrement > 1:
         return [f"the fit is not a stationary point: its Newton step to the mode is {decrement:.3g} posterior "
                 f"standard deviations (gradient norm {end.grad_norm:.3g}); train longer or set "

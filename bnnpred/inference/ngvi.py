@@ -183,12 +183,12 @@ class NGVIStep(Trainer):
 
     def state(self) -> dict[str, Any]:
         return {"precision": self.precision.state(), "mean": self.post.mean, "momentum": self.momentum,
-                "start_info": self.start_info}
+                "start_info": self.start_info, "rel_change": self.rel_change}
 
     def load(self, state: dict[str, Any]) -> None:
         self.precision = precision_from_state(state["precision"])
         self.post, self.momentum = self.precision.posterior(state["mean"]), state["momentum"]
-        self.start_info = state["start_info"]
+        self.start_info, self.rel_change = state["start_info"], state["rel_change"]
 
     def step(self, t: int, rows: Callable[[], Tensor | slice]) -> float:
         problem, cfg = self.problem, self.cfg
@@ -210,7 +210,8 @@ class NGVIStep(Trainer):
 
     def stop(self, t: int, trace: list[dict[str, float]]) -> bool:
         cfg = self.cfg
-        if cfg.plateau_window is not None and t > 1 and trace[-1]["step"] == t and plateau_reached(
+        # the plateau is tested on the rows of the log cadence (not on the last step's row, taken whatever the cadence)
+        if cfg.plateau_window is not None and t > 1 and t % cfg.log_every == 0 and plateau_reached(
                 [row[cfg.plateau_on.value] for row in trace[1:]], cfg.plateau_window, cfg.plateau_tol):
             self.converged = self.plateau = True
         elif self.rel_change < cfg.tol:

@@ -249,9 +249,9 @@ def fit_slang(problem: Problem, cfg: SLANGConfig) -> Fit:
 
 class SLANGStep(Trainer):
     """SLANG's step for :func:`~bnnpred.inference.loop.train`: weight draws, then the minibatch's per-example
-    gradient rows, then :func:`slang_step`; it watches the new mean's norm."""
+    gradient rows, then :func:`slang_step`; it watches the new mean's largest entry (finite while every entry is)."""
 
-    label, watched, advice = "SLANG", "mean's norm", "lower inference.lr"
+    label, watched, advice = "SLANG", "mean's largest entry", "lower inference.lr"
 
     def __init__(self, problem: Problem, cfg: SLANGConfig):
         self.problem, self.cfg = problem, cfg
@@ -275,7 +275,7 @@ class SLANGStep(Trainer):
         alpha, beta = step_sizes(self.cfg, t)
         self.current = slang_step(self.current, grads.scaled(scale**0.5), g_hat, problem.prior_precision, alpha, beta,
                                   self.cfg, problem.generator)
-        return float(self.current.mean.norm())
+        return float(self.current.mean.abs().max())
 
     def row(self, t: int, epoch: float) -> dict[str, float]:
         return posterior_trace_row(self.problem, self.current.q(), t, epoch)
