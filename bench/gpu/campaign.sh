@@ -26,11 +26,8 @@ python=${PYTHON:-python3}
 [[ $python == */* ]] && python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python")  # the study runs elsewhere
 
 work=$(mktemp -d)
-if ! "$python" -c "import hydra, omegaconf" 2>/dev/null; then
-  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$work/site" \
-    .whl/*.whl || { echo "campaign: no Hydra here and no wheels in .whl/ to install it from" >&2; exit 2; }
-  export PYTHONPATH=$work/site
-fi
+source "$(dirname "$0")/hydra_site.sh"
+hydra_site "$work/site" || exit 2
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export BNNPRED_DATA_DIR=${BNNPRED_DATA_DIR:-$PWD/.data}
 export PYTHONUNBUFFERED=1
