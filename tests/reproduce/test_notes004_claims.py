@@ -143,6 +143,22 @@ def test_table2_claims():
     assert notes004_table2.cifar10().verdict.value == NA
     assert set(verdicts(notes004_table2.claims(stats.iloc[:0], (paper["MAP"], paper["glm predictive"])))) == {NA}
     assert answered(claims) == {key for key in declared("notes004_table2") if key[0] == "notes-004"}
+    # item 8 as written is on both datasets: no CIFAR-10 number, so each Fashion-MNIST verdict departs from it
+    assert {(c.as_written.verdict.value, c.as_written.text.endswith(", on Fashion-MNIST and CIFAR-10"))
+            for c in claims[:5]} == {(NA, True)}
+    assert all(c.as_written is None for c in claims[5:])
+
+
+def test_table2_item_10s_glm_claims_do_not_pass_a_glm_that_is_maps_copy():
+    """notes-004 #10's glm ≥ / ≤ criteria pass on ties: a glm predictive equal to MAP's must not pass them."""
+    copy = pd.DataFrame.from_dict({
+        "MAP": (99.1, 0.03, 0.004, 0.98), "bnn predictive": (40.0, 2.0, 0.3, 0.7),
+        "bnn (Ritter et al.)": (99.0, 0.03, 0.004, 0.99), "glm predictive": (99.1, 0.03, 0.004, 0.98),
+        "gp predictive": (99.1, 0.03, 0.004, 0.98)}, orient="index", columns=list(notes004_table2.METRICS))
+    assert verdicts(notes004_table2.claims(copy, None)) == ["holds", *["does not hold"] * 3, "holds"]
+    moved = copy.copy()
+    moved.loc["glm predictive", "nll"] = 0.029
+    assert verdicts(notes004_table2.claims(moved, None)) == ["holds"] * 5
 
 
 def test_the_notes003_rows_on_the_same_networks_are_named_per_posterior_and_answer_notes003s_items():
