@@ -17,12 +17,17 @@ def by_delta(log_marglik: list[float], train: list[float], test: list[float]) ->
 
 
 def test_wine_claims():
-    claims = notes003.wine_claims(by_delta([-1.2, -1.1, -1.0, -1.3], [0.1, 0.2, 0.15, 0.3], [0.6, 0.5, 0.52, 0.7]))
-    # δ*_ML = 10 is one decade (one grid step) from the test argmin 1; 0.52 ≤ 1.05 · 0.5; one fall of train MSE
+    claims = notes003.wine_claims(by_delta([-1.2, -1.0, -1.1, -1.3], [0.1, 0.2, 0.15, 0.3], [0.6, 0.5, 0.52, 0.7]))
+    # δ*_ML = 1 is the test argmin; 0.5 ≤ 1.05 · 0.5; one fall of train MSE
     assert verdicts(claims) == ["holds", "holds", "holds"]
-    assert claims[0].numbers == "δ*_ML = 10, δ*_test = 1 (1 steps)"
+    assert claims[0].numbers == "δ*_ML = 1, δ*_test = 1: a factor 1 (0 grid steps)"
+    # one decade is one step of this grid but a factor 10, not within the notes' factor 3 (their "±1-2 grid steps"
+    # are of a finer grid)
+    decade = notes003.wine_claims(by_delta([-1.2, -1.1, -1.0, -1.3], [0.1, 0.2, 0.15, 0.3], [0.6, 0.5, 0.52, 0.7]))
+    assert verdicts(decade) == ["does not hold", "holds", "holds"]
+    assert decade[0].numbers == "δ*_ML = 10, δ*_test = 1: a factor 10 (1 grid steps)"
     far = notes003.wine_claims(by_delta([-1.0, -1.1, -1.2, -1.3], [0.4, 0.3, 0.2, 0.1], [0.7, 0.6, 0.55, 0.5]))
-    assert verdicts(far) == ["does not hold"] * 3  # 3 steps; 0.7 > 0.525; 3 falls
+    assert verdicts(far) == ["does not hold"] * 3  # a factor 1000; 0.7 > 0.525; 3 falls
     assert verdicts(notes003.wine_claims(by_delta([0] * 4, [0] * 4, [0] * 4).iloc[:0])) == [NA] * 3
 
 
