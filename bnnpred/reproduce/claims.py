@@ -314,14 +314,17 @@ def every(item: Item, criterion: Criterion, values: Mapping[str, Any], *, over: 
 def at_least(item: Item, criterion: Criterion, values: Mapping[str, Any], share: tuple[int, int], *, over: str,
              note: str = "") -> Claim:
     """``criterion`` on at least ``share`` (e.g. ``(6, 8)``: 6 of 8, scaled to the number of values) of
-    ``values`` (``over``, plural: "sets"); none is ``not applicable``."""
+    ``values`` (``over``, plural: "sets"); a value without a number counts as one that does not pass (a set left
+    out never lowers the bar); no value with a number is ``not applicable``."""
     text = _label(Labelled(criterion, f"on ≥ {share[0]}/{share[1]} of the {over}"), note)
     passed, failed, shown = _tested(criterion, values)
-    counted = len(passed) + len(failed)
-    if not counted:
+    if not passed and not failed:
         return Claim(item, text, Verdict.not_applicable, f"no {over} to check")
-    holds = len(passed) * share[1] >= share[0] * counted
-    return Claim(item, text, Verdict.holds if holds else Verdict.fails, f"{len(passed)}/{counted}: {shown}")
+    missing = len(values) - len(passed) - len(failed)
+    holds = len(passed) * share[1] >= share[0] * len(values)
+    unnumbered = f" ({missing} without a number)" if missing else ""
+    return Claim(item, text, Verdict.holds if holds else Verdict.fails,
+                 f"{len(passed)}/{len(values)}{unnumbered}: {shown}")
 
 
 @dataclass(frozen=True)

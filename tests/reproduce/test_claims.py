@@ -108,6 +108,15 @@ def test_at_least_scales_its_share_to_the_values_there_are(passing, total, verdi
     assert result.numbers.startswith(f"{passing}/{total}:")
 
 
+def test_at_least_counts_a_value_without_a_number_as_not_passing():
+    """6 of 8 with two sets missing needs 6 passes among the 6 with numbers, not 4.5 of 6 rescaled."""
+    values = {f"s{i}": (0.0 if i < 5 else 1.0, 0.5) for i in range(6)} | {"s6": (math.nan, 0.5), "s7": (math.nan, 0.5)}
+    result = at_least(ITEM, Compare("glm NLL", "≤", "MFVI NLL"), values, (6, 8), over="sets")
+    assert result.verdict is Verdict.fails and result.numbers.startswith("5/8 (2 without a number):")
+    values["s5"] = (0.0, 0.5)
+    assert at_least(ITEM, Compare("glm NLL", "≤", "MFVI NLL"), values, (6, 8), over="sets").verdict is Verdict.holds
+
+
 def test_a_trend_counts_its_exceptions():
     falls = Trend("KL", "strictly falls", "L = 1, 2, 5, 10")
     assert falls.text == "KL strictly falls over L = 1, 2, 5, 10"
