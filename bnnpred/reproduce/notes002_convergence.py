@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bnnpred.app.report import figures
@@ -121,8 +122,11 @@ def at(frame: pd.DataFrame, name: str, method: str, epoch: float, column: str = 
 
 def settled_epoch(frame: pd.DataFrame, name: str, method: str, within: float = 0.01) -> float:
     """The first epoch from which the seed-averaged negative ELBO stays within ``within`` of its final value (the
-    mean of its last tenth, which smooths the 8-draw estimate); ``inf`` if its last point is outside."""
+    mean of its last tenth, which smooths the 8-draw estimate); ``inf`` if its last point is outside; NaN (no
+    number) for a curve with a missing or non-finite value, which would otherwise "settle" at its first epoch."""
     curve = frame[(frame["set"] == name) & (frame["method"] == method)].groupby("epoch")["neg_elbo"].mean()
+    if curve.empty or not np.isfinite(curve.to_numpy()).all():
+        return math.nan
     final = curve.iloc[-max(1, len(curve) // 10):].mean()
     outside = curve[(curve - final).abs() >= within]
     if outside.empty:

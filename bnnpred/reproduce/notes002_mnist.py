@@ -21,7 +21,7 @@ from bnnpred.app.report import figures
 from bnnpred.app.saved_runs import restore
 from bnnpred.inference.mean_field import initial_rho, sigma_of
 from bnnpred.reproduce.base import Reproduction, Study, document
-from bnnpred.reproduce.claims import Between, Claim, Compare, claim, every, item, items, standardised
+from bnnpred.reproduce.claims import Between, Claim, Compare, claim, departs, every, item, items, standardised
 
 PAPER = {"BBB": 1.82, "SLANG L=1": 2.00, "SLANG L=2": 1.95, "SLANG L=4": 1.81, "SLANG L=8": 1.92,
          "SLANG L=16": 1.77, "SLANG L=32": 1.73}  # notes-002 Table 3, test error %
@@ -110,11 +110,15 @@ def cpu_claims(errors: dict[str, float], se: dict[int, float], bbb_log_sigma_cha
     against issue 18's 3 % target, and the BBB control's variances trained (median ``|log σ − log σ₀|`` ≥ log 2)."""
     nan = float("nan")
     one = errors.get("SLANG L=1", nan)
-    not_worse = [claim(item(2, 22), Compare(f"(test error L = {rank} − L = 1) / paired s.e.", "≤", 2),
-                       standardised(errors.get(f"SLANG L={rank}", nan) - one, se.get(rank, nan)),
-                       note=f"L = {rank} not worse than L = 1",
-                       numbers=f"{errors.get(f'SLANG L={rank}', nan):.2f} vs {one:.2f} (s.e. {se.get(rank, nan):.2f})")
-                 for rank in CPU_RANKS[1:]]
+    not_worse = [departs(
+        claim(item(2, 22), Compare(f"(test error L = {rank} − L = 1) / paired s.e.", "≤", 2),
+              standardised(errors.get(f"SLANG L={rank}", nan) - one, se.get(rank, nan)),
+              note=f"L = {rank} not worse than L = 1",
+              numbers=f"{errors.get(f'SLANG L={rank}', nan):.2f} vs {one:.2f} (s.e. {se.get(rank, nan):.2f})"),
+        claim(item(2, 22), Compare(f"test error L = {rank} (%)", "≤", "L = 1's"), (errors.get(f"SLANG L={rank}", nan),
+                                                                                   one)),
+        "one seed: two paired standard errors of slack for the test set's noise, which the notes' plain "
+        "comparison does not give") for rank in CPU_RANKS[1:]]
     slang = {m: e for m, e in errors.items() if m.startswith("SLANG")}
     return [
         *not_worse,

@@ -154,6 +154,18 @@ def test_mnist_claims():
     assert set(verdicts([*notes002_mnist.full_claims({}),
                          *notes002_mnist.cpu_claims({}, {}, math.nan)])) == {NA}
     assert answered(cpu) == declared("notes002_mnist")
+    # within two paired s.e. but above L = 1: holds as coded, not as the notes write it ("not worse")
+    slack = notes002_mnist.cpu_claims({**errors, "SLANG L=8": 3.1}, {8: 0.15, 32: 0.2}, 1.2)[0]
+    assert (slack.verdict.value, slack.as_written.verdict.value) == ("holds", "does not hold")
+
+
+def test_a_convergence_curve_with_a_missing_value_never_settles():
+    """notes-002 #17: an all-NaN (or partly NaN) curve had no point outside the band and "settled" at its first
+    epoch; it has no number now."""
+    frame = pd.DataFrame({"set": "a", "method": "m", "epoch": [1, 2, 3, 4], "neg_elbo": [0.9, 0.6, 0.5, 0.5]})
+    assert notes002_convergence.settled_epoch(frame, "a", "m") == 3.0
+    assert math.isnan(notes002_convergence.settled_epoch(frame.assign(neg_elbo=math.nan), "a", "m"))
+    assert math.isnan(notes002_convergence.settled_epoch(frame.iloc[:0], "a", "m"))
 
 
 def uci_stats(names: list[str]) -> pd.DataFrame:
