@@ -19,7 +19,7 @@ import pandas as pd
 
 from bnnpred.app.report.tables import collect, summarize
 from bnnpred.reproduce.base import Reproduction, Study
-from bnnpred.reproduce.claims import Claim, Compare, all_of, at_least, claim, item, items, lookup, standardised
+from bnnpred.reproduce.claims import Claim, Compare, all_of, at_least, claim, departs, item, items, lookup, standardised
 
 # paper name: (data folder, τ, λ, SLANG α, SLANG β, BBB lr, large set)
 SETS = {
@@ -92,16 +92,18 @@ def table(stats: pd.DataFrame, names: list[str]) -> list[str]:
     return lines
 
 
-def paper_distance(stats: pd.DataFrame, name: str) -> float:
-    """notes-002 item 19 at the CPU plan's scale: the largest over the four cells of Table 2 (RMSE and LL of BBB
-    and SLANG, the LL in whichever definition is closer) of (|ours − paper| − the paper's rounding) / combined
-    s.e."""
+def paper_distance(stats: pd.DataFrame, name: str, rounding: float = ROUNDING) -> float:
+    """notes-002 item 19: the largest over the four cells of Table 2 (RMSE and LL of BBB and SLANG, the LL in
+    whichever definition is closer) of (|ours − paper| − ``rounding``, the paper's printed precision) / combined
+    s.e.; a cell without a number gives none."""
     def distance(metric: str, method: str, paper: tuple[float, float]) -> float:
         candidates = [metric] if metric.startswith("rmse") else ["ll_original", "joint_ll_original"]
-        return min(standardised(abs(lookup(stats, (name, method), m) - paper[0]) - ROUNDING,
-                                math.hypot(paper[1], lookup(stats, (name, method), f"{m}_se"))) for m in candidates)
+        found = [standardised(abs(lookup(stats, (name, method), m) - paper[0]) - rounding,
+                              math.hypot(paper[1], lookup(stats, (name, method), f"{m}_se"))) for m in candidates]
+        return min((d for d in found if not math.isnan(d)), default=math.nan)
 
-    return max(distance(metric, method, paper) for (metric, method), paper in zip(CELLS, PAPER[name], strict=True))
+    cells = [distance(metric, method, paper) for (metric, method), paper in zip(CELLS, PAPER[name], strict=True)]
+    return math.nan if any(math.isnan(d) for d in cells) else max(cells)
 
 
 def claims(stats: pd.DataFrame, names: list[str]) -> list[Claim]:
@@ -116,9 +118,13 @@ def claims(stats: pd.DataFrame, names: list[str]) -> list[Claim]:
         return standardised(sign * (slang - bbb), math.hypot(*pair("Energy", f"{metric}_se")))
 
     return [
-        at_least(item(2, 19), Compare(f"largest (|ours − paper| − {ROUNDING:g}) / combined s.e. over the RMSE and LL "
-                                      "of both methods", "≤", 3),
-                 {n: paper_distance(stats, n) for n in names}, (6, 8), over="sets"),
+        departs(at_least(item(2, 19), Compare(f"largest (|ours − paper| − {ROUNDING:g}) / combined s.e. over the "
+                                              "RMSE and LL of both methods", "≤", 3),
+                         {n: paper_distance(stats, n) for n in names}, (6, 8), over="sets"),
+                at_least(item(2, 19), Compare("largest |ours − paper| / combined s.e. over the RMSE and LL of both "
+                                              "methods", "≤", 2),
+                         {n: paper_distance(stats, n, rounding=0.0) for n in names}, (6, 8), over="sets"),
+                "the CPU plan's 3 combined s.e., less the half unit of the paper's two printed decimals"),
         at_least(item(2, 20), Compare("SLANG RMSE (2 decimals)", "≤", "BBB's"),
                  {n: pair(n, "rmse_original", 2) for n in names}, (6, 8), over="sets", note="paper 7/8"),
         at_least(item(2, 20), Compare("SLANG LL", "≥", "BBB's"), {n: pair(n, "ll_original") for n in names}, (4, 8),

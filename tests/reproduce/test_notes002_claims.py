@@ -189,6 +189,12 @@ def test_uci_claims():
     assert verdicts(notes002_uci.claims(worse, ["Boston", "Energy"]))[:2] == ["does not hold"] * 2
     assert set(verdicts(notes002_uci.claims(uci_stats([]), []))) == {NA}
     assert answered(claims) == declared("notes002_uci")
+    # 2.5 combined s.e. off on Boston's SLANG RMSE: within the CPU plan's 3, not the notes' 2 as written
+    between = uci_stats(["Boston", "Energy"])
+    paper, se = notes002_uci.PAPER["Boston"][1]
+    between.loc[("Boston", "SLANG"), "rmse_original"] = paper + 2.5 * math.hypot(se, 0.05) + notes002_uci.ROUNDING
+    first = notes002_uci.claims(between, ["Boston", "Energy"])[0]
+    assert (first.verdict.value, first.as_written.verdict.value) == ("holds", "does not hold")  # 2/2; as written 1/2
 
 
 def test_convergence_claims_answer_the_declared_items():
