@@ -154,11 +154,19 @@ def test_evidence_claims_of_figs_5_2_and_5_3():
     best = table.loc[table["log_marglik"].idxmax()]
     a = table.loc[table["train_ll_map"].idxmax()]
     b = table[(table["delta"] == 100.0) & (table["sigma2"] == 1.0)].iloc[0]
-    fig5_2 = toys.fig5_2_claims(table, best, a, b)
+    corner = table.iloc[0]  # (0.001, 0.001)
+    fig5_2 = toys.fig5_2_claims(table, best, a, b, corner)
     # ★ = (0.4, 0.1); A = (0.001, 0.001) below ★ in δ and σ², train 0.499 > 0.1, test −0.199 < 0.2; B below ★
     assert verdicts(fig5_2) == ["holds"] * 6
+    assert [c.as_written.verdict.value for c in fig5_2[3:5]] == ["holds", "holds"]  # A is the corner here
     # a train-ℓℓ argmax at ★'s σ² is not in the low-noise corner
-    assert verdicts(toys.fig5_2_claims(table, best, table.iloc[1], b))[3] == "does not hold"
+    off = toys.fig5_2_claims(table, best, table.iloc[1], b, corner)
+    assert verdicts(off)[3] == "does not hold" and off[3].as_written.verdict.value == "does not hold"
+    # the corner underfits (the page's MLP: train ℓℓ −25 there): A overfits as the page reads it, not as written
+    stuck = corner.copy()
+    stuck["train_ll_map"], stuck["test_ll_map"] = -25.3, -26.0
+    underfit = toys.fig5_2_claims(table, best, a, b, stuck)[4]
+    assert (underfit.verdict.value, underfit.as_written.verdict.value) == ("holds", "does not hold")
     curve = table[table["sigma2"] == 0.1].sort_values("delta")
     fig5_3 = toys.fig5_3_claims(curve, best, curve.iloc[0], curve.iloc[-1])
     # δ* = 0.4 ∈ [0.02, 2]; train ℓℓ 0.499 at the smallest δ; the evidence falls at both ends
