@@ -28,7 +28,7 @@ from bnnpred.app.report import figures
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.base import document as run_document
-from bnnpred.reproduce.claims import Claim, Compare, every, item, items, standardised
+from bnnpred.reproduce.claims import Claim, Compare, Verdict, departs, every, item, items, standardised
 from bnnpred.reproduce.notes002_logreg import BIAS_DELTA, SETS
 
 LOGREG_LR = {  # notes-002 Table 9: α = β per set and method
@@ -157,8 +157,24 @@ def logreg(r: Reproduction, s: Scale) -> tuple[list[str], list[Claim]]:
     return lines, logreg_claims(frame, s.logreg_sets, s.checkpoints)
 
 
+# notes-002 §6.3 item 2: the CPU plan's logistic-regression sets (the GPU criterion's are all three)
+CPU_PLAN_SETS = ("usps_3vs5", "breast_cancer")
+
+
 def logreg_claims(frame: pd.DataFrame, sets: tuple[str, ...], checkpoints: tuple[int, ...]) -> list[Claim]:
-    """notes-002 item 17 on the per-epoch curves of :func:`curves` (means over seeds)."""
+    """notes-002 item 17 on the per-epoch curves of :func:`curves` (means over seeds) of ``sets``; where USPS was
+    left out (the cpu tier, for its cost), each claim carries the notes' CPU plan as written, on USPS and Breast
+    cancer, which has no number for USPS."""
+    coded = sets_claims(frame, sets, checkpoints)
+    if "usps_3vs5" in sets:
+        return coded
+    why = "USPS left out for its cost (a 257 x 257 eigendecomposition per step): Australian in its place"
+    return [departs(c, written, why) for c, written in zip(coded, sets_claims(frame, CPU_PLAN_SETS, checkpoints),
+                                                            strict=True)]
+
+
+def sets_claims(frame: pd.DataFrame, sets: tuple[str, ...], checkpoints: tuple[int, ...]) -> list[Claim]:
+    """Item 17's three criteria on ``sets``."""
     last = checkpoints[-1]
     return [
         *[every(item(2, 17), Compare("SLANG L=1 negative ELBO", "<", "MF Hessian's"),
@@ -206,10 +222,14 @@ def bnn_claims(frame: pd.DataFrame, finals: pd.DataFrame, ranks: dict[str, tuple
         return standardised(ours["mean"] - bbb["mean"], math.hypot(ours["sem"], bbb["sem"]))
 
     pairs = [(name, f"SLANG L={rank}") for name in ranks for rank in ranks[name]]
+    mean_network = every(item(2, 18), Compare("SLANG test log-loss (mean network)", "<", "BBB's"),
+                         {f"{n} {m}": (at(frame, n, m, early, "test_nll"), at(frame, n, "BBB", early, "test_nll"))
+                          for n, m in pairs}, over="(set, rank)", note=f"epoch {early}")
+    predictive = Claim(item(2, 18), f"SLANG test log-loss (20-sample predictive) < BBB's at epoch {early} on every "
+                       "(set, rank)", Verdict.not_applicable, "not logged at that epoch")
     return [
-        every(item(2, 18), Compare("SLANG test log-loss (mean network)", "<", "BBB's"),
-              {f"{n} {m}": (at(frame, n, m, early, "test_nll"), at(frame, n, "BBB", early, "test_nll"))
-               for n, m in pairs}, over="(set, rank)", note=f"epoch {early}"),
+        departs(mean_network, predictive, "the trace logs the mean network's test log-loss each epoch, the "
+                "predictive's only at the end; the mean network's ignores the covariance"),
         every(item(2, 18), Compare("final test log-loss: (SLANG − BBB) / combined s.e.", "≤", 2),
               {f"{n} {m}": final_z(n, m) for n, m in pairs}, over="(set, rank)"),
     ]

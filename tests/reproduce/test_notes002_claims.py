@@ -29,6 +29,11 @@ def test_logreg_convergence_claims():
     assert verdicts(claims) == ["holds", "does not hold", "holds", "holds"]
     assert claims[3].numbers == "1/1: australian: 1 vs 4"
     assert set(verdicts(notes002_convergence.logreg_claims(frame.iloc[:0], (), (2, 4)))) == {NA}
+    # Australian in USPS's place: the notes' CPU plan (USPS and Breast cancer) as written has no number
+    assert {c.as_written.verdict.value for c in claims} == {NA}
+    with_usps = notes002_convergence.logreg_claims(pd.concat([frame, frame.assign(set="usps_3vs5")]),
+                                                   ("australian", "usps_3vs5"), (2, 4))
+    assert verdicts(with_usps) == verdicts(claims) and all(c.as_written is None for c in with_usps)
 
 
 def test_bnn_convergence_claims():
@@ -39,6 +44,7 @@ def test_bnn_convergence_claims():
     claims = notes002_convergence.bnn_claims(frame, finals, {"australian": (8, 32)}, early=2)
     # epoch 2: 0.3 < 0.4 for both; final: (0.30 − 0.29) / 0.0141 = 0.71 ≤ 2, (0.35 − 0.29) / 0.0141 = 4.2 > 2
     assert verdicts(claims) == ["holds", "does not hold"]
+    assert claims[0].as_written.verdict.value == NA  # the 20-sample predictive is not logged at epoch 2
     assert claims[1].numbers == "1/2: australian SLANG L=8: 0.7071, australian SLANG L=32: 4.243"
     one_seed = finals.assign(sem=math.nan)  # one seed: no standard error, so no verdict
     assert verdicts(notes002_convergence.bnn_claims(frame, one_seed, {"australian": (8,)}, 2))[1] == NA
