@@ -76,3 +76,19 @@ def test_image_ood_and_subset_claims():
     assert set(verdicts([*notes003_images.table_claims(empty), *notes003_images.ood_claims(empty, {}),
                          *notes003_images.gp_claims(by_m.iloc[:0], empty)])) == {NA}
     assert answered([*ood, *gp, *notes003_images.table_claims(s)]) == declared("notes003_images")
+    # the notes' grid reaches M = 3200: the trend and accuracy claims carry it as written, without a number
+    assert [c.as_written.text.endswith("over M ∈ {50, …, 3200}") for c in gp[1:]] == [True, True]
+    assert {c.as_written.verdict.value for c in gp[1:]} == {NA} and gp[0].as_written is None
+
+
+def test_a_gp_that_is_maps_copy_passes_none_of_its_criteria():
+    """notes-003 #13's GP ECE and accuracy and #16's M = 400 AUROC criteria pass a GP equal to MAP (ties): each
+    asks that the GP's NLL differs from MAP's."""
+    s = image_stats()
+    copy = s.copy()
+    copy.loc[notes003_images.ROWS["kron", "gp"], ["accuracy", "nll", "ece", "ood_auc"]] = copy.loc[
+        "MAP", ["accuracy", "nll", "ece", "ood_auc"]]
+    table = notes003_images.table_claims(copy)
+    assert verdicts(table)[3:5] == ["does not hold", "does not hold"]
+    by_m = pd.DataFrame([{"seed": 0, "M": 400, **copy.loc["MAP", ["accuracy", "nll", "ece", "ood_auc"]].to_dict()}])
+    assert verdicts(notes003_images.gp_claims(by_m, copy))[0] == "does not hold"
