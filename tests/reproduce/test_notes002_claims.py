@@ -222,11 +222,15 @@ def test_cubic_std_ratios_read_the_grid_at_both_edges_and_the_centre():
 def test_cubic_claim_needs_both_sides_of_every_method():
     """notes-002 item 24: the predictive std at |x| = 6 at least twice the one at x = 0, for every method and side."""
     wide = {"x = -6": (7.0, 3.2), "x = 6": (9.0, 3.2)}
-    claims = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": wide})
+    trained = {"SLANG L=1": (2.1, 40.0), "BBB": (2.3, 55.0)}  # (last, first) negative ELBO
+    claims = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": wide}, trained)
     assert verdicts(claims) == ["holds"]
-    one_side = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": {**wide, "x = -6": (6.0, 3.2)}})
+    one_side = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": {**wide, "x = -6": (6.0, 3.2)}}, trained)
     assert verdicts(one_side) == ["does not hold"]  # 6.0 < 6.4
-    assert verdicts(notes002_cubic.cubic_claims({})) == ["not applicable"]
+    # a posterior that never moved from N(θ0, I) has wide edges too: its ELBO did not improve
+    unmoved = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": wide}, {**trained, "BBB": (55.0, 55.0)})
+    assert verdicts(unmoved) == ["does not hold"]
+    assert verdicts(notes002_cubic.cubic_claims({}, {})) == ["not applicable"]
     assert answered(claims) == declared("notes002_cubic")
 
 
