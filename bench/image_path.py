@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import torch
 from kron_3c3d import images, measure, network
@@ -36,28 +37,53 @@ from bnnpred.predictive import Context, glm_predictive, nn_predictive
 BATCH, DELTA = 128, 10.0
 
 
-def plain_loop(X: torch.Tensor, y: torch.Tensor, steps: int) -> float:
-    net = network()
+def synchronised(device: torch.device) -> Callable[[Callable[[], object]], float]:
+    """A timer of ``fn()`` in seconds with ``device`` synchronised before and after (CUDA runs asynchronously)."""
+    def timed(fn: Callable[[], object]) -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - start
+    return timed
+
+
+def plain_loop(X: torch.Tensor, y: torch.Tensor, steps: int, batch: int = BATCH) -> float:
+    """Seconds of ``steps`` Adam steps of a plain loop (``net(x)``, cross-entropy, backward, step) of 3c3d on
+    batches of ``batch`` of ``X`` ``[N, 1, 28, 28]``, ``y`` ``[N]`` (``N >= steps · batch``), on their device: the
+    reference a trainer is measured against. The network's construction is not timed."""
+    net = network(X.device)
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
-    start = time.perf_counter()
-    for i in range(steps):
-        rows = slice(i * BATCH, (i + 1) * BATCH)
-        optimizer.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(net(X[rows]), y[rows]).backward()
-        optimizer.step()
-    return time.perf_counter() - start
+
+    def loop() -> None:
+        for i in range(steps):
+            rows = slice(i * batch, (i + 1) * batch)
+            optimizer.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(net(X[rows]), y[rows]).backward()
+            optimizer.step()
+
+    return synchronised(X.device)(loop)
 
 
-def bnnpred_trainer(X: torch.Tensor, y: torch.Tensor, steps: int) -> float:
-    model = FlatModel(network())
+def bnnpred_trainer(X: torch.Tensor, y: torch.Tensor, steps: int, batch: int = BATCH) -> float:
+    """Seconds of ``steps`` steps of bnnpred's MAP trainer (the flat-parameter call, the prior, the schedule, the
+    loop's bookkeeping) on 3c3d, batches of ``batch`` of ``X`` ``[N, 1, 28, 28]``, ``y`` ``[N]``
+    (``N >= steps · batch``), on their device, without its one-off closing pass over the training set. The problem's
+    set-up is not timed."""
+    model = FlatModel(network(X.device))
     theta = model.theta()
-    problem = Problem(model=model, likelihood=Categorical(), X=X[: steps * BATCH], y=y[: steps * BATCH],
-                      prior_precision=torch.full_like(theta, DELTA / (steps * BATCH)), theta0=theta,
-                      generator=torch.Generator().manual_seed(0))
+    n = steps * batch
+    problem = Problem(model=model, likelihood=Categorical(), X=X[:n], y=y[:n],
+                      prior_precision=torch.full_like(theta, DELTA / n), theta0=theta,
+                      generator=torch.Generator(device=X.device).manual_seed(0))
+    closing = map_module.log_joint_grad_norm
     map_module.log_joint_grad_norm = lambda problem, theta: 0.0  # the one-off closing pass, not a step
-    start = time.perf_counter()
-    train_map(problem, MapConfig(steps=steps, batch_size=BATCH, lr=1e-3))
-    return time.perf_counter() - start
+    try:
+        return synchronised(X.device)(lambda: train_map(problem, MapConfig(steps=steps, batch_size=batch, lr=1e-3)))
+    finally:
+        map_module.log_joint_grad_norm = closing
 
 
 def throughput(steps: int, repeats: int) -> None:

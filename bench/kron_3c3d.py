@@ -43,13 +43,18 @@ def images() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return data.X_train.float(), data.y_train, data.X_test.float()
     except BnnpredError:
         gen = torch.Generator().manual_seed(0)
-        return (torch.rand(60000, 1, 28, 28, generator=gen), torch.randint(0, 10, (60000,), generator=gen),
-                torch.rand(5000, 1, 28, 28, generator=gen))
+        return *random_images(60000, gen), torch.rand(5000, 1, 28, 28, generator=gen)
 
 
-def network() -> torch.nn.Module:
+def random_images(n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` random images ``[n, 1, 28, 28]`` in [0, 1) and their labels ``[n]`` in 0..9, drawn from ``generator``."""
+    return torch.rand(n, 1, 28, 28, generator=generator), torch.randint(0, 10, (n,), generator=generator)
+
+
+def network(device: torch.device | str = "cpu") -> torch.nn.Module:
+    """3c3d for 28 x 28 images and 10 classes (P = 892,010) on ``device``, initialised from seed 0."""
     torch.manual_seed(0)
-    return build_3c3d(C3D3Config(), (1, 28, 28), 10)
+    return build_3c3d(C3D3Config(), (1, 28, 28), 10).to(device)
 
 
 def epoch(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor, n_fit: int, n_test: int) -> None:

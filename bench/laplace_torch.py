@@ -65,12 +65,17 @@ def gemm_rate(P: int, k: int, dtype: torch.dtype) -> float:
     return 2 * P * P * k / min(timed(lambda: A.T @ A)[1] for _ in range(3))
 
 
-def mlp_problem(dtype: torch.dtype, n: int) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor]:
+def mlp_problem(dtype: torch.dtype, n: int, device: torch.device | str = "cpu"
+                ) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The 2x50 tanh MLP (P = 4,706, initialised from seed 0), ``n`` random inputs ``X`` ``[n, D]``, their labels
+    ``y`` ``[n]`` in 0..C-1 and ``N_TEST`` test inputs ``[N_TEST, D]`` (drawn on the CPU from seed 0): the network
+    and the inputs in ``dtype``, all on ``device``."""
     torch.manual_seed(0)
-    net = build_mlp(MLPConfig(depth=2, width=50), (D,), C).to(dtype)
+    net = build_mlp(MLPConfig(depth=2, width=50), (D,), C).to(device=device, dtype=dtype)
     gen = torch.Generator().manual_seed(0)
     X = torch.randn(n, D, generator=gen, dtype=dtype)
-    return net, X, torch.randint(0, C, (n,), generator=gen), torch.randn(N_TEST, D, generator=gen, dtype=dtype)
+    y, X_test = torch.randint(0, C, (n,), generator=gen), torch.randn(N_TEST, D, generator=gen, dtype=dtype)
+    return net, X.to(device), y.to(device), X_test.to(device)
 
 
 def ours(net: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor) -> dict[str, float]:

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import time
-from collections.abc import Callable
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,15 +24,14 @@ import torch
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import curvature
 from bnnpred.curvature.kron import kron_ggn
-from bnnpred.inference import map as map_module
-from bnnpred.inference.base import Problem
-from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.likelihoods import Categorical
-from bnnpred.models.deepobs import C3D3Config, build_3c3d
 from bnnpred.posteriors import KronPosterior
 from bnnpred.predictive import Context, GPSubset, PredictiveKind, predictor
 
-DELTA, CLASSES = 10.0, 10
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: the benchmarks whose stages these are
+from image_path import DELTA, bnnpred_trainer, plain_loop, synchronised  # noqa: E402
+from kron_3c3d import network, random_images  # noqa: E402
+from laplace_torch import mlp_problem  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -54,66 +52,11 @@ class Sizes:
 TINY = Sizes(steps=2, batch=8, n_fit=16, n_test=4, samples=4, nn_samples=2, gp_m=8, mlp_n=64)
 
 
-def synchronised(device: torch.device) -> Callable[[Callable[[], object]], float]:
-    """A timer of ``fn()`` in seconds with ``device`` synchronised before and after (CUDA runs asynchronously)."""
-    def timed(fn: Callable[[], object]) -> float:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return time.perf_counter() - start
-    return timed
-
-
 def images(n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(0)
-    return (torch.rand(n, 1, 28, 28, generator=gen, dtype=torch.float32).to(device),
-            torch.randint(0, CLASSES, (n,), generator=gen).to(device))
-
-
-def network(device: torch.device) -> torch.nn.Module:
-    torch.manual_seed(0)
-    return build_3c3d(C3D3Config(), (1, 28, 28), CLASSES).to(device=device, dtype=torch.float32)
-
-
-def plain_steps(X: torch.Tensor, y: torch.Tensor, steps: int, batch: int) -> None:
-    """``steps`` Adam steps of a plain loop on batches of ``batch``: the reference a trainer is measured against."""
-    net = network(X.device)
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
-    for i in range(steps):
-        rows = slice(i * batch, (i + 1) * batch)
-        optimizer.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(net(X[rows]), y[rows]).backward()
-        optimizer.step()
-
-
-def bnnpred_steps(X: torch.Tensor, y: torch.Tensor, steps: int, batch: int) -> None:
-    """``steps`` steps of bnnpred's MAP trainer (the flat-parameter call, the prior, the schedule, the loop's
-    bookkeeping), without its one-off closing pass over the training set."""
-    model = FlatModel(network(X.device))
-    theta = model.theta()
-    n = steps * batch
-    problem = Problem(model=model, likelihood=Categorical(), X=X[:n], y=y[:n],
-                      prior_precision=torch.full_like(theta, DELTA / n), theta0=theta,
-                      generator=torch.Generator(device=X.device).manual_seed(0))
-    closing = map_module.log_joint_grad_norm
-    map_module.log_joint_grad_norm = lambda problem, theta: 0.0
-    try:
-        train_map(problem, MapConfig(steps=steps, batch_size=batch, lr=1e-3))
-    finally:
-        map_module.log_joint_grad_norm = closing
-
-
-def mlp(device: torch.device, n: int) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
-    """bench/laplace_torch.py's MLP problem: 2x50 tanh on 36 features, 6 classes (P = 4,706)."""
-    gen = torch.Generator().manual_seed(0)
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(36, 50), torch.nn.Tanh(), torch.nn.Linear(50, 50), torch.nn.Tanh(),
-                              torch.nn.Linear(50, 6)).to(device)
-    return (net.float(), torch.randn(n, 36, generator=gen, dtype=torch.float32).to(device),
-            torch.randint(0, 6, (n,), generator=gen).to(device))
+    """``n`` random images ``[n, 1, 28, 28]`` and labels ``[n]`` on ``device``, the same for every ``n`` from
+    seed 0 (no data root needed)."""
+    X, y = random_images(n, torch.Generator().manual_seed(0))
+    return X.to(device), y.to(device)
 
 
 def ours(device: torch.device, sizes: Sizes) -> dict[str, tuple[float, str]]:
@@ -121,12 +64,12 @@ def ours(device: torch.device, sizes: Sizes) -> dict[str, tuple[float, str]]:
     timed = synchronised(device)
     X, y = images(max(sizes.steps * sizes.batch, sizes.n_fit), device)
     X_test, _ = images(sizes.n_test, device)
-    plain_steps(X, y, 2, sizes.batch), bnnpred_steps(X, y, 2, sizes.batch)  # warm-up
+    plain_loop(X, y, 2, sizes.batch), bnnpred_trainer(X, y, 2, sizes.batch)  # warm-up
     per_step = f"step of {sizes.batch}"
-    out = {"3c3d training step, plain PyTorch loop":
-           (timed(lambda: plain_steps(X, y, sizes.steps, sizes.batch)) / sizes.steps, per_step),
-           "3c3d training step, bnnpred MAP trainer":
-           (timed(lambda: bnnpred_steps(X, y, sizes.steps, sizes.batch)) / sizes.steps, per_step)}
+    out = {"3c3d training step, plain PyTorch loop": (plain_loop(X, y, sizes.steps, sizes.batch) / sizes.steps,
+                                                      per_step),
+           "3c3d training step, bnnpred MAP trainer": (bnnpred_trainer(X, y, sizes.steps, sizes.batch) / sizes.steps,
+                                                       per_step)}
     model = FlatModel(network(device))
     theta = model.theta()
     kron_ggn(model, Categorical(), theta, X[:sizes.batch], y[:sizes.batch], show_progress=False)  # warm-up
@@ -145,7 +88,7 @@ def ours(device: torch.device, sizes: Sizes) -> dict[str, tuple[float, str]]:
             out[f"3c3d gp conditioning on M = {sizes.gp_m}"] = (first, "once")
         out[f"3c3d {kind.value} predictive, {samples} samples"] = (
             timed(lambda predict=predict: predict(X_test)) / sizes.n_test, "image predicted")
-    net, Xm, ym = mlp(device, sizes.mlp_n)
+    net, Xm, ym, _ = mlp_problem(torch.float32, sizes.mlp_n, device)
     flat = FlatModel(net)
     out[f"MLP full GGN fit (P = {flat.n_params:,}, N = {sizes.mlp_n:,})"] = (
         timed(lambda: curvature(flat, Categorical(), flat.theta(), Xm, ym)), "fit")
@@ -170,7 +113,7 @@ def theirs(device: torch.device, sizes: Sizes) -> dict[str, tuple[float, str]]:
     out[f"3c3d glm predictive, {sizes.samples} samples"] = (
         timed(lambda: la(X_test, pred_type="glm", link_approx="mc", n_samples=sizes.samples)) / sizes.n_test,
         "image predicted")
-    net, Xm, ym = mlp(device, sizes.mlp_n)
+    net, Xm, ym, _ = mlp_problem(torch.float32, sizes.mlp_n, device)
     full = Laplace(net, "classification", subset_of_weights="all", hessian_structure="full", prior_precision=1.0)
     mlp_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(Xm, ym), batch_size=500)
     out[f"MLP full GGN fit (P = {sum(p.numel() for p in net.parameters()):,}, N = {sizes.mlp_n:,})"] = (
