@@ -65,7 +65,8 @@ class Fitted:
         task: ``regression``, ``binary``, ``multiclass`` or ``count``.
         theta: ``θ*`` ``[P]``, the point the predictives linearise at (the MAP for Laplace, the mean for VI).
         posterior: the Gaussian over ``θ`` (``.mean`` ``[P]``, ``.sample(n)`` ``[n, P]``, ...), or None for MAP.
-        info: the method's scalar diagnostics (gradient norm, steps, log evidence, ...).
+        info: the method's scalar diagnostics (gradient norm, steps, ...); the log evidence is
+            :attr:`log_evidence`.
         trace: per-step records of the training (loss, or ELBO and KL).
         likelihood: the likelihood the network's outputs parameterise.
         prior: the prior ``θ ~ N(0, diag(prior.precision())⁻¹)`` (its groups' δ in ``prior.deltas()``).
@@ -82,6 +83,7 @@ class Fitted:
     _model: FlatModel = field(repr=False)
     _X_train: Tensor | None = field(repr=False)  # None for a loaded fit given no training inputs
     _evidence: LaplaceEvidence | None = field(default=None, repr=False)
+    _loaded_evidence: float | None = field(default=None, repr=False)  # a loaded fit's, which keeps no curvature
 
     @property
     def prior_precision(self) -> Tensor:
@@ -91,8 +93,8 @@ class Fitted:
     @property
     def log_evidence(self) -> float:
         """The Laplace-GGN log marginal likelihood at θ* and this fit's prior (notes-000 §5.2); only Laplace fits
-        have it."""
-        value = self._laplace().value
+        have it (a loaded one keeps the value it was saved with)."""
+        value = self._loaded_evidence if self._loaded_evidence is not None else self._laplace().value
         if not math.isfinite(value):
             raise BnnpredError("the evidence is undefined: the posterior precision needed jitter (info['jitter'])")
         return value
@@ -125,13 +127,19 @@ class Fitted:
         value = math.nan if posterior.jitter else float(self._laplace()(precision.double(), _as_noise(sigma2)))
         self.posterior, self.likelihood, self.prior = posterior, likelihood, prior
         self._evidence = dataclasses.replace(self._laplace(), value=value)
-        self.info = {**{k: v for k, v in self.info.items() if k != "jitter"}, "log_marglik": value,
+        self.info = {**{k: v for k, v in self.info.items() if k != "jitter"},
                      **({"jitter": posterior.jitter} if posterior.jitter else {})}
         return self
 
+    def _saved_evidence(self) -> float | None:
+        """The log evidence as a saved file keeps it (NaN after jitter), None for a method without one."""
+        if self._loaded_evidence is not None:
+            return self._loaded_evidence
+        return None if self._evidence is None else self._evidence.value
+
     def _laplace(self) -> LaplaceEvidence:
         if self._evidence is None and self.method in inference.EVIDENCE_METHODS:
-            raise BnnpredError("a loaded fit keeps its log evidence (info['log_marglik']) but not the curvature "
+            raise BnnpredError("a loaded fit keeps its log evidence (.log_evidence) but not the curvature "
                                "that moves it with the prior; fit again to change the prior")
         if self._evidence is None:
             raise BnnpredError(f"a {self.method} fit has no evidence; fit with method="
@@ -203,7 +211,8 @@ class Fitted:
         posterior = None if self.posterior is None else self.posterior.state()
         return fit_file.write(Path(path), {
             "method": self.method, "task": self.task, "theta": self.theta, "posterior": posterior,
-            "info": dict(self.info), "trace": list(self.trace), "sigma2": getattr(self.likelihood, "sigma2", None),
+            "info": dict(self.info), "log_evidence": self._saved_evidence(), "trace": list(self.trace),
+            "sigma2": getattr(self.likelihood, "sigma2", None),
             "prior": self.prior.state(),
             "network": fit_file.network_signature(self._model), "buffers": self._model.buffer_state()})
 
@@ -224,7 +233,7 @@ def load(path: str | Path, model: nn.Module, X_train: Tensor | None = None) -> F
     X_train = None if X_train is None else X_train.to(device=theta.device, dtype=theta.dtype)
     return Fitted(method=state["method"], task=state["task"], theta=theta, posterior=posterior, info=state["info"],
                   trace=state["trace"], likelihood=likelihood_for(TASKS[state["task"]], state["sigma2"]),
-                  prior=prior, _model=flat, _X_train=X_train)
+                  prior=prior, _model=flat, _X_train=X_train, _loaded_evidence=state["log_evidence"])
 
 
 @contextmanager

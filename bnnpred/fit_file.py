@@ -21,6 +21,8 @@ from bnnpred.errors import BnnpredError
 from bnnpred.io import atomic_write
 
 MAGIC = "bnnpred-fit"
+KEYS = frozenset({"method", "task", "theta", "posterior", "info", "log_evidence", "trace", "sigma2", "prior",
+                  "network", "buffers"})  # the payload's, as Fitted.save writes them
 
 
 def network_signature(model: FlatModel) -> list[list[Any]]:
@@ -50,7 +52,11 @@ def read(path: Path, device: torch.device) -> dict[str, Any]:
         raise BnnpredError(f"{path} is not a fit saved by Fitted.save (no '{MAGIC}' header)")
     if hashlib.sha256(payload).hexdigest() != fields[1]:
         raise BnnpredError(f"{path} does not match its checksum (edited or cut short); save the fit again")
-    return _moved(torch.load(io.BytesIO(payload), weights_only=True), device)
+    state = torch.load(io.BytesIO(payload), weights_only=True)
+    if missing := sorted(KEYS - state.keys()):
+        raise BnnpredError(f"{path} was saved by another bnnpred version ({' '.join(fields[2:4])}) without "
+                           f"{', '.join(missing)}; fit and save it again with this one")
+    return _moved(state, device)
 
 
 def check_network(path: Path, saved: list[list[Any]], model: FlatModel, theta: torch.Tensor) -> None:

@@ -40,7 +40,7 @@ def test_last_layer_full_laplace_is_the_full_laplace_restricted_to_the_last_laye
     loglik = whole.info["train_loglik_map"]
     expected = log_marglik(torch.tensor(loglik, dtype=torch.float64), last.theta[block],
                            problem.prior_precision[block], torch.logdet(Pi[block, block]))
-    assert last.info["log_marglik"] == pytest.approx(float(expected), rel=1e-12)
+    assert last.log_evidence == pytest.approx(float(expected), rel=1e-12)
     X = torch.randn(6, problem.X.shape[1], generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     ctx = Context(problem.model, lik, last.theta, post, problem.prior_precision, problem.X)
     _, cov = glm_latent(ctx, X)

@@ -11,7 +11,7 @@ import torch
 
 import bnnpred
 import bnnpred.progress
-from bnnpred import laplace_torch_keywords
+from bnnpred import fit_file, laplace_torch_keywords
 from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError
 from tests.helpers import TINY
@@ -138,12 +138,31 @@ def test_fit_and_predict_restore_every_submodules_own_mode():
     assert net.training and not net[1].training and net[0].training
 
 
-def test_optimize_prior_moves_the_recorded_evidence_too_and_a_save_keeps_it(tmp_path):
+def test_optimize_prior_moves_the_evidence_in_its_one_place_and_a_save_keeps_it(tmp_path):
     X, y = classification(200)
     fitted = bnnpred.fit(network(), X, y, task="multiclass", train=False, options={"structure": "kron"})
+    start = fitted.log_evidence
     fitted.optimize_prior(steps=50)
-    assert fitted.info["log_marglik"] == fitted.log_evidence
-    assert bnnpred.load(fitted.save(tmp_path / "fit.pt"), network()).info["log_marglik"] == fitted.log_evidence
+    assert fitted.log_evidence > start  # the evidence maximised over δ at θ*
+    (delta,) = fitted.prior.deltas().values()
+    assert fitted.log_evidence == pytest.approx(fitted.log_evidence_at(delta), rel=1e-12)
+    assert "log_marglik" not in fitted.info  # one source: not copied into the diagnostics
+    loaded = bnnpred.load(fitted.save(tmp_path / "fit.pt"), network())
+    assert loaded.log_evidence == fitted.log_evidence
+    with pytest.raises(BnnpredError, match="a loaded fit keeps its log evidence .* but not the curvature"):
+        loaded.log_evidence_at(1.0)
+
+
+def test_a_fit_saved_without_a_key_this_version_reads_is_one_error(tmp_path):
+    X, y = classification(100)
+    fitted = bnnpred.fit(network(), X, y, task="multiclass", train=False, options={"structure": "diag"})
+    path = fitted.save(tmp_path / "fit.pt")
+    state = fit_file.read(path, torch.device("cpu"))
+    del state["log_evidence"]  # as an earlier bnnpred wrote it
+    fit_file.write(path, state)
+    with pytest.raises(BnnpredError, match=r"fit\.pt was saved by another bnnpred version \(bnnpred \S+\) without "
+                                           r"log_evidence; fit and save it again with this one"):
+        bnnpred.load(path, network())
 
 
 def test_targets_of_another_shape_than_n_are_refused_not_broadcast():

@@ -92,15 +92,15 @@ class Trainer:
         fit_seconds = time.perf_counter() - started  # training and posterior: the posterior's is this less training
         end = objective_at(problem, fit.theta)
         problems = fit_problems(start, end, fit, s.cfg.inference.HEALTH)
-        log_evidence = None if fit.evidence is None else fit.evidence.value
+        log_evidence = fit.log_evidence
         valid_nll = (self.valid_nll(fit, likelihood, precision) if s.cfg.selection.method is SelectionMethod.valid_nll
                      else None)
         row = {"delta": prior.delta, **prior_columns(prior), "sigma2": sigma2 if sigma2 is not None else float("nan"),
-               **fit.info, **plugin_metrics(s, fit.theta, likelihood), "objective_start": start.value,
+               **recorded_info(fit), **plugin_metrics(s, fit.theta, likelihood), "objective_start": start.value,
                "objective_end": end.value, "grad_norm_start": start.grad_norm, "fit_seconds": fit_seconds,
                "problems": "; ".join(problems)}
-        if "log_marglik" in fit.info:  # a diagnostic column; a GLM refinement reports its starting Laplace's
-            row["log_marglik_per_n"] = fit.info["log_marglik"] / len(s.data.X_train)
+        if log_evidence is not None:  # a diagnostic column
+            row["log_marglik_per_n"] = log_evidence / len(s.data.X_train)
         if valid_nll is not None:
             row["valid_nll"] = valid_nll
         if cv_nll is not None:  # in the run's info too, for an optimising sweeper (objective=cv_nll)
@@ -218,7 +218,7 @@ def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, ch
     results, test_predictions, ood_predictions = evaluate_all(s, predict, StoredPredictions(checkpoints, key))
     flags = [*chosen.flags, *jitter_flags(fit), *metric_flags(results, cfg.keep_unhealthy)]
     summary = run_summary(s, chosen, key, flags, time.perf_counter() - start)
-    document = {"run": summary, "info": non_finite_to_null(fit.info), "metrics": non_finite_to_null(results),
+    document = {"run": summary, "info": non_finite_to_null(recorded_info(fit)), "metrics": non_finite_to_null(results),
                 "entropy": entropy_histograms(test_predictions, ood_predictions)}
     with run_files.staged(run_dir) as stage:
         write_text(stage / "config.yaml", OmegaConf.to_yaml(cfg_dict, resolve=True))
@@ -234,6 +234,12 @@ def fit_and_write(cfg: Config, cfg_dict: DictConfig, key: str, run_dir: Path, ch
         log.warning("flagged: %s", flag)
     print_table(results, summary)
     return document
+
+
+def recorded_info(fit: Fit) -> dict[str, float]:
+    """The fit's diagnostics as a run records them: ``info`` with the log evidence as ``log_marglik`` where the
+    method has one (the value an optimising sweeper reads, ``objective=log_marglik``)."""
+    return fit.info if fit.log_evidence is None else {**fit.info, "log_marglik": fit.log_evidence}
 
 
 def keep_last_good(run_dir: Path, last_good: Fit) -> None:

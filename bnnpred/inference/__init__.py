@@ -34,7 +34,7 @@ METHODS: dict[str, tuple[type[Method], Callable[[Problem, Any], Fit]]] = {
     "exact_vi": (ExactVIConfig, fit_exact_vi),
 }
 
-# Methods whose fit carries the log evidence (``info["log_marglik"]``).
+# Methods whose fit carries the log evidence (``Fit.evidence``).
 EVIDENCE_METHODS = {name for name, (schema, _) in METHODS.items() if schema.EVIDENCE}
 
 # Methods that fit post-hoc at the network's weights from a stream of (inputs, targets) batches, one batch in

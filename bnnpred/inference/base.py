@@ -88,6 +88,12 @@ class Fit:
     evidence: LaplaceEvidence | None = None
     timing: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def log_evidence(self) -> float | None:
+        """The log evidence (``evidence.value``: NaN where the precision needed jitter), or None for a method
+        without one."""
+        return None if self.evidence is None else self.evidence.value
+
 
 @dataclass
 class TrainingClock:

@@ -83,7 +83,8 @@ def fit_glm_refine(problem: Problem, cfg: GLMRefineConfig) -> Fit:
     estimate = estimate_lgva if cfg.mode is RefineMode.vi else estimate_oggn
     refined = run_ngvi(linearized_problem(problem, laplace.theta, cfg.jacobian_dtype), cfg, estimate,
                        start=laplace.posterior)
-    info = {**laplace.info, **{f"refine_{k}": v for k, v in refined.info.items()}}
+    info = {**laplace.info, "laplace_log_marglik": laplace.log_evidence,  # the start's: a diagnostic
+            **{f"refine_{k}": v for k, v in refined.info.items()}}
     return Fit(theta=laplace.theta, posterior=refined.posterior, info=info, trace=refined.trace, timing=refined.timing)
 
 

@@ -98,12 +98,13 @@ def laplace_of_structure(problem: Problem, fit: Fit, cfg: LaplaceGGNConfig) -> F
 
 def in_evidence_form(problem: Problem, theta: Tensor, laplace: Fit, form: EvidenceForm) -> Fit:
     """``laplace`` reporting the evidence in ``form``: the weight-space value as it is, or the function-space one
-    (notes-000 eqs. 3.17 + 3.19) over ``problem``'s parameters ``theta`` with the weight-space value beside it."""
+    (notes-000 eqs. 3.17 + 3.19) over ``problem``'s parameters ``theta`` with the weight-space value beside it
+    (``info["log_marglik_weight"]``)."""
     if form is EvidenceForm.function:
         f, J = stacked_jacobians(problem.model, theta, problem.X)
         value = float(function_space_log_marglik(problem.likelihood, f, J, problem.y, theta,
                                                  problem.prior_precision))
-        laplace.info.update(log_marglik=value, log_marglik_weight=laplace.info["log_marglik"])
+        laplace.info["log_marglik_weight"] = laplace.evidence.value
         laplace.evidence.value = value
     return laplace
 
@@ -175,12 +176,12 @@ def with_evidence(problem: Problem, fit: Fit, curvature: LaplaceCurvature, logli
 
 def laplace_fit(fit: Fit, curvature: LaplaceCurvature, loglik: float, n: int, prior_precision: Tensor) -> Fit:
     """``fit`` with the Laplace posterior ``N(θ*, (H + Δ)⁻¹)`` at the prior precision ``[P]`` and its log evidence
-    over ``n`` examples (NaN when the precision needed jitter, since the evidence would then be that of another
-    prior; the jitter is recorded in ``info``)."""
+    over ``n`` examples in ``evidence.value`` (NaN when the precision needed jitter, since the evidence would then
+    be that of another prior; the jitter is recorded in ``info``)."""
     evidence = LaplaceEvidence(fit.theta, curvature, loglik, n)
     posterior = evidence.posterior(prior_precision)
     evidence.value = evidence.at_fit(posterior, prior_precision)
-    info = {**fit.info, "log_marglik": evidence.value, "train_loglik_map": loglik}
+    info = {**fit.info, "train_loglik_map": loglik}
     if posterior.jitter:
         info["jitter"] = posterior.jitter
     return Fit(theta=fit.theta, posterior=posterior, info=info, trace=fit.trace, buffers=fit.buffers,

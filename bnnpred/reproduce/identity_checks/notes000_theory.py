@@ -334,7 +334,7 @@ def equivalence_quantities(name: str, n: int = 30, delta: float = 1.0) -> Equiva
     return Equivalence(
         posterior=(fit.posterior.mean, fit.posterior.dense_precision()),
         latent=(weight_space, function_space),
-        evidence=(fit.info["log_marglik_weight"], fit.info["log_marglik"]),
+        evidence=(fit.info["log_marglik_weight"], fit.log_evidence),
         reference=pseudo_data_blr(case, model, fit.theta, X, y, delta, X_test),
         grad_norm=fit.info["grad_norm"],
     )
@@ -416,7 +416,7 @@ def gaussian_blr_quantities(n: int = 40, sigma2: float = 0.1, delta: float = 0.5
     latent_mean, latent_cov = glm_latent(ctx, X_test)
     closed = closed_predictive(ctx, X_test)
     return GaussianBLR(
-        evidence=fit.info["log_marglik"],
+        evidence=fit.log_evidence,
         exact_evidence=float(exact_evidence.log_prob(target)),
         glm=(latent_mean[:, 0], latent_cov[:, 0, 0] + sigma2),
         blr=(closed.mean, closed.variance),

@@ -265,7 +265,7 @@ def weight_and_function_evidence(trained: Trained) -> tuple[float, float]:
     (``Σ log p − δ/2 ‖w*‖² + P/2 log δ − ½ log|GGN + δI|``) and the GP evidence ``log N(ỹ | 0, δ⁻¹JJᵀ + σ²I)``
     with ``ỹ = J w* + (y − f*)``, dense from autograd Jacobians."""
     p, w = trained.problem, trained.theta
-    weight = laplace_at(p, Fit(theta=w, posterior=None), Structure.full, Curvature.ggn).info["log_marglik"]
+    weight = laplace_at(p, Fit(theta=w, posterior=None), Structure.full, Curvature.ggn).log_evidence
     f, J = reference_jacobians(p.model, w, p.X)
     J = J[:, 0]
     kernel = J @ J.T / DELTA + p.likelihood.sigma2 * torch.eye(len(J), dtype=DTYPE)
