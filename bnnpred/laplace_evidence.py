@@ -66,8 +66,9 @@ class LaplaceCurvature(ABC):
 @dataclass
 class FullCurvature(LaplaceCurvature):
     """A dense ``H`` ``[P, P]``. For priors proportional to one fixed scale ``S`` (``Δ = r·S``: a shared δ, with
-    or without fan-in scaling) ``log det(cH + rS) = Σ log S + Σ_j log(c μ_j + r)`` with ``μ, V`` the eigenpairs of
-    ``S^{-1/2} H S^{-1/2}``, computed once (at the first prior evaluated); any other prior (per-layer δ apart, a fixed
+    or without fan-in scaling) ``log det(cH + rS) = Σ log S + Σ_j log(c μ_j + r)`` with ``μ`` the eigenvalues of
+    ``S^{-1/2} H S^{-1/2}``, computed once (``S``: the first prior evaluated), and its eigenvectors ``V`` once where
+    a gradient needs them; any other prior (per-layer δ apart, a fixed
     bias precision) costs a Cholesky factor (``P³/3`` flops) per evaluation."""
 
     H: Tensor = field(default=None)  # [P, P]
@@ -76,29 +77,35 @@ class FullCurvature(LaplaceCurvature):
     _vectors: Tensor | None = field(default=None, repr=False)  # the eigenvectors V [P, P] of S^{-1/2} H S^{-1/2}
 
     def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
-        """At ``Δ = r·S`` the value from the kept spectrum; its gradient in every entry of ``Δ`` is
-        ``diag(Π⁻¹)_p = Σ_j V_pj² / (s_p (c μ_j + r))`` (a per-group prior's first step starts at such a point
-        too), carried by a term whose value is zero."""
+        """At ``Δ = r·S`` the value from the kept spectrum (eigenvalues only, ``≈ 4P³/3`` flops once); where
+        ``precision`` carries a gradient, that gradient in every entry of ``Δ`` is ``diag(Π⁻¹)_p = Σ_j V_pj² /
+        (s_p (c μ_j + r))`` (a per-group prior's first step starts at such a point too: the eigenvectors are
+        computed then, once), carried by a term whose value is zero."""
         if self._scale is None:
-            self._keep_spectrum(precision.detach().double().to(self.H.device))
+            self._scale = precision.detach().double().to(self.H.device)
         scale = self._scale.to(precision)
         ratio = precision.detach() / scale
         if torch.allclose(ratio, ratio[0].expand_as(ratio), rtol=1e-12, atol=0):
-            r = ratio[0]
-            spectrum, vectors = self._spectrum.to(precision), self._vectors.to(precision)
-            shifted = c * spectrum + r
-            inverse_diag = (vectors.square() / shifted.detach()).sum(dim=1) / scale
-            return (scale.log().sum() + torch.log(shifted).sum()
-                    + ((precision - precision.detach()) * inverse_diag).sum())
+            if self._spectrum is None or (precision.requires_grad and self._vectors is None):
+                self._keep_spectrum(vectors=precision.requires_grad)
+            shifted = c * self._spectrum.to(precision) + ratio[0]
+            value = scale.log().sum() + torch.log(shifted).sum()
+            if not precision.requires_grad:
+                return value
+            inverse_diag = (self._vectors.to(precision).square() / shifted.detach()).sum(dim=1) / scale
+            return value + ((precision - precision.detach()) * inverse_diag).sum()
         L, info = torch.linalg.cholesky_ex(c * self.H.to(precision) + torch.diag(precision))
         if info != 0:
             raise BnnpredError("the posterior precision is not positive definite at this prior; raise prior.delta")
         return 2 * L.diagonal().log().sum()
 
-    def _keep_spectrum(self, scale: Tensor) -> None:
-        root = scale.rsqrt()
-        self._scale = scale
-        values, self._vectors = torch.linalg.eigh(root[:, None] * self.H.double() * root[None, :])
+    def _keep_spectrum(self, vectors: bool) -> None:
+        root = self._scale.rsqrt()
+        whitened = root[:, None] * self.H.double() * root[None, :]
+        if vectors:
+            values, self._vectors = torch.linalg.eigh(whitened)
+        else:
+            values = torch.linalg.eigvalsh(whitened)
         self._spectrum = values.clamp_min(0)
 
     def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
