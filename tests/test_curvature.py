@@ -1,13 +1,16 @@
-"""Jacobians and the GGN (notes-000 §7 A.2, notes-004 §5 items 1-2)."""
+"""Jacobians and the GGN (notes-000 §7 A.2, notes-004 §5 items 1-2); the identities notes-000 #2-3 and notes-004 #1b
+from their identity checks (bnnpred.reproduce.identity_checks)."""
 
 import pytest
 import torch
 from torch.func import hessian
 
 from bnnpred.curvature.ggn import Curvature, Structure, curvature
-from bnnpred.curvature.jacobians import iter_jacobians, jacobians
-from bnnpred.models import build_model, n_params
+from bnnpred.curvature.jacobians import iter_jacobians
+from bnnpred.models import build_model
 from bnnpred.models.mlp import MLPConfig
+from bnnpred.reproduce.identity_checks import notes000_theory as theory
+from bnnpred.reproduce.identity_checks import notes004, relative_error
 from tests.helpers import tiny_problem
 
 KINDS = ["gaussian", "bernoulli", "categorical", "poisson"]
@@ -17,37 +20,45 @@ def neg_loglik(problem, theta):
     return -problem.likelihood.log_prob(problem.model(theta, problem.X), problem.y).sum()
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", list(notes004.KINDS))
 def test_jacobians_match_central_finite_differences(kind):
-    problem, _ = tiny_problem(kind, depth=2)
-    theta = problem.theta0
-    _, J = jacobians(problem.model, theta, problem.X)
-    eps = 1e-6
-    for p in [0, 7, theta.numel() - 1]:
-        e = torch.zeros_like(theta)
-        e[p] = eps
-        fd = (problem.model(theta + e, problem.X) - problem.model(theta - e, problem.X)) / (2 * eps)
-        torch.testing.assert_close(J[:, :, p], fd, rtol=1e-6, atol=1e-8)
+    """notes-004 #1b as the identity check measures it (its 2x5 tanh MLP, every parameter, ε = 1e-6), here on one
+    and three outputs, elementwise to rtol 1e-6, atol 1e-8 (the page: 1e-4 in Frobenius norm). The check reads the
+    layer-factor route (stacked_jacobians); the autodiff route (jacobians) equals it to 1e-12 (below)."""
+    J, fd = notes004.jacobians_and_differences(notes004.tiny(kind, depth=2, n=12, seed=0))
+    torch.testing.assert_close(J, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_ggn_equals_hessian_for_models_without_hidden_layers():
+    """notes-000 #2a as the identity check measures it: for linear, logistic, softmax and Poisson regression (no
+    network Hessian) −GGN = the autograd Hessian of the log-likelihood, to 1e-10 relative, every likelihood."""
+    errors = {name: relative_error(*pair) for name, pair in theory.linear_model_curvatures().items()}
+    assert len(errors) == 5 and max(errors.values()) <= 1e-10, errors
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_ggn_equals_hessian_for_models_without_hidden_layers(kind):
-    """Linear, logistic, softmax and Poisson regression: the network Hessian is zero, so GGN = Hessian."""
+def test_curvature_returns_the_log_likelihood_it_was_formed_at(kind):
+    """The log-likelihood curvature() returns beside the GGN is the likelihood's Σ log p(y|f) at θ."""
     problem, _ = tiny_problem(kind, depth=0)
-    G, loglik = curvature(problem.model, problem.likelihood, problem.theta0, problem.X, problem.y)
-    H = hessian(lambda th: neg_loglik(problem, th))(problem.theta0)
-    torch.testing.assert_close(G, H, rtol=1e-10, atol=1e-10)
+    _, loglik = curvature(problem.model, problem.likelihood, problem.theta0, problem.X, problem.y)
     torch.testing.assert_close(loglik, -neg_loglik(problem, problem.theta0))
 
 
+def test_ggn_with_a_hidden_layer_is_psd():
+    """notes-000 #2b as the identity check measures it (tanh MLP 3→8→8→C, every likelihood): λ_min ≥ −1e-10 λ_max
+    (the page: −1e-8)."""
+    spectra = {name: torch.linalg.eigvalsh(G) for name, G in theory.mlp_ggns().items()}
+    assert len(spectra) == 5
+    assert all(eig.min() >= -1e-10 * eig.max() for eig in spectra.values()), spectra
+
+
 @pytest.mark.parametrize("kind", KINDS)
-def test_ggn_differs_from_hessian_with_a_hidden_layer_but_is_psd(kind):
+def test_ggn_differs_from_hessian_with_a_hidden_layer(kind):
+    """The control of notes-000 #2a: with hidden layers the network Hessian is not zero, so GGN ≠ Hessian."""
     problem, _ = tiny_problem(kind, depth=2)
     G, _ = curvature(problem.model, problem.likelihood, problem.theta0, problem.X, problem.y)
     H = hessian(lambda th: neg_loglik(problem, th))(problem.theta0)
     assert (G - H).abs().max() > 1e-6
-    eig = torch.linalg.eigvalsh(G)
-    assert eig.min() >= -1e-10 * eig.max()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -81,19 +92,11 @@ def test_chunking_does_not_change_the_ggn():
     torch.testing.assert_close(chunked, whole)
 
 
-@pytest.mark.parametrize("inputs,expected", [(1, 2676), (2, 2701)])
-def test_thesis_networks_have_the_thesis_parameter_counts(inputs, expected):
-    """notes-000 §6.1: 5 hidden layers of 25 tanh units, one output."""
-    model = build_model(MLPConfig(depth=5, width=25), (inputs,), 1)
-    assert n_params(model) == expected
-
-
-def test_thesis_cnn_has_the_thesis_parameter_count():
-    """notes-000 §6.4: P = 4587 for the MNIST 4-vs-9 CNN (one logit)."""
-    from bnnpred.models.cnn import ThesisCNNConfig
-
-    model = build_model(ThesisCNNConfig(), (1, 28, 28), 1)
-    assert n_params(model) == 4587
+def test_thesis_networks_have_the_thesis_parameter_counts():
+    """notes-000 #3 as the identity check counts them: 2676 and 2701 for the MLPs with 5 hidden layers of 25 tanh
+    units on 1 and 2 inputs (§6.1), 4587 for the MNIST 4-vs-9 CNN (§6.4), one output each."""
+    assert theory.parameter_counts() == theory.THESIS_COUNTS == {"MLP(1→…→1)": 2676, "MLP(2→…→1)": 2701,
+                                                                 "MNIST CNN": 4587}
 
 
 def _layer_and_autodiff_jacobians(module, X):

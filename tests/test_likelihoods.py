@@ -6,34 +6,33 @@ import re
 
 import pytest
 import torch
-from torch.func import grad, hessian
 
 from bnnpred.errors import BnnpredError
-from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian, Poisson
+from bnnpred.likelihoods import Bernoulli, Gaussian, Poisson
 from bnnpred.prediction import CountPrediction
+from bnnpred.reproduce.identity_checks import notes000_theory as theory
 
 
-def cases():
+def test_residual_and_hessian_are_derivatives_of_log_prob():
+    """notes-000 #1a-b as the identity check measures them (Gaussian σ² ∈ {0.1, 1}, Bernoulli, categorical K = 3,
+    Poisson at 8 random outputs each): max |r(y, f) − ∇_f log p| and max |Λ(f) + ∇²_f log p| against autograd of
+    torch.distributions' log-probability, to 1e-12 (the page: 1e-6). That log p is the library's own log_prob:
+    the next test."""
+    errors = theory.derivative_errors()
+    assert list(errors) == list(theory.table_2_1())
+    assert max(max(pair) for pair in errors.values()) <= 1e-12, errors
+
+
+@pytest.mark.parametrize("name", list(theory.table_2_1()))
+def test_log_prob_is_the_torch_distributions_log_prob(name):
+    """The library's log_prob is the reference law of notes-000 #1 (theory.reference_loglik), so its residual and Λ
+    are the derivatives of its own log_prob; 13 random outputs, targets drawn from the likelihood."""
+    case = theory.table_2_1()[name]
     gen = torch.Generator().manual_seed(0)
-    f1 = torch.randn(6, 1, generator=gen, dtype=torch.float64)
-    f3 = torch.randn(6, 3, generator=gen, dtype=torch.float64)
-    return [
-        (Gaussian(0.1), f1, torch.randn(6, generator=gen, dtype=torch.float64)),
-        (Gaussian(1.0), f1, torch.randn(6, generator=gen, dtype=torch.float64)),
-        (Bernoulli(), f1, torch.randint(0, 2, (6,), generator=gen)),
-        (Categorical(), f3, torch.randint(0, 3, (6,), generator=gen)),
-        (Poisson(), f1, torch.poisson(f1[:, 0].exp(), generator=gen)),
-    ]
-
-
-@pytest.mark.parametrize("lik,f,y", cases())
-def test_residual_and_hessian_are_derivatives_of_log_prob(lik, f, y):
-    for i in range(len(f)):
-        def logp(fi, i=i):
-            return lik.log_prob(fi.unsqueeze(0), y[i : i + 1])[0]
-
-        torch.testing.assert_close(lik.residual(f, y)[i], grad(logp)(f[i]), rtol=1e-10, atol=1e-12)
-        torch.testing.assert_close(lik.hessian(f)[i], -hessian(logp)(f[i]), rtol=1e-10, atol=1e-12)
+    f = 1.5 * torch.randn(13, case.outputs, generator=gen, dtype=torch.float64)
+    y = case.likelihood.sample(f, gen)
+    torch.testing.assert_close(case.likelihood.log_prob(f, y), theory.reference_loglik(case, f, y),
+                               rtol=1e-12, atol=1e-12)
 
 
 def test_gaussian_predictive_is_exact_normal():
