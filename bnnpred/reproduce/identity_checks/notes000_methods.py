@@ -216,11 +216,12 @@ def laplace_fit(kind: str) -> tuple[Problem, Fit]:
     return problem, fit_laplace_ggn(problem, cfg)
 
 
-def oggn_from_map(kind: str, gamma: float, mean_gamma: float) -> tuple[Tensor, Tensor, Tensor]:
+def oggn_from_map(kind: str, gamma: float, mean_gamma: float, *,
+                  precision_step: int = PRECISION_STEPS) -> tuple[Tensor, Tensor, Tensor]:
     """One run of :data:`OGGN_STEPS` steps of OGGN (``run_ngvi`` with ``estimate_oggn``, as ``fit_oggn``;
     curvature weight ``gamma``, mean step ``mean_gamma``, Σ₀ = 0.1 I, full precision) started at the Laplace-GGN
-    MAP θ*: its mean ``[P]`` and precision ``[P, P]`` after :data:`PRECISION_STEPS` steps (the posterior the
-    next step's estimate is handed) and its final mean ``[P]``."""
+    MAP θ*: its mean ``[P]`` and precision ``[P, P]`` after ``precision_step`` steps (below :data:`OGGN_STEPS`;
+    the posterior the next step's estimate is handed) and its final mean ``[P]``."""
     problem, laplace = laplace_fit(kind)
     start = dataclasses.replace(problem, theta0=laplace.theta, generator=torch.Generator().manual_seed(0))
     seen: list[Posterior] = []
@@ -232,7 +233,7 @@ def oggn_from_map(kind: str, gamma: float, mean_gamma: float) -> tuple[Tensor, T
 
     fit = run_ngvi(start, OGGNConfig(gamma=gamma, mean_gamma=mean_gamma, iterations=OGGN_STEPS, tol=0.0,
                                      init_var=0.1, structure=Structure.full), recording)
-    early = seen[PRECISION_STEPS]
+    early = seen[precision_step]
     return early.mean, early.dense_precision(), fit.theta
 
 

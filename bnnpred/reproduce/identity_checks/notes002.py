@@ -36,6 +36,7 @@ from bnnpred.inference.slang import (
     fit_slang,
     randomized_eigen_factor,
     slang_step,
+    top_eigen_factor,
 )
 from bnnpred.likelihoods import Bernoulli, Categorical, Likelihood
 from bnnpred.models.mlp import MLPConfig, build_mlp
@@ -163,12 +164,13 @@ class EigCase(NamedTuple):
 
 
 def eig_case(D: int = 2000, L: int = 10, MS: int = 64, beta: float = 0.3, ratio: float = 0.5,
-             seed: int = 3) -> EigCase:
+             seed: int = 3, *, eig: Eig = Eig.randomized) -> EigCase:
     """``A = (1−β)UUᵀ + βGᵀG`` (notes-002 eq. 22) with ``U`` ``[D, L]`` and ``G`` ``[MS, D]`` built so that ``A``'s
     eigendecomposition is ``Q diag(ratio^k) Qᵀ``, k = 0..L+MS−1 (``Q`` ``[D, L+MS]`` orthonormal); its top-L
-    eigen-factor by :func:`randomized_eigen_factor` (4 subspace iterations with K = L + 2 vectors, §2.4) and its
-    top-L eigenpairs, known by construction. They stand in for dense ``eigh`` of the formed ``A``, which returns them
-    to 3e-15 (values) and 4e-14 (subspace) here but costs 2.5 s of the check's budget at D = 2,000."""
+    eigen-factor by :func:`randomized_eigen_factor` (4 subspace iterations with K = L + 2 vectors, §2.4; ``eig``
+    exact: :func:`top_eigen_factor`) and its top-L eigenpairs, known by construction. They stand in for dense
+    ``eigh`` of the formed ``A``, which returns them to 3e-15 (values) and 4e-14 (subspace) here but costs 2.5 s of
+    the check's budget at D = 2,000."""
     gen = _gen(seed)
     K = L + MS
     Q, _ = torch.linalg.qr(torch.randn(D, K, generator=gen, dtype=DTYPE))
@@ -177,7 +179,8 @@ def eig_case(D: int = 2000, L: int = 10, MS: int = 64, beta: float = 0.3, ratio:
     rows = R @ (Q * spectrum.sqrt()).T  # [K, D], rowsᵀ rows = Q diag(spectrum) Qᵀ
     U, G = rows[:L].T / math.sqrt(1 - beta), rows[L:] / math.sqrt(beta)
     W = StackedRows(U=U, G=DenseRows(G), a=math.sqrt(1 - beta), b=math.sqrt(beta))
-    return EigCase(randomized_eigen_factor(W, L, 4, gen), spectrum[:L], Q[:, :L])
+    U = top_eigen_factor(W, L) if eig is Eig.exact else randomized_eigen_factor(W, L, 4, gen)
+    return EigCase(U, spectrum[:L], Q[:, :L])
 
 
 def fast_eig_claims(case: EigCase) -> list[Claim]:
@@ -226,10 +229,11 @@ def ef_sequence(P: int = 20, MS: int = 6, steps: int = 50, seed: int = 4) -> EFS
                       alpha=0.1, beta=0.2)
 
 
-def slang_run(seq: EFSequence, rank: int) -> Trajectory:
-    """:func:`slang_step` (exact eig, no momentum) from ``U = 0``, ``d = d0``, ``µ = 0`` over the sequence."""
+def slang_run(seq: EFSequence, rank: int, *, eig: Eig = Eig.exact) -> Trajectory:
+    """:func:`slang_step` (no momentum; the eigensolver ``eig``) from ``U = 0``, ``d = d0``, ``µ = 0`` over the
+    sequence."""
     P = seq.d0.numel()
-    cfg = SLANGConfig(rank=rank, eig=Eig.exact, momentum=0.0)
+    cfg = SLANGConfig(rank=rank, eig=eig, momentum=0.0)
     state = SLANGState(mean=torch.zeros(P, dtype=DTYPE), U=torch.zeros(P, rank, dtype=DTYPE), d=seq.d0.clone(),
                        momentum=torch.zeros(P, dtype=DTYPE))
     precisions, means = [], []

@@ -331,14 +331,17 @@ def item2() -> list[Claim]:
 # ------------------------------------------------------------------------------------------ item 3
 
 
-def gp_and_weight_space(t: Tiny) -> tuple[Tensor, Tensor]:
+def gp_and_weight_space(t: Tiny, *, outputs: bool = False) -> tuple[Tensor, Tensor]:
     """notes-004 eq. 15 with M = N: the library's gp latent variance ``σ*²`` ``[T]`` and ``J* Σ_ggn J*ᵀ`` ``[T]`` with
-    ``Σ_ggn = (δI + Σ_n J_nᵀ Λ_n J_n)⁻¹`` dense from autograd Jacobians."""
+    ``Σ_ggn = (δI + Σ_n J_nᵀ Λ_n J_n)⁻¹`` dense from autograd Jacobians; ``outputs``: the covariances of all
+    outputs, both ``[T, C, C]``."""
     p, fit = t.problem, laplace(t)
     ctx = t.context(fit)
     _, cov = gp_latent(ctx, t.X_test, gp_condition(ctx, torch.arange(len(p.X))))
     _, J = reference_jacobians(p.model, t.theta, t.X_test)
     sigma = torch.linalg.inv(torch.diag(p.prior_precision) + reference_ggn(t))
+    if outputs:
+        return cov, torch.einsum("tcp,pq,tdq->tcd", J, sigma, J)
     return cov[:, 0, 0], torch.einsum("tp,pq,tq->t", J[:, 0], sigma, J[:, 0])
 
 
