@@ -3,6 +3,7 @@ skipped by their run key), the claims it renders (:mod:`bnnpred.reproduce.claims
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shlex
@@ -11,12 +12,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -29,8 +30,9 @@ from bnnpred.app.run_index import INDEX, copy_relative, failed_keys, failed_runs
 from bnnpred.app.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
 from bnnpred.app.saved_runs import eval_folder
 from bnnpred.errors import BnnpredError
-from bnnpred.io import read_json
+from bnnpred.io import read_json, strict_json
 from bnnpred.reproduce.claims import Claim, Item, claims_table
+from bnnpred.reproduce.derived import kept, plain
 
 T = TypeVar("T")
 
@@ -218,6 +220,16 @@ class Reproduction:
         folder = eval_folder(run_dir, predictive_overrides(list(overrides)))
         self.made_by[folder] = _made_by(document(folder, EVAL_FILES))
         return folder
+
+    def derived(self, read: Path, name: str, compute: Callable[[Path], Mapping[str, Any]]) -> dict[str, Any]:
+        """The numbers ``compute(run folder)`` takes from the large files (posterior, predictions) of the run the page
+        reads as ``read`` (what :meth:`train_once` or :meth:`sweep` gave), as JSON data: for a study built from
+        records kept in ``out/derived/<device>/<run path>/NAME.json``, so that its page, figures included, rebuilds
+        where only the records are (:mod:`bnnpred.reproduce.derived`)."""
+        if not self.from_records:
+            return json.loads(strict_json(plain(compute(read))))
+        relative = Path(read).relative_to(self.out / "runs")
+        return kept(read, self.run_of(read), self.out / "derived" / relative / f"{name}.json", compute)
 
     def _device(self) -> tuple[str, ...]:
         """The device override of every run a study built from records trains (its run keys name the device)."""

@@ -9,6 +9,7 @@ seed as the paper's figure; ``quick`` is a smoke run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +20,7 @@ from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, ends, every, item, items
+from bnnpred.reproduce.derived import tensors
 
 RANKS = (1, 5)  # the paper's starred SLANG panels
 EDGE = 6.0  # |x| where item 24 compares the predictive std with x = 0
@@ -34,11 +36,20 @@ def runs(r: Reproduction) -> dict[str, Path]:
     return {**{f"SLANG L={rank}": slang / f"rank{rank}" for rank in RANKS}, "BBB": bbb}
 
 
-def predictive_band(run: Path, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The run's NN-sampling predictive (its own samples and seed) at inputs ``x`` ``[G]``: mean and std ``[G]``."""
-    s, ctx = restore(run)
-    prediction = predictors(s, ctx)["nn"](x.to(s.data.X_train.dtype)[:, None])
-    return prediction.mean, prediction.variance.sqrt()
+def predictive_band(x: torch.Tensor) -> Callable[[Path], dict[str, torch.Tensor]]:
+    """A run's NN-sampling predictive (its own samples and seed) at inputs ``x`` ``[G]``: ``{"mean", "std"}``
+    ``[G]`` each, from its posterior (:meth:`Reproduction.derived`)."""
+    def band(run: Path) -> dict[str, torch.Tensor]:
+        s, ctx = restore(run)
+        prediction = predictors(s, ctx)["nn"](x.to(s.data.X_train.dtype)[:, None])
+        return {"mean": prediction.mean, "std": prediction.variance.sqrt()}
+    return band
+
+
+def training_points(run: Path) -> dict[str, torch.Tensor]:
+    """The run's training inputs and targets ``[N]`` each, as its restored set-up holds them."""
+    s, _ = restore(run)
+    return {"x": s.data.X_train[:, 0], "y": s.data.y_train}
 
 
 def std_ratios(x: torch.Tensor, std: torch.Tensor) -> dict[str, tuple[float, float]]:
@@ -63,11 +74,12 @@ def cubic_claims(ratios: dict[str, dict[str, tuple[float, float]]],
 
 def make(r: Reproduction) -> str:
     by_method = runs(r)
-    s, _ = restore(by_method["BBB"])
+    points = tensors(r.derived(by_method["BBB"], "training_points", training_points))
     x = torch.linspace(-EDGE, EDGE, 241, dtype=torch.float64)  # step 0.05
-    bands = {method: predictive_band(run, x) for method, run in by_method.items()}
+    bands = {method: tuple(tensors(r.derived(run, "nn_band", predictive_band(x))).values())
+             for method, run in by_method.items()}
     ratios = {method: std_ratios(x, std) for method, (_, std) in bands.items()}
-    figures.plot_1d_panels(r.out / "fig8.png", x, bands, s.data.X_train[:, 0], s.data.y_train, ncols=len(bands),
+    figures.plot_1d_panels(r.out / "fig8.png", x, bands, points["x"], points["y"], ncols=len(bands),
                            title="toy cubic: NN-sampling predictive, mean ± 2 std")
     traces = pd.concat([pd.read_csv(run / "trace.csv").assign(method=method, panel="negative ELBO")
                         for method, run in by_method.items()], ignore_index=True).assign(neg_elbo=lambda t: -t["elbo"])
@@ -95,4 +107,4 @@ def make(r: Reproduction) -> str:
 
 
 STUDY = Study(name="notes002_cubic", title="SLANG paper (notes-002) Fig. 8: SLANG and BBB predictives on the toy "
-              "cubic", make=make, cpu_cost="about 20 min (3 runs)", items=items(2, 24))
+              "cubic", make=make, cpu_cost="about 20 min (3 runs)", items=items(2, 24), from_records=True)

@@ -13,6 +13,7 @@ import pytest
 import bnnpred.reproduce as reproduce_module
 from bnnpred.app.records import export_record, seed_from_record
 from bnnpred.app.report.tables import collect, find_runs
+from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.run_files import RECORD
 from bnnpred.app.run_record import EVAL_FILES
 from bnnpred.app.saved_runs import restore
@@ -25,8 +26,15 @@ from tests.helpers import TINY, bnnpred
 RUN = [*TINY, "plot.enabled=false", "threads=1"]
 
 
+def map_at_two_points(run: Path) -> dict[str, object]:
+    """Numbers only the run's saved weights give: the map predictive's class-1 probability at two inputs."""
+    s, ctx = restore(run)
+    return {"p": predictors(s, ctx)["map"](s.data.X_test[:2]).probs[:, 1]}
+
+
 def make(r: Reproduction) -> str:
-    """A page from a sweep of two runs, a single run and a re-evaluation of it, every number through records."""
+    """A page from a sweep of two runs, a single run and a re-evaluation of it, every number through records, and
+    numbers from the single run's weights kept beside the page (:meth:`Reproduction.derived`)."""
     sweep = r.sweep(r.runs / "tiny" / "sweep", "delta${prior.delta}", *RUN, "predictive.kinds=[map,glm]",
                     "prior.delta=1,3")
     single = r.train_once(r.runs / "tiny" / "single", *RUN, "predictive.kinds=[map]")
@@ -36,7 +44,8 @@ def make(r: Reproduction) -> str:
                                                                 strict=True)]
     return "\n".join(["# tiny", "", r.provenance("bnnpred reproduce tiny"), "", *rows,
                       f"single map {document(single)['metrics']['test']['map']['nll']!r}",
-                      f"its nn {document(evaluation, EVAL_FILES)['metrics']['test']['nn']['nll']!r}"])
+                      f"its nn {document(evaluation, EVAL_FILES)['metrics']['test']['nn']['nll']!r}",
+                      f"map at two points {r.derived(single, 'map', map_at_two_points)['p']!r}"])
 
 
 STUDY = Study(name="tiny", title="a tiny study built from records", make=make, cpu_cost="seconds", items=(),
@@ -82,12 +91,17 @@ def records(tmp_path: Path) -> Path:
     return tmp_path / "outputs" / "tiny" / "runs" / "cpu" / "tiny"
 
 
+def derived(tmp_path: Path) -> Path:
+    return tmp_path / "outputs" / "tiny" / "derived" / "cpu" / "tiny" / "single" / "map.json"
+
+
 def test_a_page_is_rebuilt_from_its_records_alone_to_the_byte(tmp_path, made):
     claims = (tmp_path / "outputs" / "tiny" / "claims.json").read_text()
     assert json.loads(claims)["device"] == "cpu"
     kept = sorted(p.relative_to(records(tmp_path)).as_posix() for p in records(tmp_path).rglob("*") if p.is_file())
     assert "sweep/delta1.0/metrics.json" in kept and "single/evals" in "".join(kept)
     assert not [p for p in kept if p.endswith((".pt", ".npz", ".png"))]  # never weights, predictions or figures
+    assert "map at two points [0." in made and derived(tmp_path).is_file()
     with open(records(tmp_path) / "sweep" / "index.csv", newline="") as f:  # run folders named relative to the sweep
         assert sorted(row["run_dir"] for row in csv.DictReader(f)) == ["delta1.0", "delta3.0"]
     shutil.rmtree(tmp_path / "runs")  # a fresh clone: the committed records only
@@ -235,3 +249,36 @@ def test_a_sweep_that_never_started_leaves_its_records_as_they_are(tmp_path, mad
     before = {p: p.read_bytes() for p in records(tmp_path).rglob("*") if p.is_file()}
     assert r.mirror(tmp_path / "elsewhere" / "tiny" / "sweep") == records(tmp_path) / "sweep"
     assert {p: p.read_bytes() for p in records(tmp_path).rglob("*") if p.is_file()} == before
+
+
+def test_numbers_kept_from_a_posterior_that_were_edited_or_never_kept_are_one_error(tmp_path, made):
+    shutil.rmtree(tmp_path / "runs")  # a fresh clone: the records and the kept numbers only
+    path = derived(tmp_path)
+    kept = json.loads(path.read_text())
+    kept["data"]["p"][0] += 1e-9
+    path.write_text(json.dumps(kept))
+    with pytest.raises(BnnpredError, match=r"map\.json does not match its checksum \(edited or cut short\)"):
+        build(tmp_path, "runs", report_only=True)
+    path.unlink()
+    with pytest.raises(BnnpredError, match=r"the page needs map computed from the large files of .*single, which "
+                                           r"stayed on the machine that made the run"):
+        build(tmp_path, "runs", report_only=True)
+
+
+def test_numbers_kept_from_another_posterior_than_the_records_are_refused(tmp_path, made):
+    shutil.rmtree(tmp_path / "runs")
+    path = derived(tmp_path)
+    kept = json.loads(path.read_text())
+    kept["sources"]["posterior.pt"] = "0" * 64  # kept from a run trained again since
+    path.write_text(json.dumps(kept))
+    with pytest.raises(BnnpredError, match=r"map\.json was computed from other files than those of .*single"):
+        build(tmp_path, "runs", report_only=True)
+
+
+def test_numbers_kept_from_a_posterior_are_computed_again_where_the_run_is(tmp_path, made):
+    """Where the run's files are, its kept numbers are recomputed from them (an edited copy is overwritten)."""
+    path = derived(tmp_path)
+    before = path.read_bytes()
+    path.write_text("{}")
+    assert build(tmp_path, "runs", report_only=True) == made
+    assert path.read_bytes() == before
