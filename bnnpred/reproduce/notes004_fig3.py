@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -14,8 +16,9 @@ from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.saved_runs import restore
 from bnnpred.likelihoods import gauss_hermite
 from bnnpred.predictive import Context, glm_latent
-from bnnpred.reproduce.base import Reproduction, Study
+from bnnpred.reproduce.base import Reproduction, Study, finished
 from bnnpred.reproduce.claims import Claim, Compare, Trend, all_of, claim, item, items
+from bnnpred.reproduce.derived import tensors
 
 W_RANGE, B_RANGE, GRID = (-8.0, 8.0), (-8.0, 8.0), 801
 QUADRATURE_NODES = 64
@@ -43,33 +46,45 @@ def true_predictive(w: torch.Tensor, b: torch.Tensor, weights: torch.Tensor, x: 
     return out
 
 
+def from_posterior(run: Path) -> dict[str, torch.Tensor]:
+    """What the page takes from the run's posterior (:meth:`Reproduction.derived`): the training points ``x, y``
+    ``[N]``, the prior precision ``delta``, θ* ``[2]`` and the posterior covariance ``[2, 2]``, and on a grid ``[X]``
+    of the test inputs' range the map curve, the nn and glm predictive means and the glm mean by quadrature."""
+    s, ctx = restore(run)
+    limit = s.data.X_test.abs().max().item()
+    grid_x = torch.linspace(-limit, limit, 200, dtype=torch.float64)
+    predict = predictors(s, ctx)
+    return {"x": s.data.X_train[:, 0], "y": s.data.y_train, "delta": torch.tensor(float(ctx.prior_precision[0])),
+            "theta": ctx.theta, "cov": torch.linalg.inv(ctx.posterior.dense_precision()), "grid_x": grid_x,
+            "map": torch.sigmoid(ctx.model(ctx.theta, grid_x[:, None]))[:, 0].detach(),
+            **{kind: predict[kind](grid_x[:, None]).probs[:, 1] for kind in ("nn", "glm")},
+            "glm_mean": glm_mean(ctx, grid_x)}
+
+
 def make(r: Reproduction) -> str:
     run = r.train_once(r.runs / "notes004_fig3", "experiment=notes004_fig3", quick=("inference.map.steps=1000",))
-    s, ctx = restore(run)
-    x, y = s.data.X_train[:, 0], s.data.y_train.to(torch.float64)
-    delta, scale = float(ctx.prior_precision[0]), s.cfg.model.scale
+    cfg = finished(run).config
+    got = tensors(r.derived(run, "posterior", from_posterior))
+    x, y, grid_x, theta, cov = got["x"], got["y"], got["grid_x"], got["theta"], got["cov"]
+    delta, scale = float(got["delta"]), cfg.model.scale
     w, b, weights = grid_posterior(x, y, delta, scale)
-    theta, cov = ctx.theta, torch.linalg.inv(ctx.posterior.dense_precision())
     true_neg_w = float(weights[w < 0].sum())
     laplace_neg_w = float(norm.cdf(-theta[0] / cov[0, 0].sqrt()))
     mode = np.unravel_index(int(weights.argmax()), weights.shape)
-    grid_x = torch.linspace(-s.data.X_test.abs().max().item(), s.data.X_test.abs().max().item(), 200,
-                            dtype=torch.float64)
     truth = true_predictive(w, b, weights, grid_x, scale)
-    predict = predictors(s, ctx)
-    means = {kind: predict[kind](grid_x[:, None]).probs[:, 1] for kind in ("nn", "glm")}
+    means = {kind: got[kind] for kind in ("nn", "glm")}
     error = {kind: float((mean - truth).abs().mean()) for kind, mean in means.items()}
 
     gauss = torch.distributions.MultivariateNormal(theta, cov)
     ww, bb = torch.meshgrid(w, b, indexing="ij")
     figures.plot_step_example(
-        r.out / "fig3.png", (x, y), grid_x, torch.sigmoid(ctx.model(theta, grid_x[:, None]))[:, 0].detach(),
+        r.out / "fig3.png", (x, y), grid_x, got["map"],
         (w, b, weights, gauss.log_prob(torch.stack([ww, bb], -1)).exp()), truth,
         {f"{kind} (mean |Δ| = {error[kind]:.3f})": mean for kind, mean in means.items()})
 
     cells = (abs(float(w[mode[0]] - theta[0])) / ((W_RANGE[1] - W_RANGE[0]) / (GRID - 1)),
              abs(float(b[mode[1]] - theta[1])) / ((B_RANGE[1] - B_RANGE[0]) / (GRID - 1)))
-    rows = fig3_claims(true_neg_w, laplace_neg_w, error, glm_mean(ctx, grid_x).tolist())
+    rows = fig3_claims(true_neg_w, laplace_neg_w, error, got["glm_mean"].tolist())
     return "\n".join([
         "# GLM predictive paper, Fig. 3: the 1-D step example", "",
         r.provenance("bnnpred reproduce notes004_fig3"), "",
@@ -77,7 +92,7 @@ def make(r: Reproduction) -> str:
         f"f(x) = 5 tanh(w x + b), prior N(0, I / {delta:g}) (the paper gives neither the data nor the prior), MAP by "
         "Adam, full Laplace-GGN. "
         f"True posterior by integration on a {GRID} x {GRID} grid over [-8, 8]² (the paper used 10⁵ HMC samples); "
-        f"{s.cfg.predictive.n_samples} predictive samples (drawn per input: the sampled glm curve wiggles by "
+        f"{cfg.predictive.n_samples} predictive samples (drawn per input: the sampled glm curve wiggles by "
         "Monte Carlo noise of about 0.005), so the glm mean's monotonicity is tested on its "
         f"{QUADRATURE_NODES}-point Gauss-Hermite quadrature at {len(grid_x)} points of "
         f"[{grid_x[0].item():.3g}, {grid_x[-1].item():.3g}]. The true posterior's mode is {cells[0]:.3g} and "
@@ -114,4 +129,4 @@ def fig3_claims(true_neg_w: float, laplace_neg_w: float, error: dict[str, float]
 
 STUDY = Study(name="notes004_fig3", title="GLM predictive paper (notes-004) Fig. 3: the 1-D step example, true vs "
               "Laplace posterior and the bnn / glm predictives", make=make, cpu_cost="about 1 min",
-              items=items(4, 4))
+              items=items(4, 4), from_records=True)
