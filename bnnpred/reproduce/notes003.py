@@ -4,6 +4,10 @@ GP predictives against VOGN's), with checklist items 5 and 12 checked."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import torch
@@ -91,18 +95,33 @@ def latent_bands(s: Setup, ctx: Context, kinds: list[str],
     return bands
 
 
+def band_data(kinds: list[str], grid: torch.Tensor) -> Callable[[Path], dict[str, Any]]:
+    """A run's :func:`latent_bands` on ``grid`` as numbers kept beside the page (:meth:`Reproduction.derived`):
+    ``{kind: {"mean", "std"}}``, with its training points ``x, y`` ``[N]``."""
+    def compute(run: Path) -> dict[str, Any]:
+        s, ctx = restore(run)
+        bands = latent_bands(s, ctx, kinds, grid)
+        return {"x": s.data.X_train[:, 0], "y": s.data.y_train,
+                **{kind: {"mean": mean, "std": std} for kind, (mean, std) in bands.items()}}
+    return compute
+
+
 def snelson(r: Reproduction) -> str:
     out = r.out
     dirs = {name: r.train_once(r.runs / f"notes003_fig5_8_{name}", f"experiment={preset}", quick=QUICK[name])
             for name, preset in SNELSON.items()}
-    s, ctx = restore(dirs["laplace_ggn"])
-    x_train, y_train = s.data.X_train[:, 0].numpy(), s.data.y_train.numpy()
     grid = torch.linspace(-1.0, 7.0, 801, dtype=torch.float64).unsqueeze(1)
     x = grid[:, 0].numpy()
-    laplace = latent_bands(s, ctx, ["closed", "gp"], grid)
-    bands = {"Laplace-GGN, BLR": laplace["closed"], "Laplace-GGN, GP": laplace["gp"]}
-    for name, label in VI.items():
-        bands[f"{label}, BLR"] = latent_bands(*restore(dirs[name]), ["closed"], grid)["closed"]
+    kept = {name: r.derived(run, "latent_bands", band_data(["closed", "gp"] if name == "laplace_ggn" else ["closed"],
+                                                           grid))
+            for name, run in dirs.items()}
+    x_train, y_train = np.array(kept["laplace_ggn"]["x"]), np.array(kept["laplace_ggn"]["y"])
+
+    def band(name: str, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(kept[name][kind]["mean"]), np.array(kept[name][kind]["std"])
+
+    bands = {"Laplace-GGN, BLR": band("laplace_ggn", "closed"), "Laplace-GGN, GP": band("laplace_ggn", "gp"),
+             **{f"{label}, BLR": band(name, "closed") for name, label in VI.items()}}
     in_gap = (GAP[0] < x) & (x < GAP[1])
     near_data = np.abs(x[:, None] - x_train[None, :]).min(1) < 0.05
     sigma = 0.286
@@ -177,4 +196,5 @@ def make(r: Reproduction) -> str:
 
 
 STUDY = Study(name="notes003", title="second thesis (notes-003) Fig. 5.1 (wine marginal likelihood) and Fig. 5.8 "
-              "(Snelson, Laplace-GGN vs VOGN)", make=make, cpu_cost="about 10 min", items=items(3, 5, 12))
+              "(Snelson, Laplace-GGN vs VOGN)", make=make, cpu_cost="about 10 min", items=items(3, 5, 12),
+              from_records=True)
