@@ -5,6 +5,7 @@ GLM predictive's uncertainty split checked in numbers (checklist items 6, 7, 8, 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, every, item, items
+from bnnpred.reproduce.derived import tensors
 from bnnpred.reproduce.grids import grid_around, nearest_distance
 
 STRUCTURES = ("full", "kron", "diag")
@@ -50,16 +52,14 @@ def regression(r: Reproduction) -> str:
                          **{f"{split}_mse": document(run)["metrics"][split]["closed"]["rmse"] ** 2
                             for split in ("train", "test")}}
                         for (end, structure), run in runs.items()])
-    s, _ = restore(runs["★", "full"])
-    x = torch.linspace(float(s.data.X_train.min()) - 1, float(s.data.X_train.max()) + 1, 400, dtype=s.dtype)[:, None]
-    panels = {}
-    for (end, structure), run in runs.items():
-        pred = predictors(*restore(run))["closed"](x)
-        panels[f"{structure}, {end} (δ = {deltas[end]:.3g})"] = (pred.mean.reshape(-1),
-                                                                 pred.variance.reshape(-1).sqrt())
-    figures.plot_1d_panels(r.out / "fig5_2_structures.png", x[:, 0], panels, s.data.X_train[:, 0], s.data.y_train,
+    points = tensors(r.derived(runs["★", "full"], "training_points", training_points))
+    x = torch.linspace(float(points["x"].min()) - 1, float(points["x"].max()) + 1, 400, dtype=torch.float64)[:, None]
+    panels = {f"{structure}, {end} (δ = {deltas[end]:.3g})": tuple(tensors(r.derived(run, "closed_band",
+                                                                                      closed_band(x))).values())
+              for (end, structure), run in runs.items()}
+    figures.plot_1d_panels(r.out / "fig5_2_structures.png", x[:, 0], panels, points["x"], points["y"],
                            ncols=3, title="GLM (closed form) predictive; columns full / kron / diag",
-                           ylim=(float(s.data.y_train.min()) - 3, float(s.data.y_train.max()) + 3))
+                           ylim=(float(points["y"].min()) - 3, float(points["y"].max()) + 3))
     table = mse.pivot_table(index="structure", columns="end", values=["train_mse", "test_mse"]).reindex(STRUCTURES)
     lines = ["| structure | " + " | ".join(f"{end} train / test MSE" for end in deltas) + " |",
              "|---|" + "---|" * len(deltas)]
@@ -113,6 +113,47 @@ def regression_claims(mse: pd.DataFrame) -> list[Claim]:
 # ------------------------------------------------------------------------------------- Fig. 5.3, two moons
 
 
+def training_points(run: Path) -> dict[str, torch.Tensor]:
+    """The run's training inputs (the first column of a 1-D set, both of a 2-D one) and targets, as numbers kept
+    beside the page (:meth:`Reproduction.derived`)."""
+    s, _ = restore(run)
+    X = s.data.X_train
+    return {"x": X[:, 0] if X.shape[1] == 1 else X, "y": s.data.y_train}
+
+
+def closed_band(x: torch.Tensor) -> Callable[[Path], dict[str, torch.Tensor]]:
+    """A run's closed-form GLM predictive at ``x`` ``[G, 1]``: ``{"mean", "std"}`` ``[G]`` each."""
+    def band(run: Path) -> dict[str, torch.Tensor]:
+        s, ctx = restore(run)
+        pred = predictors(s, ctx)["closed"](x.to(s.dtype))
+        return {"mean": pred.mean.reshape(-1), "std": pred.variance.reshape(-1).sqrt()}
+    return band
+
+
+def glm_surface(margin: float) -> Callable[[Path], dict[str, torch.Tensor]]:
+    """A run's GLM predictive mean of class 1 on :func:`grid_around` its training inputs: ``{"p"}`` ``[H, W]``."""
+    def surface(run: Path) -> dict[str, torch.Tensor]:
+        s, ctx = restore(run)
+        xx, _, points = grid_around(s.data.X_train, margin)
+        return {"p": predictors(s, ctx)["glm"](points).probs[:, 1].reshape(xx.shape)}
+    return surface
+
+
+def kept_split(r: Reproduction, run: Path, margin: float) -> dict[str, float]:
+    """:func:`uncertainty_split` of ``run``, kept beside the page."""
+    return r.derived(run, "uncertainty_split", lambda folder: uncertainty_split(folder, margin))
+
+
+def surfaces(r: Reproduction, runs: dict[str, Path], margin: float
+             ) -> tuple[torch.Tensor, torch.Tensor, dict[str, np.ndarray], dict[str, torch.Tensor]]:
+    """The grid around the first run's training points (``xx``, ``yy`` ``[H, W]``; the runs share their data),
+    each run's :func:`glm_surface` labelled ``GLM, <name>``, and the training points, all kept beside the page."""
+    points = tensors(r.derived(next(iter(runs.values())), "training_points", training_points))
+    xx, yy, _ = grid_around(points["x"], margin)
+    means = {f"GLM, {k}": np.array(r.derived(run, "glm_surface", glm_surface(margin))["p"]) for k, run in runs.items()}
+    return xx, yy, means, points
+
+
 def uncertainty_split(run: Path, margin: float) -> dict[str, float]:
     """The GLM predictive of ``run`` on a grid and at its training inputs (notes-003 item 10): mean aleatoric part
     where ``|p − 0.5| < 0.1`` and where ``> 0.4``; mean epistemic part far from the data (nearest training point
@@ -141,12 +182,9 @@ def moons(r: Reproduction) -> tuple[str, dict[str, float]]:
             for structure in STRUCTURES}
     metrics = {k: document(run)["metrics"] for k, run in runs.items()}
     train_acc = {k: m["train"]["glm"]["accuracy"] for k, m in metrics.items()}
-    split = {k: uncertainty_split(run, MOONS_MARGIN) for k, run in runs.items()}
-    s, _ = restore(runs["full"])
-    xx, yy, points = grid_around(s.data.X_train, MOONS_MARGIN)
-    means = {f"GLM, {k}": predictors(*restore(run))["glm"](points).probs[:, 1].reshape(xx.shape).numpy()
-             for k, run in runs.items()}
-    figures.plot_panels_2d(r.out / "fig5_3_structures.png", xx, yy, means, s.data.X_train, s.data.y_train,
+    split = {k: kept_split(r, run, MOONS_MARGIN) for k, run in runs.items()}
+    xx, yy, means, points = surfaces(r, runs, MOONS_MARGIN)
+    figures.plot_panels_2d(r.out / "fig5_3_structures.png", xx, yy, means, points["x"], points["y"],
                            title="two moons: GLM predictive mean per structure")
     deltas = {k: document(run)["run"]["delta"] for k, run in runs.items()}
     lines = ["| structure | δ (evidence argmax) | GLM train accuracy | GLM test NLL | NN test NLL | GLM training NLL "
@@ -196,15 +234,12 @@ def banana(r: Reproduction) -> tuple[str, dict[str, float]]:
     chosen = frame[(frame["split"] == "valid") & (frame["predictive"] == "glm") & (frame["structure"] == "full")
                    & (frame["seed"] == 0)].iloc[0]
     run, delta = Path(chosen["run_dir"]), chosen["delta"]
-    split = uncertainty_split(run, BANANA_MARGIN)
+    split = kept_split(r, run, BANANA_MARGIN)
     train = document(run)["metrics"]["train"]
-    s, _ = restore(run)
-    xx, yy, points = grid_around(s.data.X_train, BANANA_MARGIN)
     at_delta = everything[(everything["delta"] == delta) & (everything["seed"] == 0)]
     same_delta = {k: Path(at_delta[at_delta["structure"] == k].iloc[0]["run_dir"]) for k in STRUCTURES}
-    means = {f"GLM, {k}": predictors(*restore(d))["glm"](points).probs[:, 1].reshape(xx.shape).numpy()
-             for k, d in same_delta.items()}
-    figures.plot_panels_2d(r.out / "fig5_7_structures.png", xx, yy, means, s.data.X_train, s.data.y_train,
+    xx, yy, means, points = surfaces(r, same_delta, BANANA_MARGIN)
+    figures.plot_panels_2d(r.out / "fig5_7_structures.png", xx, yy, means, points["x"], points["y"],
                            title=f"banana: GLM predictive mean per structure (δ = {delta:g}, seed 0)")
     lines = ["| structure | predictive | NLL | accuracy | ECE |", "|---|---|---|---|---|"]
     lines += [f"| {st} | {kind} | {t['nll']:.4f} ± {t['nll_se']:.4f} | {t['accuracy']:.4f} ± "
@@ -273,4 +308,4 @@ def make(r: Reproduction) -> str:
 
 STUDY = Study(name="notes003_structures", title="second thesis (notes-003) Figs 5.2, 5.3, 5.5-5.7 and Table 5.1's "
               "diagonal row: full, Kronecker and diagonal posteriors on the toys", make=make,
-              cpu_cost="about 40 min", items=items(3, 6, 7, 8, 10, 11))
+              cpu_cost="about 40 min", items=items(3, 6, 7, 8, 10, 11), from_records=True)
