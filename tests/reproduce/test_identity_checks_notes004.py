@@ -8,7 +8,7 @@ from helpers import afresh
 from bnnpred.predictive import gp_condition, gp_latent
 from bnnpred.reproduce.claims import Verdict
 from bnnpred.reproduce.identity_checks import notes004
-from bnnpred.reproduce.identity_checks.notes003 import reference_jacobians
+from bnnpred.reproduce.identity_checks.shared import ggn_and_hessian, reference_jacobians, table_2_1
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -44,14 +44,15 @@ def test_a_wrong_jacobian_or_a_network_with_a_hidden_layer_does_not_hold():
     linear = notes004.tiny("softmax", depth=0, n=12, seed=1)
     glm, bnn = notes004.glm_and_bnn_samples(linear)
     (mean, cov), dense = notes004.glm_latent_and_dense(linear)
-    ggn, _ = notes004.curvature(deep.problem.model, deep.problem.likelihood, deep.theta, deep.problem.X, deep.problem.y)
+    p = deep.problem
+    minus_ggn, hessian = ggn_and_hessian(p.model, table_2_1()[notes004.KINDS["softmax"]], deep.theta, p.X, p.y)
     good = notes004.linearisation_claims((f_lin, reference), (J, differences), {"softmax": (glm, bnn)},
-                                         {"softmax": ((mean, cov), dense)}, {"softmax": (ggn, ggn)})
+                                         {"softmax": ((mean, cov), dense)}, {"softmax": (minus_ggn, minus_ggn)})
     assert [c.verdict for c in good] == [Verdict.holds] * 5
     shifted = f_lin + 1e-9 * reference.abs().max()
     claims = notes004.linearisation_claims((shifted, reference), (J, 2 * differences), {"softmax": (glm * 1.001, bnn)},
                                            {"softmax": ((mean, cov * 1.001), dense)},
-                                           {"2x5 tanh": (ggn, notes004.reference_nll_hessian(deep))})
+                                           {"2x5 tanh": (minus_ggn, hessian)})
     assert [c.verdict for c in claims] == [Verdict.fails] * 5
 
 

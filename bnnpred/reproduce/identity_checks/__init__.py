@@ -36,3 +36,8 @@ def relative_error(value: torch.Tensor, reference: torch.Tensor) -> float:
 def max_abs_error(value: torch.Tensor, reference: torch.Tensor) -> float:
     """max |value − reference| over all entries."""
     return float((value - reference).abs().max())
+
+
+def max_relative_difference(value: torch.Tensor, reference: torch.Tensor) -> float:
+    """``max_i |value_i − reference_i| / |reference_i|``."""
+    return float(((value - reference).abs() / reference.abs()).max())

@@ -56,10 +56,12 @@ from bnnpred.prediction import Prediction, RegPrediction
 from bnnpred.predictive import Context, GPSubset, PredictiveKind, predictor
 from bnnpred.reproduce.claims import Between, Claim, Compare, all_of, claim, every, item
 from bnnpred.reproduce.identity_checks import relative_error
-from bnnpred.reproduce.identity_checks.notes000_theory import (
+from bnnpred.reproduce.identity_checks.shared import (
     Case,
+    dense_ggn,
     gaussian_case,
     output_jacobian,
+    reference_jacobians,
     reference_loglik,
     table_2_1,
 )
@@ -85,7 +87,7 @@ ConfigT = TypeVar("ConfigT")
 
 def likelihood_case(kind: str) -> Case:
     """The likelihood of ``kind`` (``gaussian``: σ² = 0.09, ``bernoulli``) with its ``torch.distributions`` law
-    (notes000_theory's Table 2.1 cases)."""
+    (the Table 2.1 cases)."""
     if kind not in KINDS:
         raise BnnpredError(f"unknown toy problem kind {kind!r}; one of: {', '.join(KINDS)}")
     return gaussian_case(SIGMA2) if kind == "gaussian" else table_2_1()["Bernoulli"]
@@ -240,9 +242,9 @@ def oggn_from_map(kind: str, gamma: float, mean_gamma: float, *,
 def laplace_precision_reference(kind: str, theta: Tensor) -> Tensor:
     """``δI + Σ_i J_iᵀ Λ_i J_i`` ``[P, P]`` at ``θ`` (notes-000 eq. 3.11), autograd Jacobians and ``Λ``."""
     problem, _ = laplace_fit(kind)
-    f, J = output_jacobian(problem.model, theta, problem.X)
-    lam = reference_lambda(kind, f, problem.y)
-    return DELTA * torch.eye(len(theta), dtype=DTYPE) + J.T @ (lam.unsqueeze(1) * J)
+    f, J = reference_jacobians(problem.model, theta, problem.X)
+    lam = reference_lambda(kind, f[:, 0], problem.y)
+    return DELTA * torch.eye(len(theta), dtype=DTYPE) + dense_ggn(J, lam[:, None, None])
 
 
 def mean_step_radii(kind: str, theta: Tensor, steps: tuple[float, ...]) -> tuple[float, ...]:

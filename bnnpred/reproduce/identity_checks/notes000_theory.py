@@ -21,12 +21,12 @@ network), so the claims are the same on every call.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, distributions, nn
-from torch.func import grad, hessian, jacrev
+from torch.func import grad, hessian
 
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import curvature
@@ -34,13 +34,23 @@ from bnnpred.inference import Fit, Problem
 from bnnpred.inference.laplace_ggn import EvidenceForm, LaplaceGGNConfig, fit_laplace_ggn
 from bnnpred.inference.map import MapConfig
 from bnnpred.inference.map_finish import Finish
-from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood, Poisson
+from bnnpred.likelihoods import Gaussian
 from bnnpred.models import build_model, n_params
 from bnnpred.models.cnn import ThesisCNNConfig
 from bnnpred.models.mlp import MLPConfig
-from bnnpred.predictive import Context, closed_predictive, glm_latent, gp_condition, gp_latent
+from bnnpred.predictive import Context, closed_predictive, glm_latent
 from bnnpred.reproduce.claims import Between, Claim, Compare, claim, every, item
 from bnnpred.reproduce.identity_checks import max_abs_error, relative_error
+from bnnpred.reproduce.identity_checks.shared import (
+    Case,
+    gaussian_case,
+    gaussian_evidence,
+    ggn_and_hessian,
+    glm_and_gp_covariances,
+    output_jacobian,
+    reference_loglik,
+    table_2_1,
+)
 
 DTYPE = torch.float64
 TOLERANCE = 1e-6  # items 1 and 4 (and 5, which gives none)
@@ -54,46 +64,6 @@ THESIS_COUNTS = {"MLP(1→…→1)": 2676, "MLP(2→…→1)": 2701, "MNIST CNN"
 STATIONARY = MapConfig(steps=0, finish=Finish.newton, finish_tol=1e-7, finish_iterations=200)
 
 
-@dataclass(frozen=True)
-class Case:
-    """A Table 2.1 likelihood: the library's class, the same law from ``torch.distributions`` for outputs ``f``
-    ``[B, C]`` (the independent reference), and its number of outputs ``C``."""
-
-    likelihood: Likelihood
-    law: Callable[[Tensor], distributions.Distribution]
-    outputs: int
-
-
-def gaussian_case(sigma2: float) -> Case:
-    """The Gaussian likelihood with noise variance ``sigma2`` and its ``torch.distributions.Normal`` law."""
-    return Case(Gaussian(sigma2), lambda f: distributions.Normal(f[..., 0], math.sqrt(sigma2)), 1)
-
-
-def table_2_1() -> dict[str, Case]:
-    """The likelihoods of items 1 and 2 by name (notes-000 Table 2.1)."""
-    return {
-        "Gaussian σ²=0.1": gaussian_case(0.1),
-        "Gaussian σ²=1": gaussian_case(1.0),
-        "Bernoulli": Case(Bernoulli(), lambda f: distributions.Bernoulli(logits=f[..., 0]), 1),
-        "categorical K=3": Case(Categorical(), lambda f: distributions.Categorical(logits=f), 3),
-        "Poisson": Case(Poisson(), lambda f: distributions.Poisson(f[..., 0].exp()), 1),
-    }
-
-
-def reference_loglik(case: Case, f: Tensor, y: Tensor) -> Tensor:
-    """``log p(y_i | f_i)`` ``[B]`` from ``torch.distributions`` for outputs ``[B, C]`` and targets ``[B]``."""
-    law = case.law(f)
-    return law.log_prob(y.long() if isinstance(law, distributions.Categorical) else y.to(f.dtype))
-
-
-def output_jacobian(model: FlatModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
-    """A single-output network's ``f(X; θ)`` ``[N]`` and ``J = ∂f/∂θ`` ``[N, P]`` (autograd, ``jacrev``)."""
-    def outputs(th: Tensor) -> Tensor:
-        return model(th, X)[:, 0]
-
-    return outputs(theta).detach(), jacrev(outputs)(theta)
-
-
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -101,7 +71,9 @@ def _generator(seed: int) -> torch.Generator:
 def _network(cfg: MLPConfig, input_shape: tuple[int, ...], outputs: int, seed: int) -> FlatModel:
     """The library's MLP in float64, its parameters drawn as PyTorch initialises them (each layer's weight and
     bias ``U(±1/√fan-in)``) from a local generator seeded with ``seed``: the same θ whatever the caller's global
-    RNG state (left as it was) and default dtype."""
+    RNG state (left as it was) and default dtype. The law of
+    :func:`~bnnpred.reproduce.identity_checks.shared.seeded_mlp`, whose draws round differently (``(2u − 1)/√n``
+    here): its θ would move the numbers of items 2b and 4 in the last bits."""
     with torch.random.fork_rng(devices=[]):
         model = FlatModel(build_model(cfg, input_shape, outputs).to(DTYPE))
     gen = _generator(seed)
@@ -162,14 +134,12 @@ def _data(case: Case, model: FlatModel, n: int, d: int, seed: int) -> tuple[Tens
 def linear_model_curvatures(n: int = 20, d: int = 4) -> dict[str, tuple[Tensor, Tensor]]:
     """notes-000 eqs. 2.24-2.25 for ``f(x; θ) = Φ(x)θ`` (``nn.Linear``, ``Φ(x) = [x, 1] ⊗ I_C``): per likelihood,
     ``−Σ J_iᵀΛ_iJ_i`` from the library's GGN and the autograd Hessian of ``Σ_i log p(y_i | f(x_i; θ))``, both
-    ``[P, P]``."""
+    ``[P, P]`` (:func:`~bnnpred.reproduce.identity_checks.shared.ggn_and_hessian`)."""
     pairs = {}
     for i, (name, case) in enumerate(table_2_1().items()):
         model = _network(MLPConfig(depth=0), (d,), case.outputs, seed=200 + i)
         X, y, theta = _data(case, model, n, d, seed=200 + i)
-        ggn, _ = curvature(model, case.likelihood, theta, X, y)
-        exact = hessian(lambda th, case=case, model=model, X=X, y=y: reference_loglik(case, model(th, X), y).sum())
-        pairs[name] = (-ggn, exact(theta))
+        pairs[name] = ggn_and_hessian(model, case, theta, X, y)
     return pairs
 
 
@@ -329,8 +299,7 @@ def equivalence_quantities(name: str, n: int = 30, delta: float = 1.0) -> Equiva
     model = _network(MLPConfig(depth=2, width=12), (2,), 1, seed=401)
     problem, fit = _stationary_fit(case, model, X, y, delta, seed=402, form=EvidenceForm.function)
     ctx = Context(model, case.likelihood, fit.theta, fit.posterior, problem.prior_precision, X)
-    weight_space = glm_latent(ctx, X_test)[1][:, 0, 0]
-    function_space = gp_latent(ctx, X_test, gp_condition(ctx, torch.arange(n)))[1][:, 0, 0]
+    weight_space, function_space = (cov[:, 0, 0] for cov in glm_and_gp_covariances(ctx, X_test))
     return Equivalence(
         posterior=(fit.posterior.mean, fit.posterior.dense_precision()),
         latent=(weight_space, function_space),
@@ -406,8 +375,6 @@ def gaussian_blr_quantities(n: int = 40, sigma2: float = 0.1, delta: float = 0.5
     (f, J), (f_test, J_test) = output_jacobian(model, theta, X), output_jacobian(model, theta, X_test)
     target = y - f + J @ theta  # y = f_lin(θ) + ε  <=>  target = Jθ + ε
     P = len(theta)
-    exact_evidence = distributions.MultivariateNormal(torch.zeros(n, dtype=DTYPE),
-                                                      J @ J.T / delta + sigma2 * torch.eye(n, dtype=DTYPE))
     precision = delta * torch.eye(P, dtype=DTYPE) + J.T @ J / sigma2
     mean = torch.linalg.solve(precision, J.T @ target / sigma2)
     exact_mean = f_test + J_test @ (mean - theta)
@@ -417,7 +384,7 @@ def gaussian_blr_quantities(n: int = 40, sigma2: float = 0.1, delta: float = 0.5
     closed = closed_predictive(ctx, X_test)
     return GaussianBLR(
         evidence=fit.log_evidence,
-        exact_evidence=float(exact_evidence.log_prob(target)),
+        exact_evidence=gaussian_evidence(f, J, theta, y, sigma2, delta),
         glm=(latent_mean[:, 0], latent_cov[:, 0, 0] + sigma2),
         blr=(closed.mean, closed.variance),
         exact=(exact_mean, exact_var),

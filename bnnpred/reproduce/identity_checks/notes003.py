@@ -22,18 +22,28 @@ import torch
 from torch import Tensor
 
 from bnnpred.curvature.functional import FlatModel
-from bnnpred.curvature.ggn import Curvature, Structure, curvature
+from bnnpred.curvature.ggn import curvature
 from bnnpred.data.toy import CubicConfig, TwoMoonsConfig, load_cubic, load_two_moons
-from bnnpred.inference import Fit, Problem
-from bnnpred.inference.laplace_ggn import laplace_at
+from bnnpred.inference import Problem
 from bnnpred.inference.map import MapConfig, train_map
 from bnnpred.inference.map_finish import Finish
 from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
 from bnnpred.likelihoods import Bernoulli, Gaussian
-from bnnpred.models.mlp import MLPConfig, build_mlp
-from bnnpred.predictive import Context, glm_latent, gp_condition, gp_latent
+from bnnpred.predictive import Context
 from bnnpred.reproduce.claims import Claim, Compare, claim, every, item
-from bnnpred.reproduce.identity_checks import relative_error
+from bnnpred.reproduce.identity_checks import max_relative_difference, relative_error
+from bnnpred.reproduce.identity_checks.shared import (
+    closed_form_lambda,
+    dense_ggn,
+    gaussian_case,
+    gaussian_evidence,
+    glm_and_gp_covariances,
+    laplace_ggn,
+    reference_jacobians,
+    reference_loglik,
+    seeded_mlp,
+    table_2_1,
+)
 
 DTYPE = torch.float64
 DELTA = 1.0  # prior precision δ of both problems
@@ -55,21 +65,6 @@ class Trained:
     @property
     def theta(self) -> Tensor:
         return self.problem.theta0
-
-
-def seeded_mlp(inputs: int, outputs: int, depth: int, width: int, seed: int, activation: str = "tanh") -> FlatModel:
-    """A float64 MLP ``inputs → [width] x depth → outputs`` with PyTorch's default initialisation of a linear layer,
-    ``U(−1/√fan_in, 1/√fan_in)`` for weights and biases, drawn in float64 from ``seed`` (the same numbers whatever
-    the default dtype; the global RNG, which the module's own initialisation uses, is restored)."""
-    with torch.random.fork_rng(devices=[]):
-        module = build_mlp(MLPConfig(depth=depth, width=width, activation=activation), (inputs,), outputs).to(DTYPE)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for layer in (m for m in module.modules() if isinstance(m, torch.nn.Linear)):
-            for param in layer.parameters():
-                bound = layer.in_features**-0.5
-                param.copy_(torch.rand(param.shape, generator=gen, dtype=DTYPE) * 2 * bound - bound)
-    return FlatModel(module)
 
 
 def problem_of(model: FlatModel, likelihood: Bernoulli | Gaussian, X: Tensor, y: Tensor, delta: float,
@@ -116,33 +111,11 @@ def problems() -> dict[str, Trained]:
 # ------------------------------------------------------------------------------------------ references
 
 
-def reference_jacobians(model: FlatModel, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
-    """Outputs ``[N, C]`` and Jacobians ``[N, C, P]`` by one ``jacrev`` of the whole batch (no library
-    Jacobian code)."""
-    with torch.no_grad():
-        f = model(theta, X)
-    return f, torch.func.jacrev(lambda t: model(t, X))(theta)
-
-
 def reference_log_lik(likelihood: Bernoulli | Gaussian, f: Tensor, y: Tensor) -> Tensor:
-    """``Σ_n log p(y_n | f_n)`` ``[]`` from ``torch.distributions`` (``f`` ``[N, 1]``)."""
-    if isinstance(likelihood, Gaussian):
-        return torch.distributions.Normal(f[:, 0], likelihood.sigma2**0.5).log_prob(y).sum()
-    return torch.distributions.Bernoulli(logits=f[:, 0]).log_prob(y.to(f.dtype)).sum()
-
-
-def reference_noise_precision(likelihood: Bernoulli | Gaussian, f: Tensor) -> Tensor:
-    """``Λ_n = −∂² log p / ∂f²`` ``[N]`` (single output): ``p(1 − p)`` or ``1/σ²``."""
-    if isinstance(likelihood, Gaussian):
-        return torch.full_like(f[:, 0], 1 / likelihood.sigma2)
-    p = torch.sigmoid(f[:, 0])
-    return p * (1 - p)
-
-
-def reference_ggn(problem: Problem, theta: Tensor) -> Tensor:
-    """``Σ_n J_nᵀ Λ_n J_n`` ``[P, P]`` from autograd Jacobians and the closed-form Λ (single output)."""
-    f, J = reference_jacobians(problem.model, theta, problem.X)
-    return J[:, 0].T @ (reference_noise_precision(problem.likelihood, f).unsqueeze(1) * J[:, 0])
+    """``Σ_n log p(y_n | f_n)`` ``[]`` from ``torch.distributions`` (``f`` ``[N, 1]``): the Table 2.1 law of the
+    likelihood (:func:`~bnnpred.reproduce.identity_checks.shared.reference_loglik`)."""
+    case = gaussian_case(likelihood.sigma2) if isinstance(likelihood, Gaussian) else table_2_1()["Bernoulli"]
+    return reference_loglik(case, f, y).sum()
 
 
 # ------------------------------------------------------------------------------------------ item 1
@@ -185,22 +158,16 @@ def item1() -> list[Claim]:
 def laplace_context(trained: Trained) -> Context:
     """The library's full Laplace-GGN posterior at ``w*`` (notes-003 eq. 2.4.5) as a predictive context."""
     p = trained.problem
-    fit = laplace_at(p, Fit(theta=trained.theta, posterior=None), Structure.full, Curvature.ggn)
+    fit = laplace_ggn(p, trained.theta)
     return Context(p.model, p.likelihood, fit.theta, fit.posterior, p.prior_precision, p.X)
 
 
 def glm_and_gp_variances(trained: Trained) -> tuple[Tensor, Tensor]:
     """notes-003 Thm 3.1.1 / 3.2.1 on the test inputs: the GLM predictive's ``J*ΣJ*ᵀ`` (weight space, P x P) and the
-    GP form ``K** − K*X (K_XX + L⁻¹)⁻¹ K_X*`` on all N training points (function space), both ``[T]``."""
-    ctx = laplace_context(trained)
-    _, weight = glm_latent(ctx, trained.X_test)
-    _, function = gp_latent(ctx, trained.X_test, gp_condition(ctx, torch.arange(len(ctx.X_train))))
+    GP form ``K** − K*X (K_XX + L⁻¹)⁻¹ K_X*`` on all N training points (function space), both ``[T]``
+    (:func:`~bnnpred.reproduce.identity_checks.shared.glm_and_gp_covariances`)."""
+    weight, function = glm_and_gp_covariances(laplace_context(trained), trained.X_test)
     return weight[:, 0, 0], function[:, 0, 0]
-
-
-def max_relative_difference(value: Tensor, reference: Tensor) -> float:
-    """``max_i |value_i − reference_i| / |reference_i|``."""
-    return float(((value - reference).abs() / reference.abs()).max())
 
 
 def blr_system(trained: Trained) -> tuple[Tensor, Tensor]:
@@ -210,10 +177,11 @@ def blr_system(trained: Trained) -> tuple[Tensor, Tensor]:
     (``y_n − g⁻¹(f_n)`` for the Bernoulli, ``(y_n − f_n)/σ²`` for the Gaussian)."""
     p, w = trained.problem, trained.theta
     f, J = reference_jacobians(p.model, w, p.X)
-    lam, J = reference_noise_precision(p.likelihood, f), J[:, 0]
+    lam = closed_form_lambda(p.likelihood, f)
+    precision = torch.diag(p.prior_precision) + dense_ggn(J, lam)
+    lam, J = lam[:, 0, 0], J[:, 0]
     residual = torch.func.grad(lambda out: reference_log_lik(p.likelihood, out, p.y))(f)[:, 0]
     targets = J @ w + residual / lam
-    precision = torch.diag(p.prior_precision) + J.T @ (lam.unsqueeze(1) * J)
     return precision, J.T @ (lam * targets)
 
 
@@ -263,15 +231,12 @@ def item2() -> list[Claim]:
 def weight_and_function_evidence(trained: Trained) -> tuple[float, float]:
     """notes-003 §2.9 (Thm 3.5.1) at ``w*`` with a Gaussian likelihood: the library's Laplace-GGN evidence
     (``Σ log p − δ/2 ‖w*‖² + P/2 log δ − ½ log|GGN + δI|``) and the GP evidence ``log N(ỹ | 0, δ⁻¹JJᵀ + σ²I)``
-    with ``ỹ = J w* + (y − f*)``, dense from autograd Jacobians."""
+    with ``ỹ = J w* + (y − f*)``, dense from autograd Jacobians
+    (:func:`~bnnpred.reproduce.identity_checks.shared.gaussian_evidence`)."""
     p, w = trained.problem, trained.theta
-    weight = laplace_at(p, Fit(theta=w, posterior=None), Structure.full, Curvature.ggn).log_evidence
+    weight = laplace_ggn(p, w).log_evidence
     f, J = reference_jacobians(p.model, w, p.X)
-    J = J[:, 0]
-    kernel = J @ J.T / DELTA + p.likelihood.sigma2 * torch.eye(len(J), dtype=DTYPE)
-    targets = J @ w + (p.y - f[:, 0])
-    function = torch.distributions.MultivariateNormal(torch.zeros_like(targets), kernel).log_prob(targets)
-    return float(weight), float(function)
+    return float(weight), gaussian_evidence(f[:, 0], J[:, 0], w, p.y, p.likelihood.sigma2, DELTA)
 
 
 def evidence_claims(weight: float, function: float, n: int) -> list[Claim]:
@@ -298,7 +263,8 @@ def voggn_step_precision(trained: Trained) -> tuple[Tensor, Tensor]:
     p = dataclasses.replace(trained.problem, generator=torch.Generator().manual_seed(0))
     cfg = VOGGNConfig(gamma=1.0, n_samples=1, init_var=1e-30, iterations=1, tol=0.0, plateau_window=None)
     step = fit_voggn(p, cfg).posterior.dense_precision()
-    return step, reference_ggn(p, trained.theta) + torch.diag(p.prior_precision)
+    f, J = reference_jacobians(p.model, trained.theta, p.X)
+    return step, dense_ggn(J, closed_form_lambda(p.likelihood, f)) + torch.diag(p.prior_precision)
 
 
 def voggn_claims(step: Tensor, laplace: Tensor) -> list[Claim]:

@@ -2,7 +2,7 @@
 measured on tiny seeded float64 classification problems that train nothing.
 
 Inputs ``x ~ N(0, I₂)`` and uniformly random labels from a local generator; MLPs with tanh hidden layers of 5 units
-(:func:`~bnnpred.reproduce.identity_checks.notes003.seeded_mlp`) at their seeded initialisation ``θ*`` (every
+(:func:`~bnnpred.reproduce.identity_checks.shared.seeded_mlp`) at their seeded initialisation ``θ*`` (every
 identity here holds at any ``θ*``), prior ``N(0, δ⁻¹ I)`` with δ = 0.7. The library's Jacobians, GGN (full, diagonal,
 Kronecker), Laplace-GGN posteriors and glm / bnn / gp predictives are compared with central finite differences,
 ``torch.func`` Jacobians and Hessians of ``torch.distributions`` log-likelihoods, dense Kronecker products and
@@ -17,12 +17,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bnnpred.curvature.ggn import Curvature, Structure, curvature
+from bnnpred.curvature.ggn import Structure, curvature
 from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.curvature.kron import KronBlock, kron_ggn
 from bnnpred.inference import Fit, Problem
-from bnnpred.inference.laplace_ggn import laplace_at
-from bnnpred.likelihoods import Bernoulli, Categorical
 from bnnpred.posteriors import KronPosterior
 from bnnpred.predictive import (
     Context,
@@ -30,17 +28,24 @@ from bnnpred.predictive import (
     glm_predictive,
     glm_samples,
     gp_condition,
-    gp_latent,
     gp_predictive,
     nn_samples,
 )
 from bnnpred.reproduce.claims import Claim, Compare, claim, every, item, standardised
-from bnnpred.reproduce.identity_checks import max_abs_error, relative_error
-from bnnpred.reproduce.identity_checks.notes003 import reference_jacobians, seeded_mlp
+from bnnpred.reproduce.identity_checks import max_abs_error, max_relative_difference, relative_error
+from bnnpred.reproduce.identity_checks.shared import (
+    closed_form_lambda,
+    ggn_and_hessian,
+    gp_covariance,
+    laplace_ggn,
+    reference_jacobians,
+    seeded_mlp,
+    table_2_1,
+)
 
 DTYPE = torch.float64
 DELTA = 0.7
-KINDS = {"logistic": (Bernoulli, 1), "softmax": (Categorical, 3)}  # likelihood and number of outputs
+KINDS = {"logistic": "Bernoulli", "softmax": "categorical K=3"}  # the Table 2.1 likelihood of each kind
 ROUNDING = 1e-10  # float64 rounding allowed where the notes give no tolerance (an identity, exact in reals)
 N_KRON_SAMPLES = 20000
 N_MC = 20000  # latent draws of each of the gp and glm predictives
@@ -67,49 +72,29 @@ class Tiny:
 def tiny(kind: str, depth: int, n: int, seed: int) -> Tiny:
     """``n`` training and 7 test inputs ``~ N(0, I₂)``, random labels, an MLP with ``depth`` tanh layers of 5 units
     (0: logistic or softmax regression) and the likelihood of ``kind`` (a key of ``KINDS``)."""
-    make, outputs = KINDS[kind]
+    case = table_2_1()[KINDS[kind]]
     gen = torch.Generator().manual_seed(seed)
     X = torch.randn(n + 7, 2, generator=gen, dtype=DTYPE)
-    y = torch.randint(0, max(2, outputs), (n,), generator=gen)
-    model = seeded_mlp(2, outputs, depth, 5, seed)
+    y = torch.randint(0, max(2, case.outputs), (n,), generator=gen)
+    model = seeded_mlp(2, case.outputs, depth, 5, seed)
     theta = model.theta()
-    problem = Problem(model=model, likelihood=make(), X=X[:n], y=y, prior_precision=torch.full_like(theta, DELTA),
-                      theta0=theta, generator=gen)
+    problem = Problem(model=model, likelihood=case.likelihood, X=X[:n], y=y,
+                      prior_precision=torch.full_like(theta, DELTA), theta0=theta, generator=gen)
     return Tiny(problem, X[n:])
 
 
 def laplace(t: Tiny) -> Fit:
     """The library's full Laplace-GGN at ``θ*`` (notes-004 eq. 12)."""
-    return laplace_at(t.problem, Fit(theta=t.theta, posterior=None), Structure.full, Curvature.ggn)
-
-
-def reference_nll(likelihood: Bernoulli | Categorical, f: Tensor, y: Tensor) -> Tensor:
-    """``−Σ_n log p(y_n | f_n)`` ``[]`` from ``torch.distributions``."""
-    if isinstance(likelihood, Bernoulli):
-        return -torch.distributions.Bernoulli(logits=f[:, 0]).log_prob(y.to(f.dtype)).sum()
-    return -torch.distributions.Categorical(logits=f).log_prob(y).sum()
-
-
-def closed_form_lambda(likelihood: Bernoulli | Categorical, f: Tensor) -> Tensor:
-    """notes-004 §2.3: ``Λ_n`` ``[N, C, C]``, ``diag(p) − ppᵀ`` (softmax) or ``p(1 − p)`` (Bernoulli)."""
-    if isinstance(likelihood, Bernoulli):
-        p = torch.sigmoid(f)
-        return (p * (1 - p)).unsqueeze(2)
-    p = torch.softmax(f, dim=1)
-    return torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)
+    return laplace_ggn(t.problem, t.theta)
 
 
 def reference_ggn(t: Tiny) -> Tensor:
-    """``Σ_n J_nᵀ Λ_n J_n`` ``[P, P]`` from autograd Jacobians and the closed-form Λ."""
+    """``Σ_n J_nᵀ Λ_n J_n`` ``[P, P]`` from autograd Jacobians and the closed-form Λ, contracted as ``(J_nᵀΛ_n)J_n``
+    (not :func:`~bnnpred.reproduce.identity_checks.shared.dense_ggn`'s ``J_nᵀ(Λ_nJ_n)``: the two differ in the last
+    bits, and items 2a, 2c and 3a measure float64 rounding against this one)."""
     p = t.problem
     f, J = reference_jacobians(p.model, t.theta, p.X)
     return torch.einsum("ncp,ncd,ndq->pq", J, closed_form_lambda(p.likelihood, f), J)
-
-
-def reference_nll_hessian(t: Tiny) -> Tensor:
-    """The exact Hessian ``[P, P]`` of the network's negative log-likelihood at ``θ*`` (``torch.func.hessian``)."""
-    p = t.problem
-    return torch.func.hessian(lambda theta: reference_nll(p.likelihood, p.model(theta, p.X), p.y))(t.theta)
 
 
 # ------------------------------------------------------------------------------------------ item 1
@@ -169,8 +154,8 @@ def linearisation_claims(shifted: tuple[Tensor, Tensor], jacobians: tuple[Tensor
                          latents: dict[str, tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]],
                          hessians: dict[str, tuple[Tensor, Tensor]]) -> list[Claim]:
     """Item 1 from :func:`linearisation_at_shifted_theta`, :func:`jacobians_and_differences`, and per model without
-    a hidden layer :func:`glm_and_bnn_samples`, :func:`glm_latent_and_dense` and the (library GGN, autograd
-    Hessian) pair."""
+    a hidden layer :func:`glm_and_bnn_samples`, :func:`glm_latent_and_dense` and the (library −GGN, autograd Hessian
+    of the log-likelihood) pair of :func:`~bnnpred.reproduce.identity_checks.shared.ggn_and_hessian`."""
     f_lin, reference = shifted
     return [
         claim(item(4, 1, "a"), Compare("max |f_lin(x, θ) − (f(x, θ*) + J(θ − θ*))| / max |f(x, θ*) + J(θ − θ*)| at "
@@ -202,10 +187,8 @@ def item1() -> list[Claim]:
     """notes-004 item 1: linearisation unit checks (eqs. 9, 10, 13; GGN = Hessian without hidden layers)."""
     deep = tiny("softmax", depth=2, n=12, seed=0)
     linear = {k: tiny(k, depth=0, n=12, seed=1) for k in KINDS}
-    hessians = {}
-    for k, t in linear.items():
-        ggn, _ = curvature(t.problem.model, t.problem.likelihood, t.theta, t.problem.X, t.problem.y)
-        hessians[k] = (ggn, reference_nll_hessian(t))
+    hessians = {k: ggn_and_hessian(t.problem.model, table_2_1()[KINDS[k]], t.theta, t.problem.X, t.problem.y)
+                for k, t in linear.items()}
     return linearisation_claims(linearisation_at_shifted_theta(deep), jacobians_and_differences(deep),
                                 {k: glm_and_bnn_samples(t) for k, t in linear.items()},
                                 {k: glm_latent_and_dense(t) for k, t in linear.items()}, hessians)
@@ -335,9 +318,8 @@ def gp_and_weight_space(t: Tiny, *, outputs: bool = False) -> tuple[Tensor, Tens
     """notes-004 eq. 15 with M = N: the library's gp latent variance ``σ*²`` ``[T]`` and ``J* Σ_ggn J*ᵀ`` ``[T]`` with
     ``Σ_ggn = (δI + Σ_n J_nᵀ Λ_n J_n)⁻¹`` dense from autograd Jacobians; ``outputs``: the covariances of all
     outputs, both ``[T, C, C]``."""
-    p, fit = t.problem, laplace(t)
-    ctx = t.context(fit)
-    _, cov = gp_latent(ctx, t.X_test, gp_condition(ctx, torch.arange(len(p.X))))
+    p = t.problem
+    cov = gp_covariance(t.context(laplace(t)), t.X_test)
     _, J = reference_jacobians(p.model, t.theta, t.X_test)
     sigma = torch.linalg.inv(torch.diag(p.prior_precision) + reference_ggn(t))
     if outputs:
@@ -366,7 +348,7 @@ def function_space_claims(variances: tuple[Tensor, Tensor], difference: tuple[Te
     return [
         claim(item(4, 3, "a"), Compare("max over test inputs of |σ*² (gp, M = N) − J*Σ_ggnJ*ᵀ| / J*Σ_ggnJ*ᵀ, 1x5 "
                                        "tanh, binary, N = 20", "≤", 1e-4),
-              float(((gp - weight).abs() / weight).max())),
+              max_relative_difference(gp, weight)),
         claim(item(4, 3, "b"), Compare(f"max over test inputs of |p_gp − p_glm| / (its Monte Carlo s.e.), "
                                        f"{N_MC} draws each", "≤", 4.0), z,
               note="7 test inputs: a 4 s.e. bound fails by chance with probability < 0.001"),
