@@ -145,14 +145,20 @@ SPELLINGS = {"1": "true", "0": "false", "yes": "true", "no": "false"}  # YAML's 
 
 def directed(args: list[str], overrides: list[str]) -> list[str]:
     """``args`` with an optimising sweeper's direction following ``objective`` (maximise the evidence, minimise an
-    NLL) where it is not set; a direction set against the objective is refused in one line."""
+    NLL) where it is not set; a direction set against the objective, or the evidence as the objective of a method
+    without one, is refused in one line."""
     from bnnpred.app.config import SweepObjective
+    from bnnpred.inference import EVIDENCE_METHODS
 
     sweeper = sweeper_of(overrides)
     if sweeper not in DIRECTIONS:
         return args
     key, up, down = DIRECTIONS[sweeper]
-    objective = SweepObjective(compose(base_overrides(overrides)).objective)
+    cfg = compose(base_overrides(overrides))
+    objective = SweepObjective(cfg.objective)
+    if objective is SweepObjective.log_marglik and cfg.inference.name not in EVIDENCE_METHODS:
+        raise BnnpredError(f"objective=log_marglik is the Laplace-GGN evidence, which inference={cfg.inference.name} "
+                           "does not give (every trial would score NaN); set objective=valid_nll")
     wanted = up if objective.maximized else down
     given = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").split("=", 1)[0] == key]  # key=, +key=, ++key=
     if given and SPELLINGS.get(given[-1].lower(), given[-1].lower()) != wanted:

@@ -18,6 +18,7 @@ import torch
 from bnnpred._version import __version__
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
+from bnnpred.inference import EVIDENCE_METHODS
 from bnnpred.io import atomic_write
 
 MAGIC = "bnnpred-fit"
@@ -52,11 +53,21 @@ def read(path: Path, device: torch.device) -> dict[str, Any]:
         raise BnnpredError(f"{path} is not a fit saved by Fitted.save (no '{MAGIC}' header)")
     if hashlib.sha256(payload).hexdigest() != fields[1]:
         raise BnnpredError(f"{path} does not match its checksum (edited or cut short); save the fit again")
-    state = torch.load(io.BytesIO(payload), weights_only=True)
+    state = _with_evidence_apart(torch.load(io.BytesIO(payload), weights_only=True))
     if missing := sorted(KEYS - state.keys()):
-        raise BnnpredError(f"{path} was saved by another bnnpred version ({' '.join(fields[2:4])}) without "
-                           f"{', '.join(missing)}; fit and save it again with this one")
+        raise BnnpredError(f"{path} was written by a bnnpred that saved no {', '.join(missing)} "
+                           f"({' '.join(fields[2:])}); fit and save it again with this one")
     return _moved(state, device)
+
+
+def _with_evidence_apart(state: dict[str, Any]) -> dict[str, Any]:
+    """A fit saved while the log evidence travelled in ``info["log_marglik"]`` (until 2026-11-27) as one saved
+    since: the evidence of a method that has one as ``log_evidence`` (a GLM refinement's was its start's: dropped)."""
+    if "log_evidence" in state or "info" not in state:
+        return state
+    info = dict(state["info"])
+    value = info.pop("log_marglik", None)
+    return {**state, "info": info, "log_evidence": value if state.get("method") in EVIDENCE_METHODS else None}
 
 
 def check_network(path: Path, saved: list[list[Any]], model: FlatModel, theta: torch.Tensor) -> None:

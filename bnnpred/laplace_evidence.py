@@ -100,13 +100,16 @@ class FullCurvature(LaplaceCurvature):
         return 2 * L.diagonal().log().sum()
 
     def _keep_spectrum(self, vectors: bool) -> None:
+        """The eigenvalues of ``S^{-1/2} H S^{-1/2}`` (kept once: a value never depends on whether a gradient was
+        asked for first) and, with ``vectors``, its eigenvectors."""
         root = self._scale.rsqrt()
         whitened = root[:, None] * self.H.double() * root[None, :]
         if vectors:
             values, self._vectors = torch.linalg.eigh(whitened)
         else:
             values = torch.linalg.eigvalsh(whitened)
-        self._spectrum = values.clamp_min(0)
+        if self._spectrum is None:
+            self._spectrum = values.clamp_min(0)
 
     def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
         return FullPosterior(mean, (self.H if c == 1 else c * self.H) + torch.diag(precision.to(self.H)))

@@ -186,6 +186,8 @@ def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tm
     (["prior.detla=1"], "prior.detla: Key 'detla' not in 'PriorConfig'; did you mean prior.delta? (keys of prior: "
                         "delta, scale, groups, bias_delta)"),
     (["inference.map.stpes=3"], "did you mean inference.map.steps?"),
+    (["inference.map.steps=3", "inference=bbb"], "inference.map: Key 'map' not in 'BBBConfig' (keys of inference: "
+                                                 "name, lr, steps"),  # a key under a gone one: no endless retry
     (["dtype=float16"], "dtype: Invalid value 'float16', expected one of [float32, float64]"),
     (["predictive.kinds=[glm,foo]"], "Invalid value 'foo', expected one of [map, nn, glm, closed, bridge, gp]"),
     (["+foo=1"], "+foo adds a key that no part of bnnpred reads"),
@@ -258,6 +260,15 @@ def test_a_sweeper_direction_against_the_objective_is_refused_in_one_line(tmp_pa
     assert out.returncode == 2 and out.stderr.strip() == (
         "error: hydra.sweeper.direction=minimize would minimise objective=log_marglik, which is maximised; drop it "
         "(the direction follows the objective) or set it to maximize")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweeper_on_the_evidence_of_a_method_without_one_is_refused_in_one_line(tmp_path):
+    out = bnnpred("train", "model=mlp", "selection=none", "-m", "hydra/sweeper=optuna",
+                  "prior.delta=interval(0.01,100)", "inference=bbb", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: objective=log_marglik is the Laplace-GGN evidence, which inference=bbb does not give (every trial "
+        "would score NaN); set objective=valid_nll")
     assert list(tmp_path.iterdir()) == []
 
 

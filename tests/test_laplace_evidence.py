@@ -116,6 +116,18 @@ def test_a_fan_in_prior_uses_the_kept_spectrum_and_agrees_with_a_cholesky_factor
     assert float(fit.evidence.curvature.logdet(precision, 1.0)) == pytest.approx(float(exact), rel=1e-10)
 
 
+def test_an_evidence_value_is_the_same_before_and_after_a_gradient_asked_for_the_eigenvectors():
+    """The kept eigenvalues are those of the first evaluation (eigvalsh); the eigh a gradient needs adds its
+    eigenvectors only, so a value at a prior never moves in its last bits."""
+    problem, _ = tiny_problem("categorical", depth=2, n=40, width=6)
+    fit = laplace(problem, Structure.full)
+    precision = torch.full_like(problem.theta0, 0.7)
+    before = float(fit.evidence(precision))
+    fit.evidence(precision.clone().requires_grad_(True)).backward()
+    assert fit.evidence.curvature._vectors is not None
+    assert float(fit.evidence(precision)) == before
+
+
 @pytest.mark.parametrize("scale", [PriorScale.isotropic, PriorScale.fan_in])
 def test_the_gradient_in_each_layers_delta_is_the_cholesky_factors_from_a_shared_start(scale):
     """A per-layer prior starts with every δ equal (the kept spectrum's point): the gradient in each layer's log δ

@@ -153,15 +153,19 @@ def test_optimize_prior_moves_the_evidence_in_its_one_place_and_a_save_keeps_it(
         loaded.log_evidence_at(1.0)
 
 
-def test_a_fit_saved_without_a_key_this_version_reads_is_one_error(tmp_path):
+def test_a_fit_saved_with_the_evidence_in_info_loads_and_one_without_a_key_is_one_error(tmp_path):
     X, y = classification(100)
     fitted = bnnpred.fit(network(), X, y, task="multiclass", train=False, options={"structure": "diag"})
     path = fitted.save(tmp_path / "fit.pt")
     state = fit_file.read(path, torch.device("cpu"))
-    del state["log_evidence"]  # as an earlier bnnpred wrote it
+    state["info"]["log_marglik"] = state.pop("log_evidence")  # as bnnpred wrote it until 2026-11-27
     fit_file.write(path, state)
-    with pytest.raises(BnnpredError, match=r"fit\.pt was saved by another bnnpred version \(bnnpred \S+\) without "
-                                           r"log_evidence; fit and save it again with this one"):
+    loaded = bnnpred.load(path, network())
+    assert loaded.log_evidence == fitted.log_evidence and "log_marglik" not in loaded.info
+    del state["prior"]
+    fit_file.write(path, state)
+    with pytest.raises(BnnpredError, match=r"fit\.pt was written by a bnnpred that saved no prior \(bnnpred \S+ "
+                                           r"torch \S+\); fit and save it again with this one"):
         bnnpred.load(path, network())
 
 

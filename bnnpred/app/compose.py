@@ -16,9 +16,10 @@ from bnnpred.errors import BnnpredError
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"  # shipped inside the package (wheels included)
 
 
-def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
+def compose(overrides: list[str], with_hydra: bool = False, suggest: bool = True) -> DictConfig:
     """The config Hydra would build for these overrides (``hydra.*`` overrides are ignored here); resolved,
-    or unresolved and with its ``hydra`` node when ``with_hydra``."""
+    or unresolved and with its ``hydra`` node when ``with_hydra``. An unknown key is one line naming the keys it
+    could have meant (``suggest``: composed once more without it)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -38,7 +39,7 @@ def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
     except Exception as e:  # Hydra and OmegaConf raise many types; all become one line
         message = one_line(e)
         unknown = re.match(r"(\S+): Key '[^']+' not in", message)
-        raise BnnpredError(message + (nearest_keys(own, unknown.group(1)) if unknown else "")) from e
+        raise BnnpredError(message + (nearest_keys(own, unknown.group(1)) if unknown and suggest else "")) from e
     finally:
         GlobalHydra.instance().clear()
 
@@ -78,13 +79,13 @@ def one_line(e: BaseException) -> str:
 
 def nearest_keys(overrides: list[str], full_key: str) -> str:
     """``; did you mean prior.delta? (keys of prior: delta, scale, bias_delta)`` for an unknown ``full_key``, from
-    the config composed without the override that named it."""
+    the config composed without the overrides that name it or a key under it."""
     import difflib
 
     parent, _, name = full_key.rpartition(".")
-    rest = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] != full_key]
+    rest = [o for o in overrides if not f"{o.lstrip('+~').split('=', 1)[0]}.".startswith(f"{full_key}.")]
     try:
-        node = compose(rest)
+        node = compose(rest, suggest=False)
         keys = list(OmegaConf.select(node, parent) if parent else node)
     except Exception:  # the rest does not compose either: no suggestion
         return ""

@@ -30,9 +30,9 @@ from bnnpred.app.run_index import INDEX, copy_relative, failed_keys, failed_runs
 from bnnpred.app.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
 from bnnpred.app.saved_runs import eval_folder
 from bnnpred.errors import BnnpredError
-from bnnpred.io import read_json, strict_json
+from bnnpred.io import read_json
 from bnnpred.reproduce.claims import Claim, Item, claims_table
-from bnnpred.reproduce.derived import kept, plain
+from bnnpred.reproduce.derived import compact, kept, plain
 
 T = TypeVar("T")
 
@@ -221,15 +221,17 @@ class Reproduction:
         self.made_by[folder] = _made_by(document(folder, EVAL_FILES))
         return folder
 
-    def derived(self, read: Path, name: str, compute: Callable[[Path], Mapping[str, Any]]) -> dict[str, Any]:
+    def derived(self, read: Path, name: str, compute: Callable[[Path], Mapping[str, Any]],
+                inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The numbers ``compute(run folder)`` takes from the large files (posterior, predictions) of the run the page
-        reads as ``read`` (what :meth:`train_once` or :meth:`sweep` gave), as JSON data: for a study built from
-        records kept in ``out/derived/<device>/<run path>/NAME.json``, so that its page, figures included, rebuilds
-        where only the records are (:mod:`bnnpred.reproduce.derived`)."""
+        reads as ``read`` (what :meth:`train_once` or :meth:`sweep` gave), as JSON data; ``inputs`` is what
+        ``compute`` depends on beyond the run (a grid, a margin). For a study built from records they are kept in
+        ``out/derived/<device>/<run path>/NAME.json``, so that its page, figures included, rebuilds where only the
+        records are (:mod:`bnnpred.reproduce.derived`)."""
         if not self.from_records:
-            return json.loads(strict_json(plain(compute(read))))
+            return json.loads(compact(plain(compute(read))))
         relative = Path(read).relative_to(self.out / "runs")
-        return kept(read, self.run_of(read), self.out / "derived" / relative / f"{name}.json", compute)
+        return kept(read, self.run_of(read), self.out / "derived" / relative / f"{name}.json", compute, inputs or {})
 
     def _device(self) -> tuple[str, ...]:
         """The device override of every run a study built from records trains (its run keys name the device)."""

@@ -19,8 +19,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.run_files import MANIFEST
 from bnnpred.app.run_record import RECORDED, RUN_FILES, NotFinished, read_finished
+from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError
 from bnnpred.io import non_finite_to_null, read_json, write_text
 
@@ -52,29 +54,54 @@ def plain(value: Any) -> Any:
     return non_finite_to_null(value)
 
 
+def training_points(run: Path) -> dict[str, torch.Tensor]:
+    """The run's training inputs (``x`` ``[N]`` for a 1-D set, ``[N, D]`` else) and targets ``y`` ``[N]``, as its
+    restored set-up holds them."""
+    s, _ = restore(run)
+    X = s.data.X_train
+    return {"x": X[:, 0] if X.shape[1] == 1 else X, "y": s.data.y_train}
+
+
+def predictive_band(kind: str, x: torch.Tensor) -> Callable[[Path], dict[str, torch.Tensor]]:
+    """A run's ``kind`` predictive (its own samples and seed) at inputs ``x`` ``[G, D]``: ``{"mean", "std"}``
+    ``[G]`` each, single-output."""
+    def band(run: Path) -> dict[str, torch.Tensor]:
+        s, ctx = restore(run)
+        prediction = predictors(s, ctx)[kind](x.to(s.dtype))
+        return {"mean": prediction.mean.reshape(-1), "std": prediction.variance.reshape(-1).sqrt()}
+    return band
+
+
 def tensors(data: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-    """Kept numbers back as float64 tensors, in their order (JSON keeps every float64 exactly)."""
-    return {name: torch.tensor(value, dtype=torch.float64) for name, value in data.items()}
+    """Kept numbers back as float64 tensors by name (JSON keeps every float64 exactly; a null is NaN again)."""
+    return {name: torch.from_numpy(np.array(value, dtype=np.float64)) for name, value in data.items()}
 
 
-def kept(read: Path, run: Path, store: Path, compute: Callable[[Path], Mapping[str, Any]]) -> dict[str, Any]:
-    """The numbers ``compute(run)`` gives (computed again where ``run`` holds its large files, and kept in
-    ``store`` with their own sha256), else those kept in ``store``, checked against that sha256 and against the
-    large files' checksums in ``read``, the folder the page reads (the run, or its record)."""
-    sources = large_files(read)
-    if holds_large_files(run):
-        data = plain(compute(run))
-        write_text(store, compact({"sources": sources, "data": data, "sha256": digest(data)}) + "\n")
+def kept(read: Path, run: Path, store: Path, compute: Callable[[Path], Mapping[str, Any]],
+         inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The numbers ``compute(run)`` gives for ``inputs`` (what it depends on beyond the run: a grid, a margin),
+    computed again where ``run`` holds the large files that ``read`` (the folder the page reads: the run, or its
+    record) lists, and kept in ``store`` with the inputs, their checksums and their own sha256; elsewhere those kept
+    in ``store``, refused when edited, computed from other files or for other inputs."""
+    sources, given = large_files(read), plain(inputs)
+    if holds_large_files(run) and large_files(run) == sources:
+        body = {"data": plain(compute(run)), "inputs": given}
+        write_text(store, compact({**body, "sources": sources, "sha256": digest(body)}) + "\n")
     elif not store.is_file():
-        raise BnnpredError(f"the page needs {store.stem} computed from the large files of {read}, which stayed on the "
-                           "machine that made the run; rebuild the page there, or train the run again here")
+        raise BnnpredError(f"the page needs {store.stem} computed from the large files of {read}, which are not here "
+                           "(they stayed on the machine that made the run); rebuild the page there, or train the run "
+                           "again here")
     document = read_json(store)
-    if digest(document["data"]) != document["sha256"]:
+    body = {"data": document["data"], "inputs": document["inputs"]}
+    if digest(body) != document["sha256"]:
         raise BnnpredError(f"{store} does not match its checksum (edited or cut short); restore it with git checkout "
                            f"-- {store}, or rebuild the page where the run is")
     if document["sources"] != sources:
         raise BnnpredError(f"{store} was computed from other files than those of {read} (the run was trained again "
                            "since); rebuild the page where the run is, or remove the record to train it again")
+    if document["inputs"] != given:
+        raise BnnpredError(f"{store} was computed for other inputs than the page asks now (its grid or settings "
+                           "changed); rebuild the page where the run is")
     return document["data"]
 
 

@@ -9,18 +9,15 @@ seed as the paper's figure; ``quick`` is a smoke run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from bnnpred.app.report import figures
-from bnnpred.app.run_evaluation import predictors
-from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, ends, every, item, items
-from bnnpred.reproduce.derived import tensors
+from bnnpred.reproduce.derived import predictive_band, tensors, training_points
 
 RANKS = (1, 5)  # the paper's starred SLANG panels
 EDGE = 6.0  # |x| where item 24 compares the predictive std with x = 0
@@ -34,22 +31,6 @@ def runs(r: Reproduction) -> dict[str, Path]:
                     f"inference.rank={','.join(map(str, RANKS))}", quick=QUICK_SLANG)
     bbb = r.train_once(r.runs / "notes002_cubic" / "bbb", "experiment=notes002_cubic_bbb", quick=QUICK_BBB)
     return {**{f"SLANG L={rank}": slang / f"rank{rank}" for rank in RANKS}, "BBB": bbb}
-
-
-def predictive_band(x: torch.Tensor) -> Callable[[Path], dict[str, torch.Tensor]]:
-    """A run's NN-sampling predictive (its own samples and seed) at inputs ``x`` ``[G]``: ``{"mean", "std"}``
-    ``[G]`` each, from its posterior (:meth:`Reproduction.derived`)."""
-    def band(run: Path) -> dict[str, torch.Tensor]:
-        s, ctx = restore(run)
-        prediction = predictors(s, ctx)["nn"](x.to(s.data.X_train.dtype)[:, None])
-        return {"mean": prediction.mean, "std": prediction.variance.sqrt()}
-    return band
-
-
-def training_points(run: Path) -> dict[str, torch.Tensor]:
-    """The run's training inputs and targets ``[N]`` each, as its restored set-up holds them."""
-    s, _ = restore(run)
-    return {"x": s.data.X_train[:, 0], "y": s.data.y_train}
 
 
 def std_ratios(x: torch.Tensor, std: torch.Tensor) -> dict[str, tuple[float, float]]:
@@ -76,8 +57,10 @@ def make(r: Reproduction) -> str:
     by_method = runs(r)
     points = tensors(r.derived(by_method["BBB"], "training_points", training_points))
     x = torch.linspace(-EDGE, EDGE, 241, dtype=torch.float64)  # step 0.05
-    bands = {method: tuple(tensors(r.derived(run, "nn_band", predictive_band(x))).values())
-             for method, run in by_method.items()}
+    bands = {}
+    for method, run in by_method.items():
+        band = tensors(r.derived(run, "nn_band", predictive_band("nn", x[:, None]), {"x": x}))
+        bands[method] = band["mean"], band["std"]
     ratios = {method: std_ratios(x, std) for method, (_, std) in bands.items()}
     figures.plot_1d_panels(r.out / "fig8.png", x, bands, points["x"], points["y"], ncols=len(bands),
                            title="toy cubic: NN-sampling predictive, mean ± 2 std")

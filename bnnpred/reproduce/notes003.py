@@ -20,6 +20,7 @@ from bnnpred.io import write_text
 from bnnpred.predictive import Context
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, Trend, claim, every, item, items
+from bnnpred.reproduce.derived import tensors, training_points
 
 SNELSON = {"laplace_ggn": "notes003_fig5_8", "vogn": "notes003_fig5_8_vogn", "voggn": "notes003_fig5_8_voggn"}
 QUICK = {"laplace_ggn": ("inference.map.steps=300",), "vogn": ("inference.iterations=100",),
@@ -97,12 +98,10 @@ def latent_bands(s: Setup, ctx: Context, kinds: list[str],
 
 def band_data(kinds: list[str], grid: torch.Tensor) -> Callable[[Path], dict[str, Any]]:
     """A run's :func:`latent_bands` on ``grid`` as numbers kept beside the page (:meth:`Reproduction.derived`):
-    ``{kind: {"mean", "std"}}``, with its training points ``x, y`` ``[N]``."""
+    ``{kind: {"mean", "std"}}``."""
     def compute(run: Path) -> dict[str, Any]:
         s, ctx = restore(run)
-        bands = latent_bands(s, ctx, kinds, grid)
-        return {"x": s.data.X_train[:, 0], "y": s.data.y_train,
-                **{kind: {"mean": mean, "std": std} for kind, (mean, std) in bands.items()}}
+        return {kind: {"mean": mean, "std": std} for kind, (mean, std) in latent_bands(s, ctx, kinds, grid).items()}
     return compute
 
 
@@ -112,13 +111,15 @@ def snelson(r: Reproduction) -> str:
             for name, preset in SNELSON.items()}
     grid = torch.linspace(-1.0, 7.0, 801, dtype=torch.float64).unsqueeze(1)
     x = grid[:, 0].numpy()
-    kept = {name: r.derived(run, "latent_bands", band_data(["closed", "gp"] if name == "laplace_ggn" else ["closed"],
-                                                           grid))
+    kinds = {name: ["closed", "gp"] if name == "laplace_ggn" else ["closed"] for name in dirs}
+    kept = {name: r.derived(run, "latent_bands", band_data(kinds[name], grid), {"grid": grid, "kinds": kinds[name]})
             for name, run in dirs.items()}
-    x_train, y_train = np.array(kept["laplace_ggn"]["x"]), np.array(kept["laplace_ggn"]["y"])
+    points = tensors(r.derived(dirs["laplace_ggn"], "training_points", training_points))
+    x_train, y_train = points["x"].numpy(), points["y"].numpy()
 
     def band(name: str, kind: str) -> tuple[np.ndarray, np.ndarray]:
-        return np.array(kept[name][kind]["mean"]), np.array(kept[name][kind]["std"])
+        pair = tensors(kept[name][kind])
+        return pair["mean"].numpy(), pair["std"].numpy()
 
     bands = {"Laplace-GGN, BLR": band("laplace_ggn", "closed"), "Laplace-GGN, GP": band("laplace_ggn", "gp"),
              **{f"{label}, BLR": band(name, "closed") for name, label in VI.items()}}

@@ -18,7 +18,7 @@ from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, every, item, items
-from bnnpred.reproduce.derived import tensors
+from bnnpred.reproduce.derived import predictive_band, tensors, training_points
 from bnnpred.reproduce.grids import grid_around, nearest_distance
 
 STRUCTURES = ("full", "kron", "diag")
@@ -54,9 +54,10 @@ def regression(r: Reproduction) -> str:
                         for (end, structure), run in runs.items()])
     points = tensors(r.derived(runs["★", "full"], "training_points", training_points))
     x = torch.linspace(float(points["x"].min()) - 1, float(points["x"].max()) + 1, 400, dtype=torch.float64)[:, None]
-    panels = {f"{structure}, {end} (δ = {deltas[end]:.3g})": tuple(tensors(r.derived(run, "closed_band",
-                                                                                      closed_band(x))).values())
-              for (end, structure), run in runs.items()}
+    panels = {}
+    for (end, structure), run in runs.items():
+        band = tensors(r.derived(run, "closed_band", predictive_band("closed", x), {"x": x}))
+        panels[f"{structure}, {end} (δ = {deltas[end]:.3g})"] = band["mean"], band["std"]
     figures.plot_1d_panels(r.out / "fig5_2_structures.png", x[:, 0], panels, points["x"], points["y"],
                            ncols=3, title="GLM (closed form) predictive; columns full / kron / diag",
                            ylim=(float(points["y"].min()) - 3, float(points["y"].max()) + 3))
@@ -113,23 +114,6 @@ def regression_claims(mse: pd.DataFrame) -> list[Claim]:
 # ------------------------------------------------------------------------------------- Fig. 5.3, two moons
 
 
-def training_points(run: Path) -> dict[str, torch.Tensor]:
-    """The run's training inputs (the first column of a 1-D set, both of a 2-D one) and targets, as numbers kept
-    beside the page (:meth:`Reproduction.derived`)."""
-    s, _ = restore(run)
-    X = s.data.X_train
-    return {"x": X[:, 0] if X.shape[1] == 1 else X, "y": s.data.y_train}
-
-
-def closed_band(x: torch.Tensor) -> Callable[[Path], dict[str, torch.Tensor]]:
-    """A run's closed-form GLM predictive at ``x`` ``[G, 1]``: ``{"mean", "std"}`` ``[G]`` each."""
-    def band(run: Path) -> dict[str, torch.Tensor]:
-        s, ctx = restore(run)
-        pred = predictors(s, ctx)["closed"](x.to(s.dtype))
-        return {"mean": pred.mean.reshape(-1), "std": pred.variance.reshape(-1).sqrt()}
-    return band
-
-
 def glm_surface(margin: float) -> Callable[[Path], dict[str, torch.Tensor]]:
     """A run's GLM predictive mean of class 1 on :func:`grid_around` its training inputs: ``{"p"}`` ``[H, W]``."""
     def surface(run: Path) -> dict[str, torch.Tensor]:
@@ -141,7 +125,7 @@ def glm_surface(margin: float) -> Callable[[Path], dict[str, torch.Tensor]]:
 
 def kept_split(r: Reproduction, run: Path, margin: float) -> dict[str, float]:
     """:func:`uncertainty_split` of ``run``, kept beside the page."""
-    return r.derived(run, "uncertainty_split", lambda folder: uncertainty_split(folder, margin))
+    return r.derived(run, "uncertainty_split", lambda folder: uncertainty_split(folder, margin), {"margin": margin})
 
 
 def surfaces(r: Reproduction, runs: dict[str, Path], margin: float
@@ -150,7 +134,8 @@ def surfaces(r: Reproduction, runs: dict[str, Path], margin: float
     each run's :func:`glm_surface` labelled ``GLM, <name>``, and the training points, all kept beside the page."""
     points = tensors(r.derived(next(iter(runs.values())), "training_points", training_points))
     xx, yy, _ = grid_around(points["x"], margin)
-    means = {f"GLM, {k}": np.array(r.derived(run, "glm_surface", glm_surface(margin))["p"]) for k, run in runs.items()}
+    means = {f"GLM, {k}": tensors(r.derived(run, "glm_surface", glm_surface(margin), {"margin": margin}))["p"].numpy()
+             for k, run in runs.items()}
     return xx, yy, means, points
 
 

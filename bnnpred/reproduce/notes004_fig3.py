@@ -22,6 +22,7 @@ from bnnpred.reproduce.derived import tensors
 
 W_RANGE, B_RANGE, GRID = (-8.0, 8.0), (-8.0, 8.0), 801
 QUADRATURE_NODES = 64
+CURVE_POINTS = 200  # the x-grid of the predictive curves
 
 
 def grid_posterior(x: torch.Tensor, y: torch.Tensor, delta: float, scale: float) -> tuple[torch.Tensor, ...]:
@@ -46,15 +47,15 @@ def true_predictive(w: torch.Tensor, b: torch.Tensor, weights: torch.Tensor, x: 
     return out
 
 
-def from_posterior(run: Path) -> dict[str, torch.Tensor]:
+def from_posterior(run: Path) -> dict[str, torch.Tensor | float]:
     """What the page takes from the run's posterior (:meth:`Reproduction.derived`): the training points ``x, y``
     ``[N]``, the prior precision ``delta``, θ* ``[2]`` and the posterior covariance ``[2, 2]``, and on a grid ``[X]``
     of the test inputs' range the map curve, the nn and glm predictive means and the glm mean by quadrature."""
     s, ctx = restore(run)
     limit = s.data.X_test.abs().max().item()
-    grid_x = torch.linspace(-limit, limit, 200, dtype=torch.float64)
+    grid_x = torch.linspace(-limit, limit, CURVE_POINTS, dtype=torch.float64)
     predict = predictors(s, ctx)
-    return {"x": s.data.X_train[:, 0], "y": s.data.y_train, "delta": torch.tensor(float(ctx.prior_precision[0])),
+    return {"x": s.data.X_train[:, 0], "y": s.data.y_train, "delta": float(ctx.prior_precision[0]),
             "theta": ctx.theta, "cov": torch.linalg.inv(ctx.posterior.dense_precision()), "grid_x": grid_x,
             "map": torch.sigmoid(ctx.model(ctx.theta, grid_x[:, None]))[:, 0].detach(),
             **{kind: predict[kind](grid_x[:, None]).probs[:, 1] for kind in ("nn", "glm")},
@@ -64,7 +65,8 @@ def from_posterior(run: Path) -> dict[str, torch.Tensor]:
 def make(r: Reproduction) -> str:
     run = r.train_once(r.runs / "notes004_fig3", "experiment=notes004_fig3", quick=("inference.map.steps=1000",))
     cfg = finished(run).config
-    got = tensors(r.derived(run, "posterior", from_posterior))
+    got = tensors(r.derived(run, "posterior", from_posterior, {"curve_points": CURVE_POINTS,
+                                                               "quadrature_nodes": QUADRATURE_NODES}))
     x, y, grid_x, theta, cov = got["x"], got["y"], got["grid_x"], got["theta"], got["cov"]
     delta, scale = float(got["delta"]), cfg.model.scale
     w, b, weights = grid_posterior(x, y, delta, scale)

@@ -9,18 +9,20 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 import bnnpred.reproduce as reproduce_module
 from bnnpred.app.records import export_record, seed_from_record
 from bnnpred.app.report.tables import collect, find_runs
 from bnnpred.app.run_evaluation import predictors
-from bnnpred.app.run_files import RECORD
+from bnnpred.app.run_files import MANIFEST, RECORD
 from bnnpred.app.run_record import EVAL_FILES
 from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError
 from bnnpred.io import sha256_file, write_json
 from bnnpred.reproduce import reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier, document
+from bnnpred.reproduce.derived import compact, kept, plain, tensors
 from tests.helpers import TINY, bnnpred
 
 RUN = [*TINY, "plot.enabled=false", "threads=1"]
@@ -261,7 +263,7 @@ def test_numbers_kept_from_a_posterior_that_were_edited_or_never_kept_are_one_er
         build(tmp_path, "runs", report_only=True)
     path.unlink()
     with pytest.raises(BnnpredError, match=r"the page needs map computed from the large files of .*single, which "
-                                           r"stayed on the machine that made the run"):
+                                           r"are not here \(they stayed on the machine that made the run\)"):
         build(tmp_path, "runs", report_only=True)
 
 
@@ -282,3 +284,29 @@ def test_numbers_kept_from_a_posterior_are_computed_again_where_the_run_is(tmp_p
     path.write_text("{}")
     assert build(tmp_path, "runs", report_only=True) == made
     assert path.read_bytes() == before
+
+
+def test_a_local_run_other_than_the_record_is_never_the_source_of_its_kept_numbers(tmp_path, made):
+    """A run folder here that is not the record's run (other large files: the record came from another machine)
+    is left alone: the page reads the numbers kept from the record's own run."""
+    run = tmp_path / "runs" / "tiny" / "single"
+    manifest = json.loads((run / MANIFEST).read_text())
+    (run / "posterior.pt").write_bytes(b"another run's posterior")
+    manifest["files"]["posterior.pt"] = sha256_file(run / "posterior.pt")
+    (run / MANIFEST).write_text(json.dumps(manifest))
+    before = derived(tmp_path).read_bytes()
+    assert build(tmp_path, "runs", report_only=True) == made
+    assert derived(tmp_path).read_bytes() == before
+
+
+def test_numbers_kept_for_other_inputs_are_refused(tmp_path, made):
+    record = records(tmp_path) / "single"
+    with pytest.raises(BnnpredError, match=r"map\.json was computed for other inputs than the page asks now"):
+        kept(record, tmp_path / "nowhere", derived(tmp_path), map_at_two_points, {"points": 3})
+
+
+def test_kept_numbers_come_back_as_float64_with_nan_where_they_were_not_finite():
+    back = tensors(json.loads(compact(plain({"v": torch.tensor([0.1, float("nan"), float("inf")],
+                                                              dtype=torch.float32)}))))["v"]
+    assert back.dtype == torch.float64 and back[0] == float(torch.tensor(0.1, dtype=torch.float32))
+    assert back[1:].isnan().all()
