@@ -3,9 +3,11 @@ a posterior's marginals, the training points a figure draws. Where only the run'
 cannot be computed again, so each is kept beside the page as JSON with the checksums of the large files it came
 from, as the run's manifest lists them (issue 38: a page rebuilt from its records alone, figures included).
 
-Wherever the run's large files are, the numbers are computed again and the kept file rewritten; elsewhere the kept
-file is read, and refused when its checksums are not those of the record the page reads (the run was trained again
-since). The page reads the numbers back from the JSON in both cases, so it is the same to the byte on every machine.
+Wherever the run's own large files are (those the record lists), the numbers are computed again and the kept file
+rewritten; elsewhere, or beside a local run of other files, the kept file is read, and refused when edited, when its
+checksums are not those of the record the page reads (the run was trained again since) or when it was computed for
+other inputs (a grid, a margin) than the page asks. The page reads the numbers back from the JSON in both cases, so
+it is the same to the byte on every machine.
 """
 
 from __future__ import annotations
