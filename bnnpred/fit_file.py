@@ -53,7 +53,10 @@ def read(path: Path, device: torch.device) -> dict[str, Any]:
         raise BnnpredError(f"{path} is not a fit saved by Fitted.save (no '{MAGIC}' header)")
     if hashlib.sha256(payload).hexdigest() != fields[1]:
         raise BnnpredError(f"{path} does not match its checksum (edited or cut short); save the fit again")
-    state = _with_evidence_apart(torch.load(io.BytesIO(payload), weights_only=True))
+    state = torch.load(io.BytesIO(payload), weights_only=True)
+    if not isinstance(state, dict):
+        raise BnnpredError(f"{path} is not a fit saved by Fitted.save (its payload is no state)")
+    state = _with_evidence_apart(state)
     if missing := sorted(KEYS - state.keys()):
         raise BnnpredError(f"{path} was written by a bnnpred that saved no {', '.join(missing)} "
                            f"({' '.join(fields[2:])}); fit and save it again with this one")
