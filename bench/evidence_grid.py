@@ -24,13 +24,12 @@ Results are recorded in bench/README.md.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import importlib.metadata
 from collections.abc import Callable
 
 import torch
-from laplace_torch import DELTAS, gemm_rate, mlp_problem, timed
+from laplace_torch import DELTAS, gemm_rate, laplace_torch_installed, mlp_arguments, mlp_problem, timed
 
 from bnnpred.curvature.functional import FlatModel, SubsetModel
 from bnnpred.curvature.ggn import Structure, curvature
@@ -121,15 +120,8 @@ def floors(net: torch.nn.Module, rate: float) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--n", type=int, default=4500, help="training inputs")
-    args = parser.parse_args()
-    try:
-        import laplace  # noqa: F401
-    except ImportError:
-        print("laplace-torch is not installed (pip install -e '.[bench]'): nothing to compare against")
+    args = mlp_arguments(__doc__.splitlines()[0]).parse_args()
+    if not laplace_torch_installed():
         return
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)

@@ -176,19 +176,32 @@ def c3d3(n_fit: int, n_test: int) -> dict[str, dict[str, float]]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def mlp_arguments(description: str) -> argparse.ArgumentParser:
+    """The options of a bench on :func:`mlp_problem`: ``--dtype``, ``--threads``, ``--n`` (training inputs)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--n", type=int, default=4500, help="training inputs of the MLP")
-    parser.add_argument("--n-fit-3c3d", type=int, default=1000)
-    parser.add_argument("--n-test-3c3d", type=int, default=10)
-    parser.add_argument("--only-3c3d", action="store_true", help="skip the MLP stages")
-    args = parser.parse_args()
+    return parser
+
+
+def laplace_torch_installed() -> bool:
+    """Whether laplace-torch imports; where it does not, says how to install it."""
     try:
         import laplace  # noqa: F401
     except ImportError:
         print("laplace-torch is not installed (pip install -e '.[bench]'): nothing to compare against")
+        return False
+    return True
+
+
+def main() -> None:
+    parser = mlp_arguments(__doc__.splitlines()[0])
+    parser.add_argument("--n-fit-3c3d", type=int, default=1000)
+    parser.add_argument("--n-test-3c3d", type=int, default=10)
+    parser.add_argument("--only-3c3d", action="store_true", help="skip the MLP stages")
+    args = parser.parse_args()
+    if not laplace_torch_installed():
         return
     torch.set_num_threads(args.threads)
     if not args.only_3c3d:
