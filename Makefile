@@ -22,8 +22,10 @@ run: setup
 	$(BNNPRED) train 'predictive.kinds=[map,nn,glm]' hydra.run.dir=runs/make-run
 	@echo "figures and metrics: runs/make-run/"
 
+# one worker per core (TEST_WORKERS=0: in this process), each test file on one worker so its fixtures are made once
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(VENV)/bin/ruff check bnnpred tests bench

@@ -95,13 +95,14 @@ def formed_rows() -> Iterator[None]:
 
 
 def epoch_seconds(problem: Problem) -> dict[str, float]:
-    """One epoch of M = 100 per method, the faster of two; SLANG from the layer factors and from formed rows."""
+    """One epoch of M = 100 per method, the faster of two; SLANG from the layer factors (L = 1, 8 and issue 35's
+    32) and from formed rows (L = 1, 8)."""
     def slang(rank: int, formed: bool) -> None:
         with formed_rows() if formed else nullcontext():
             fit_slang(problem, SLANGConfig(rank=rank, batch_size=100, epochs=1))
 
     runs = {f"SLANG L={rank}{' (formed rows)' if formed else ''}": lambda rank=rank, formed=formed: slang(rank, formed)
-            for formed in (False, True) for rank in (1, 8)}
+            for formed in (False, True) for rank in ((1, 8, 32) if not formed else (1, 8))}
     runs["BBB"] = lambda: fit_bbb(problem, BBBConfig(epochs=1, batch_size=100))
     return {name: best_of(run, repeats=2) for name, run in runs.items()}
 

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs one worker per core: one thread each, for every process
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # it starts too (torch reads it when first imported)
+
 
 @pytest.fixture
 def data_root(monkeypatch: pytest.MonkeyPatch) -> Path:

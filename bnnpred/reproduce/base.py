@@ -32,7 +32,7 @@ from bnnpred.app.saved_runs import eval_folder
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
 from bnnpred.reproduce.claims import Claim, Item, claims_table
-from bnnpred.reproduce.derived import compact, kept, plain
+from bnnpred.reproduce.derived import FIGURE_GRID, compact, figure_data, kept, plain
 
 T = TypeVar("T")
 
@@ -113,6 +113,11 @@ class Reproduction:
     def run_of(self, record_dir: Path) -> Path:
         """The run folder under ``runs`` of a record folder (of any device)."""
         return self.runs.joinpath(*Path(record_dir).relative_to(self.out / "runs").parts[1:])
+
+    def folder(self, read: Path) -> Path:
+        """The run folder (with the run's large files, where they are) of what the page reads as ``read``: the run
+        itself, or the run of a record."""
+        return self.run_of(read) if self.from_records else Path(read)
 
     def made_elsewhere(self, record_dir: Path) -> bool:
         """Whether a record folder is another device's: read as it is, never trained or re-evaluated here."""
@@ -213,7 +218,7 @@ class Reproduction:
         record written again with the re-evaluation's."""
 
         if not self.report_only and not self.made_elsewhere(run_dir):
-            target = self.run_of(run_dir) if self.from_records else run_dir
+            target = self.folder(run_dir)
             _bnnpred("eval", f"run_dir={target}", *overrides, *self._device())
             if self.from_records:
                 export_record(target, run_dir)
@@ -231,7 +236,13 @@ class Reproduction:
         if not self.from_records:
             return json.loads(compact(plain(compute(read))))
         relative = Path(read).relative_to(self.out / "runs")
-        return kept(read, self.run_of(read), self.out / "derived" / relative / f"{name}.json", compute, inputs or {})
+        return kept(read, self.folder(read), self.out / "derived" / relative / f"{name}.json", compute, inputs or {})
+
+    def figure_numbers(self, read: Path) -> dict[str, Any]:
+        """The numbers of the predictive figures of the run the page reads as ``read``, on the pages' grid
+        (:func:`~bnnpred.reproduce.derived.figure_data`), kept as :meth:`derived` keeps numbers; drawn by
+        :func:`~bnnpred.app.report.run_figures.predictive_drawings`."""
+        return self.derived(read, "figures", figure_data(FIGURE_GRID), {"grid_points": FIGURE_GRID})
 
     def _device(self) -> tuple[str, ...]:
         """The device override of every run a study built from records trains (its run keys name the device)."""

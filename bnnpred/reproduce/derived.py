@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bnnpred.app.report.run_figures import predictive_figure_data
 from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.run_files import MANIFEST
 from bnnpred.app.run_record import RECORDED, RUN_FILES, NotFinished, read_finished
@@ -79,6 +80,14 @@ def tensors(data: Mapping[str, Any]) -> dict[str, torch.Tensor]:
     return {name: torch.from_numpy(np.array(value, dtype=np.float64)) for name, value in data.items()}
 
 
+def scalars(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Kept numbers (single, or lists of them) back as floats by name (a null is NaN again)."""
+    def number(value: Any) -> Any:
+        return [number(v) for v in value] if isinstance(value, list) else float("nan") if value is None else float(
+            value)
+    return {name: number(value) for name, value in data.items()}
+
+
 def kept(read: Path, run: Path, store: Path, compute: Callable[[Path], Mapping[str, Any]],
          inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The numbers ``compute(run)`` gives for ``inputs`` (what it depends on beyond the run: a grid, a margin),
@@ -115,3 +124,32 @@ def compact(data: Any) -> str:
 def digest(data: Any) -> str:
     """The sha256 of ``data`` as :func:`compact` JSON."""
     return hashlib.sha256(compact(data).encode()).hexdigest()
+
+
+FIGURE_DIGITS = 4  # significant digits kept of a figure's numbers: finer than a drawing resolves
+FIGURE_GRID = 50  # grid points per axis of a page's predictive figures (four times as many in 1-D)
+
+
+def figure_data(grid_points: int) -> Callable[[Path], dict[str, Any]]:
+    """A run's predictive figures' numbers (:func:`~bnnpred.app.report.run_figures.predictive_figure_data`, its
+    own predictives, samples and seed) on ``grid_points`` per axis, to :data:`FIGURE_DIGITS` significant digits
+    (a 60 x 60 map is then about 25 kB); drawn again by
+    :func:`~bnnpred.app.report.run_figures.predictive_drawings`."""
+    def data(run: Path) -> dict[str, Any]:
+        s, ctx = restore(run)
+        found = predictive_figure_data(s, ctx, predictors(s, ctx), grid_points)
+        if found is None:
+            raise BnnpredError(f"{run} has no predictive figure (its inputs are neither 1-D regression nor 2-D binary)")
+        return rounded(plain(found), FIGURE_DIGITS)
+    return data
+
+
+def rounded(value: Any, digits: int) -> Any:
+    """Every float of plain JSON data ``value`` to ``digits`` significant digits (None, strings, ints kept)."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v, digits) for v in value]
+    return value

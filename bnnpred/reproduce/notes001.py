@@ -7,6 +7,7 @@ VL(H) ablation (one seed); notes-001 checklist items 6b, 7, 8 and 10 checked (so
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from bnnpred.reproduce.claims import (
     lookup,
     standardised,
 )
+from bnnpred.reproduce.derived import scalars
 
 NAMES = {"vl": "VL", "bbb": "VI", "map": "MAP"}
 TEMPERED_MAP = "MAP (β·δ)"  # the MAP control at VL's and VI's tempered weight decay (notes001_fmnist_map_tempered)
@@ -305,18 +307,21 @@ def fig1_claims(fixed: pd.DataFrame, map_ll: float) -> list[Claim]:
     ]
 
 
-def log_sigma_over_prior(run_dir: Path) -> np.ndarray:
-    """``log σ − log s`` per parameter ``[P]`` of a saved diagonal posterior: ½ (log prior precision − log
-    posterior precision)."""
+def sigma_spread(run_dir: Path) -> dict[str, float]:
+    """Of ``log σ − log s`` per parameter of a saved diagonal posterior (½ (log prior precision − log posterior
+    precision)): the largest, and the share of parameters above 1 (σ > e·s)."""
     saved = load_torch(run_dir / "posterior.pt")
     prior = Prior.from_state(saved["prior"]).precision()
-    return (0.5 * (prior.double().log() - saved["posterior"]["precision"].double().log())).numpy()
+    ratio = (0.5 * (prior.double().log() - saved["posterior"]["precision"].double().log())).numpy()
+    return {"largest": float(ratio.max()), "above": float(np.mean(ratio > 1))}
 
 
-def hessian_ablation(runs: pd.DataFrame) -> pd.DataFrame:
+def hessian_ablation(runs: pd.DataFrame,
+                     spread: Callable[[Path], dict[str, float]] = sigma_spread) -> pd.DataFrame:
     """VL(H) against VL at the same settings (β = 1, multiplier 10) and seed: per method the largest ``log σ −
     log s`` over the parameters and the share of parameters whose σ exceeds e·s (from the saved posterior), the
-    test log-likelihood and the health checks' flags. Under VL the optimum σ² = 1/(1/s² + F) with F ⪰ 0 stays at or
+    test log-likelihood and the health checks' flags (``spread``: :func:`sigma_spread` of a run, or those numbers
+    kept beside the page). Under VL the optimum σ² = 1/(1/s² + F) with F ⪰ 0 stays at or
     below s²; under VL(H) it is 1/(1/s² − H_λλ) and grows without bound where H_λλ > 1/s² (notes-001 §2.4,
     eqs. 22-23)."""
     ablation = runs[runs["group"] == "hessian"]
@@ -324,9 +329,8 @@ def hessian_ablation(runs: pd.DataFrame) -> pd.DataFrame:
               & (runs["multiplier"] == 10) & runs["seed"].isin(ablation["seed"])]
     rows = []
     for _, run in pd.concat([vl, ablation]).iterrows():
-        ratio = log_sigma_over_prior(Path(run["run_dir"]))
-        rows.append({"method": run["method"], "largest": float(ratio.max()), "above": float(np.mean(ratio > 1)),
-                     "test_ll": run["test_ll"], "flags": run["flags"]})
+        rows.append({"method": run["method"], **spread(Path(run["run_dir"])), "test_ll": run["test_ll"],
+                     "flags": run["flags"]})
     return pd.DataFrame(rows, columns=["method", "largest", "above", "test_ll", "flags"]).set_index("method")
 
 
@@ -365,7 +369,7 @@ def make(r: Reproduction) -> str:
     means, vi_log_sigma = fig2(r, runs)
     map_ll = float(stats.loc["MAP", ("test_ll", "mean")])
     fixed_lines, fixed = fig1(r, runs, map_ll)
-    ablation = hessian_ablation(runs)
+    ablation = hessian_ablation(runs, lambda run: scalars(r.derived(run, "sigma_spread", sigma_spread)))
     return "\n".join([
         "# Variational Laplace paper (notes-001): VL against VI and MAP on Fashion-MNIST", "",
         r.provenance("bnnpred reproduce notes001"), "",

@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -24,10 +25,10 @@ from bnnpred.app.report import figures
 from bnnpred.app.saved_runs import restore
 from bnnpred.inference.exact_vi import expected_loglik
 from bnnpred.metrics import symmetric_kl
-from bnnpred.posteriors import Posterior
 from bnnpred.predictive import glm_latent
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, Trend, all_of, claim, every, item, items, lookup, standardised
+from bnnpred.reproduce.derived import large_files, scalars
 
 # set: (prior λ, minibatch M, training examples) — notes-002 Table 8 and §3.1 (USPS: 770 of 1,540)
 BIAS_DELTA = 1e-5  # the bias column's prior precision (notes-002 Table 8), as experiment=notes002_logreg sets it
@@ -105,56 +106,53 @@ def epochs(r: Reproduction, name: str) -> int:
     return r.pick(quick=20, cpu=500 if name == "usps_3vs5" else 1500, full=10000)
 
 
-def sweep(r: Reproduction, name: str, method: str, splits: str) -> None:
+def sweep(r: Reproduction, name: str, method: str, splits: str) -> Path:
+    """The method's runs on the set's splits; returns the folder the page reads."""
     delta, M, N = SETS[name]
     iterations = max(1, epochs(r, name) * N // M)
     steps = (f"inference.iterations={iterations}", f"inference.batch_size={M}") if "Exact" not in method else ()
-    r.sweep(method_dir(r, name, method), "split${dataset.split}", "experiment=notes002_logreg",
-            f"dataset.dataset={name}", f"dataset.split={splits}", f"prior.delta={delta}", *RUNS[method], *steps)
+    return r.sweep(r.runs / "notes002_logreg" / name / method.replace(" ", "_").replace("=", ""),
+                   "split${dataset.split}", "experiment=notes002_logreg", f"dataset.dataset={name}",
+                   f"dataset.split={splits}", f"prior.delta={delta}", *RUNS[method], *steps)
 
 
-def scores(r: Reproduction, name: str, method: str, split: int, exact: Posterior) -> dict[str, float]:
-    """Negative ELBO per training example (the paper's convention: without the bias prior's ½ log λ_b, notes-002
-    §3.1), test NLL and symmetric KL to ``exact`` (the FG Exact posterior)."""
-    directory = run_dir(r, name, method, split)
-    s, ctx = restore(directory)
-    X, y = s.data.X_train, s.data.y_train
-    with torch.no_grad():
-        mean, cov = glm_latent(ctx, X)
-        loglik = expected_loglik(ctx.likelihood, y, mean[:, 0], cov[:, 0, 0], 64)
-        elbo = loglik - ctx.posterior.kl_to_prior(ctx.prior_precision)
-    paper_convention = 0.5 * math.log(s.cfg.prior.bias_delta) / len(X)
-    return {"neg_elbo": -float(elbo) / len(X) + paper_convention,
-            "nll": document(directory)["metrics"]["test"]["glm"]["nll"],
-            "kl": symmetric_kl(ctx.posterior, exact)}
+def scores(r: Reproduction, run: Path, exact: Path) -> dict[str, float]:
+    """Negative ELBO per training example of the run (the paper's convention: without the bias prior's ½ log λ_b,
+    notes-002 §3.1), its test NLL and the symmetric KL of its posterior to ``exact``'s (the FG Exact run of its
+    split); the first and the last from the posteriors, kept beside the page."""
+    def from_posteriors(folder: Path) -> dict[str, float]:
+        s, ctx = restore(folder)
+        X, y = s.data.X_train, s.data.y_train
+        with torch.no_grad():
+            mean, cov = glm_latent(ctx, X)
+            loglik = expected_loglik(ctx.likelihood, y, mean[:, 0], cov[:, 0, 0], 64)
+            elbo = loglik - ctx.posterior.kl_to_prior(ctx.prior_precision)
+        paper_convention = 0.5 * math.log(s.cfg.prior.bias_delta) / len(X)
+        return {"neg_elbo": -float(elbo) / len(X) + paper_convention,
+                "kl": symmetric_kl(ctx.posterior, restore(r.folder(exact))[1].posterior)}
 
-
-def method_dir(r: Reproduction, name: str, method: str) -> Path:
-    return r.runs / "notes002_logreg" / name / method.replace(" ", "_").replace("=", "")
-
-
-def run_dir(r: Reproduction, name: str, method: str, split: int) -> Path:
-    return method_dir(r, name, method) / f"split{split}"
+    kept = scalars(r.derived(run, "elbo_and_kl", from_posteriors, {"exact": large_files(exact)}))
+    return {"neg_elbo": kept["neg_elbo"], "nll": document(run)["metrics"]["test"]["glm"]["nll"], "kl": kept["kl"]}
 
 
 def make(r: Reproduction) -> str:
     names = r.pick(quick=["australian", "breast_cancer"], cpu=list(SETS))
     n_splits = r.pick(quick=1, cpu=3, full=20)
     splits_of = {name: [0] if name == "a1a" else list(range(n_splits)) for name in names}  # a1a: its official split
-    rows = []
-    for name, splits in splits_of.items():
-        for method in RUNS:
-            sweep(r, name, method, ",".join(map(str, splits)))
-        for split in splits:
-            _, exact_ctx = restore(run_dir(r, name, "FG Exact", split))
-            for method in RUNS:
-                rows.append({"set": name, "method": method, "split": split,
-                             **scores(r, name, method, split, exact_ctx.posterior)})
+    folders = {(name, method): sweep(r, name, method, ",".join(map(str, splits)))
+               for name, splits in splits_of.items() for method in RUNS}
+
+    def run(name: str, method: str, split: int) -> Path:
+        return folders[name, method] / f"split{split}"
+
+    rows = [{"set": name, "method": method, "split": split,
+             **scores(r, run(name, method, split), run(name, "FG Exact", split))}
+            for name, splits in splits_of.items() for split in splits for method in RUNS]
     table = pd.DataFrame(rows).groupby(["set", "method"])[["neg_elbo", "nll", "kl"]].agg(["mean", "sem"])
     exact = {f"{name} {method} split {split}":
-             document(run_dir(r, name, method, split))["info"].get("grad_norm", math.nan)  # NaN: not recorded
+             document(run(name, method, split))["info"].get("grad_norm", math.nan)  # NaN: not recorded
              for name, splits in splits_of.items() for method in ("MF Exact", "FG Exact") for split in splits}
-    shape_lines, shape_rows = covariance_shape(r, names)
+    shape_lines, shape_rows = covariance_shape(r, {name: {m: run(name, m, 0) for m in SHAPE} for name in names})
     return "\n".join([
         "# SLANG paper, Table 1: Bayesian logistic regression", "",
         r.provenance("bnnpred reproduce notes002_logreg"), "",
@@ -272,29 +270,25 @@ def kl_tolerance_units(table: pd.DataFrame, names: list[str]) -> dict[str, float
     return units
 
 
-def covariance_shape(r: Reproduction, names: list[str]) -> tuple[list[str], list[Claim]]:
-    """Figs. 1 and 7 on split 0: the off-diagonal covariance of SLANG and FG Exact, each method's means and marginal
-    variances, the bias's (mean, variance) (Fig. 7d); checklist items 14 and 15."""
+def covariance_shape(r: Reproduction, runs: dict[str, dict[str, Path]]) -> tuple[list[str], list[Claim]]:
+    """Figs. 1 and 7 on split 0 (``runs``: per set the run of each method of ``SHAPE``): the off-diagonal
+    covariance of SLANG and FG Exact, each method's means and marginal variances, the bias's (mean, variance)
+    (Fig. 7d); checklist items 14 and 15."""
     frames, bias, offdiag_error, spearman, weight_ratio = [], {}, {}, {}, {}
-    for name in names:
-        posteriors = {m: restore(run_dir(r, name, m, 0))[1].posterior for m in SHAPE}
-        covariances = {m: torch.linalg.inv(p.dense_precision()) for m, p in posteriors.items()}
-        means = {m: p.mean for m, p in posteriors.items()}
-        masked = {m: c[:-1, :-1].clone().fill_diagonal_(float("nan")) for m, c in covariances.items()
-                  if m != "MF Exact"}  # the weights: the bias's much larger covariances would set the colour scale
-        figures.plot_heatmaps(r.out / f"covariance_{name}.png", masked, value="covariance",
+    for name, by_method in runs.items():
+        shape = r.derived(by_method["FG Exact"], "covariance_shape", lambda folder, by_method=by_method:
+                          posterior_shape({m: r.folder(run) for m, run in by_method.items()}),
+                          {"runs": {m: large_files(run) for m, run in by_method.items()}})
+        figures.plot_heatmaps(r.out / f"covariance_{name}.png", from_levels(shape["heatmaps"]), value="covariance",
                               title=f"{name}: off-diagonal covariance of the weights")
         for m in SHAPE:
-            frames.append(pd.DataFrame({"parameter": range(len(means[m])), "mean": means[m].numpy(),
-                                        "variance": covariances[m].diagonal().numpy(), "method": m, "set": name}))
-        bias[name] = [(float(means[m][-1]), float(covariances[m][-1, -1])) for m in SHAPE]  # the bias is last
-        exact_off = offdiag(covariances["FG Exact"])
-        offdiag_error[name] = [float((offdiag(covariances[m]) - exact_off).norm() / exact_off.norm())
-                               for m in ("SLANG L=1", "SLANG L=5", "SLANG L=10")]
-        variances = pd.DataFrame({m: covariances[m].diagonal()[:-1].numpy() for m in SHAPE})
-        spearman[name] = (variances["SLANG L=1"].corr(variances["FG Exact"], method="spearman"),
-                          variances["MF Exact"].corr(variances["FG Exact"], method="spearman"))
-        weight_ratio[name] = float((variances["MF Exact"] / variances["FG Exact"]).median())
+            frames.append(pd.DataFrame({"parameter": range(len(shape["means"][m])), "mean": shape["means"][m],
+                                        "variance": shape["variances"][m], "method": m, "set": name}))
+        bias[name] = [(shape["means"][m][-1], shape["variances"][m][-1]) for m in SHAPE]  # the bias is last
+        kept = scalars({key: shape[key] for key in ("offdiag_error", "spearman", "weight_ratio")})
+        offdiag_error[name], spearman[name] = kept["offdiag_error"], tuple(kept["spearman"])
+        weight_ratio[name] = kept["weight_ratio"]
+    names = list(runs)
     figures.plot_mean_curves(r.out / "means_and_variances.png", pd.concat(frames), x="parameter", panel="set",
                              hue="method", metrics={"mean": "posterior mean", "variance": "marginal variance"},
                              log_y=("variance",))
@@ -332,6 +326,51 @@ def shape_claims(names: list[str], weight_ratio: dict[str, float], offdiag_error
 
 def offdiag(matrix: torch.Tensor) -> torch.Tensor:
     return matrix - torch.diag(matrix.diagonal())
+
+
+def posterior_shape(folders: dict[str, Path]) -> dict:
+    """What Figs. 1 and 7 take from the posteriors of one set's split-0 runs (``folders``: per method of
+    ``SHAPE``): each method's means and marginal variances ``[P]`` (the bias last), the off-diagonal error of SLANG
+    L = 1, 5, 10 to FG Exact (relative Frobenius norm), the Spearman ρ of (SLANG L=1, MF Exact) with FG Exact's
+    weight variances, the median weight-variance ratio MF / FG Exact, and the off-diagonal weight covariances
+    of the four non-mean-field methods as colour levels (:func:`colour_levels`)."""
+    posteriors = {m: restore(folders[m])[1].posterior for m in SHAPE}
+    covariances = {m: torch.linalg.inv(p.dense_precision()) for m, p in posteriors.items()}
+    exact_off = offdiag(covariances["FG Exact"])
+    variances = pd.DataFrame({m: covariances[m].diagonal()[:-1].numpy() for m in SHAPE})
+    return {"means": {m: p.mean for m, p in posteriors.items()},
+            "variances": {m: c.diagonal() for m, c in covariances.items()},
+            "offdiag_error": [float((offdiag(covariances[m]) - exact_off).norm() / exact_off.norm())
+                              for m in ("SLANG L=1", "SLANG L=5", "SLANG L=10")],
+            "spearman": [variances["SLANG L=1"].corr(variances["FG Exact"], method="spearman"),
+                         variances["MF Exact"].corr(variances["FG Exact"], method="spearman")],
+            "weight_ratio": float((variances["MF Exact"] / variances["FG Exact"]).median()),
+            "heatmaps": colour_levels({m: c[:-1, :-1] for m, c in covariances.items() if m != "MF Exact"})}
+
+
+LEVELS = 127  # colour levels each side of zero kept of a heatmap: finer than its colour map's 256 shades
+
+
+def colour_levels(covariances: dict[str, torch.Tensor]) -> dict:
+    """Symmetric matrices ``[D, D]`` as :func:`~bnnpred.app.report.figures.plot_heatmaps` colours them (one
+    symmetric scale, the diagonal blank): ``{"limit"`` (the largest off-diagonal magnitude), ``"levels"``: per name
+    the strict lower triangle, row by row, as integers ``round(LEVELS · value / limit)``}, a tenth of the JSON of the
+    values themselves."""
+    lower = {m: [row[:i] for i, row in enumerate(c.tolist())] for m, c in covariances.items()}
+    limit = max(abs(v) for rows in lower.values() for row in rows for v in row)
+    return {"limit": limit, "levels": {m: [[round(LEVELS * v / (limit or 1.0)) for v in row] for row in rows]
+                                       for m, rows in lower.items()}}
+
+
+def from_levels(heatmaps: dict) -> dict[str, np.ndarray]:
+    """:func:`colour_levels`' matrices back, symmetric, the diagonal NaN (as the figure leaves it blank)."""
+    matrices = {}
+    for m, rows in heatmaps["levels"].items():
+        matrix = np.full((len(rows), len(rows)), np.nan)
+        for i, row in enumerate(rows):
+            matrix[i, :i] = matrix[:i, i] = np.asarray(row, dtype=float) * heatmaps["limit"] / LEVELS
+        matrices[m] = matrix
+    return matrices
 
 
 STUDY = Study(name="notes002_logreg", title="SLANG paper (notes-002) Table 1: Bayesian logistic regression, "

@@ -22,6 +22,7 @@ from bnnpred.app.saved_runs import restore
 from bnnpred.inference.mean_field import initial_rho, sigma_of
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Between, Claim, Compare, claim, departs, every, item, items, standardised
+from bnnpred.reproduce.derived import large_files, scalars
 
 PAPER = {"BBB": 1.82, "SLANG L=1": 2.00, "SLANG L=2": 1.95, "SLANG L=4": 1.81, "SLANG L=8": 1.92,
          "SLANG L=16": 1.77, "SLANG L=32": 1.73}  # notes-002 Table 3, test error %
@@ -52,13 +53,13 @@ def summary(run_dir: Path) -> dict[str, float]:
             "nll": test["nn"]["nll"], "seconds": doc["run"]["seconds"], "n_train": doc["run"]["n_train"]}
 
 
-def variance_change(run_dir: Path) -> float:
-    """Median ``|log σ − log σ₀|`` over the weights of a BBB run (σ₀ its initial softplus(ρ₀)): how far the
-    variances trained."""
+def variance_change(run_dir: Path) -> dict[str, float]:
+    """``{"change"}``: the median ``|log σ − log σ₀|`` over the weights of a BBB run (σ₀ its initial
+    softplus(ρ₀)): how far the variances trained."""
     s, ctx = restore(run_dir)
     sigma = ctx.posterior.precision.rsqrt()
     sigma0 = sigma_of(initial_rho(ctx.prior_precision, s.cfg.inference), s.cfg.inference)
-    return float((sigma.log() - sigma0.log()).abs().median())
+    return {"change": float((sigma.log() - sigma0.log()).abs().median())}
 
 
 def make(r: Reproduction) -> str:
@@ -80,8 +81,9 @@ def make(r: Reproduction) -> str:
     if "SLANG L=32" in chosen and r.pick(quick=False, cpu=False, full=True):
         checks = full_claims(errors)
     else:
-        checks = cpu_claims(errors, {rank: paired_se(chosen["SLANG L=1"], chosen[f"SLANG L={rank}"])
-                                     for rank in CPU_RANKS[1:]}, variance_change(chosen["BBB"]))
+        checks = cpu_claims(errors, {rank: paired_se(r, chosen["SLANG L=1"], chosen[f"SLANG L={rank}"])
+                                     for rank in CPU_RANKS[1:]},
+                            scalars(r.derived(chosen["BBB"], "variance_change", variance_change))["change"])
     return "\n".join([
         "# SLANG paper, Table 3: MNIST", "", r.provenance("bnnpred reproduce notes002_mnist"), "",
         f"Trained on {'all 60,000' if n_train == {60000} else ', '.join(f'{n:,}' for n in sorted(n_train))} MNIST "
@@ -129,14 +131,17 @@ def cpu_claims(errors: dict[str, float], se: dict[int, float], bbb_log_sigma_cha
     ]
 
 
-def paired_se(first: Path, second: Path) -> float:
-    """Standard error (in %) of the difference of two runs' test errors on the same images."""
-    mistakes = []
-    for run_dir in (first, second):
-        with np.load(run_dir / "predictions.npz") as predictions:
-            mistakes.append(predictions["nn_probs"].argmax(1) != predictions["y"])
-    difference = mistakes[1].astype(float) - mistakes[0]
-    return 100 * float(difference.std(ddof=1)) / math.sqrt(len(difference))
+def paired_se(r: Reproduction, first: Path, second: Path) -> float:
+    """Standard error (in %) of the difference of two runs' test errors on the same images, from their stored
+    predictions (kept beside the page with ``second``'s numbers, ``first``'s predictions named among its inputs)."""
+    def se(second_run: Path) -> dict[str, float]:
+        mistakes = []
+        for run_dir in (r.folder(first), second_run):
+            with np.load(run_dir / "predictions.npz") as predictions:
+                mistakes.append(predictions["nn_probs"].argmax(1) != predictions["y"])
+        difference = mistakes[1].astype(float) - mistakes[0]
+        return {"se": 100 * float(difference.std(ddof=1)) / math.sqrt(len(difference))}
+    return scalars(r.derived(second, f"paired_se_to_{first.name}", se, {"first": large_files(first)}))["se"]
 
 
 STUDY = Study(name="notes002_mnist", title="SLANG paper (notes-002) Table 3: MNIST, SLANG L = 1, 8 and 32 against "

@@ -18,7 +18,7 @@ from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, claim, every, item, items
-from bnnpred.reproduce.derived import predictive_band, tensors, training_points
+from bnnpred.reproduce.derived import predictive_band, scalars, tensors, training_points
 from bnnpred.reproduce.grids import grid_around, nearest_distance
 
 STRUCTURES = ("full", "kron", "diag")
@@ -125,7 +125,8 @@ def glm_surface(margin: float) -> Callable[[Path], dict[str, torch.Tensor]]:
 
 def kept_split(r: Reproduction, run: Path, margin: float) -> dict[str, float]:
     """:func:`uncertainty_split` of ``run``, kept beside the page."""
-    return r.derived(run, "uncertainty_split", lambda folder: uncertainty_split(folder, margin), {"margin": margin})
+    return scalars(r.derived(run, "uncertainty_split", lambda folder: uncertainty_split(folder, margin),
+                             {"margin": margin}))
 
 
 def surfaces(r: Reproduction, runs: dict[str, Path], margin: float

@@ -10,15 +10,21 @@ apart from the MAP's stationarity, and the gap of the plain identity is shown to
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import torch
 
 from bnnpred.app.report import figures
+from bnnpred.app.run_record import EVAL_FILES, read_finished
+from bnnpred.app.run_setup import setup, typed
 from bnnpred.app.saved_runs import restore
 from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.inference import Problem
 from bnnpred.inference.map_finish import sum_neg_log_joint
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, every, item, items
+from bnnpred.reproduce.derived import FIGURE_DIGITS, rounded
 
 QUICK = ("dataset.n_train=300", "inference.map.steps=100", "predictive.n_samples=10")
 ENDS = 20  # the training images at each end of the sorted importances whose labels are checked
@@ -61,19 +67,20 @@ def representer_errors(f: torch.Tensor, J: torch.Tensor, K: torch.Tensor, a: tor
     return float((representer - f).abs().max() / scale), float((corrected - f).abs().max() / scale)
 
 
-def make(r: Reproduction) -> str:
-    out = r.out
-    run_dir = r.train_once(r.runs / "thesis_fig5_6", "experiment=thesis_fig5_6", quick=QUICK)
+def explanations(run_dir: Path) -> dict[str, Any]:
+    """What the page takes from the run's θ* and prior (kept beside the page): the training accuracy, the residual
+    importances ``a = y − σ(f)`` ``[N]`` (9 = 1) with the twelve the figure shows (``picks``: both ends and the
+    middle of the sorted ones), the 4s among the ``ENDS`` most negative and the 9s among the largest, the
+    representer identity's relative errors (:func:`representer_errors`), and for three test images (the first
+    correct one, the two most confident errors) the eight training images of largest ``κ(x*, x_i)`` with their
+    values and, if misclassified, :func:`predicted_class_rank`. Images are named by their index in the run's
+    training and test sets."""
     s, ctx = restore(run_dir)
-    theta, delta = ctx.theta, float(ctx.prior_precision[0])
-    info = document(run_dir)["info"]
-    grad_norm, finish_steps, converged = info["grad_norm"], info.get("finish_iterations"), info.get("finish_converged")
+    theta = ctx.theta
     X, y = s.data.X_train, s.data.y_train.to(s.dtype)
     f, J = logit_and_jacobians(s.model, theta, X)
     a = y - torch.sigmoid(f)  # residual importances, digit 9 = 1
     order = torch.argsort(a)
-    train_acc = float(((f > 0).to(s.dtype) == y).to(s.dtype).mean())
-
     f_test, J_test = logit_and_jacobians(s.model, theta, s.data.X_test)
     y_test = s.data.y_test
     correct = (f_test > 0).long() == y_test
@@ -85,24 +92,47 @@ def make(r: Reproduction) -> str:
                       prior_precision=ctx.prior_precision, theta0=theta, generator=torch.Generator())
     rel_error, corrected_error = representer_errors(f_test[chosen], J_test[chosen], K, a, theta,
                                                     ctx.prior_precision, neg_log_joint_gradient(problem, theta))
+    tests = []
+    for t, k in zip(chosen, K, strict=True):
+        pred = int(f_test[t] > 0)
+        top = torch.argsort(-k)[:8]
+        tests.append({"index": int(t), "predicted": pred, "top": top.tolist(), "kappa": k[top].tolist(),
+                      "rank": None if pred == int(y_test[t]) else predicted_class_rank(k, y, pred)})
+    picks = torch.cat([order[:4], order[len(order) // 2 - 2: len(order) // 2 + 2], order[-4:]])
+    return {"delta": float(ctx.prior_precision[0]),
+            "train_accuracy": float(((f > 0).to(s.dtype) == y).to(s.dtype).mean()),
+            "max_a": float(a.abs().max()), "above_0.2": int((a.abs() > 0.2).sum()),
+            "fours": int((y[order[:ENDS]] == 0).sum()), "nines": int((y[order[-ENDS:]] == 1).sum()),
+            "rel_error": rel_error, "corrected_error": corrected_error,
+            "importances": rounded(a.tolist(), FIGURE_DIGITS), "picks": picks.tolist(), "tests": tests}
+
+
+def make(r: Reproduction) -> str:
+    out = r.out
+    run_dir = r.train_once(r.runs / "thesis_fig5_6", "experiment=thesis_fig5_6", quick=QUICK)
+    found = r.derived(run_dir, "explanations", explanations)
+    s = setup(typed(read_finished(run_dir, EVAL_FILES).config))  # the run's data, for the images the page shows
+    X, y, y_test = s.data.X_train, s.data.y_train, s.data.y_test
+    a = torch.tensor(found["importances"])
+    delta, rel_error, corrected_error = found["delta"], found["rel_error"], found["corrected_error"]
+    info = document(run_dir)["info"]
+    grad_norm, finish_steps, converged = info["grad_norm"], info.get("finish_iterations"), info.get("finish_converged")
 
     figures.plot_sorted_values(out / "importances.png", a, xlabel="training image (sorted)",
                                ylabel="importance a = y - σ(f)", title="residual importances (4 -> 0, 9 -> 1)")
-    picks = torch.cat([order[:4], order[len(order) // 2 - 2: len(order) // 2 + 2], order[-4:]])
     figures.plot_image_grid(out / "importance_examples.png",
-                            [[(X[i].reshape(28, 28), f"a={float(a[i]):.3f}") for i in picks]])
+                            [[(X[i].reshape(28, 28), f"a={float(a[i]):.3f}") for i in found["picks"]]])
 
     rows, lines, ranks = [], [], {}
-    for t, k in zip(chosen, K, strict=True):
-        top = torch.argsort(-k)[:8]
-        pred = int(f_test[t] > 0)
+    for test in found["tests"]:
+        t, pred, top = test["index"], test["predicted"], test["top"]
         rows.append([(s.data.X_test[t].reshape(28, 28),
                       f"test: label {'9' if y_test[t] else '4'}, pred {'9' if pred else '4'}"),
-                     *[(X[i].reshape(28, 28), f"#{r + 1} {'9' if y[i] else '4'} κ={float(k[i]):.2f}")
-                       for r, i in enumerate(top)]])
+                     *[(X[i].reshape(28, 28), f"#{rank + 1} {'9' if y[i] else '4'} κ={kappa:.2f}")
+                       for rank, (i, kappa) in enumerate(zip(top, test["kappa"], strict=True))]])
         opposite = int(y[top[0]]) != int(y_test[t])
-        if pred != int(y_test[t]):
-            ranks[f"test image {int(t)}"] = predicted_class_rank(k, y, pred)
+        if test["rank"] is not None:
+            ranks[f"test image {t}"] = test["rank"]
         lines.append(f"| {'correct' if pred == int(y_test[t]) else 'misclassified'} | {'9' if y_test[t] else '4'} | "
                      f"{'9' if pred else '4'} | {'9' if y[top[0]] else '4'} | {'yes' if opposite else 'no'} |")
     figures.plot_image_grid(out / "similar_training_images.png", rows)
@@ -114,9 +144,9 @@ def make(r: Reproduction) -> str:
     act, pooling = s.cfg.model.activation, s.cfg.model.pooling.value
     network = ("thesis CNN" if (act, pooling) == ("relu", "max") else
                f"thesis CNN with {act} for ReLU" + ("" if pooling == "max" else f" and {pooling}- for max-pooling"))
-    max_a = float(a.abs().max())
-    fours, nines = int((y[order[:ENDS]] == 0).sum()), int((y[order[-ENDS:]] == 1).sum())
-    checks = [*importance_claims(train_acc, max_a, fours, nines, rel_error, grad_norm, corrected_error),
+    max_a = found["max_a"]
+    checks = [*importance_claims(found["train_accuracy"], max_a, found["fours"], found["nines"], rel_error, grad_norm,
+                                 corrected_error),
               neighbour_claim(ranks)]
     stationary = rel_error <= 1e-3
     return "\n".join([
@@ -132,7 +162,7 @@ def make(r: Reproduction) -> str:
          if stationary else "The representer identity holds only at a stationary MAP; this MAP is not stationary "
          "enough for it. ") +
         (f"The residuals a_i are those of this {'stationary ' if stationary else ''}MAP: " if max_a > 0.2 else "") +
-        (f"{int((a.abs() > 0.2).sum())} of {len(a)} training images have |a_i| > 0.2, so the thesis's 'at most "
+        (f"{found['above_0.2']} of {len(a)} training images have |a_i| > 0.2, so the thesis's 'at most "
          "about 0.2' describes its network, not the MAP at δ = 10 here. " if max_a > 0.2 else "") +
         "The kernel J Jᵀ / δ is not normalised, so images with much ink (large Jacobians) rank high for every test "
         "image.",

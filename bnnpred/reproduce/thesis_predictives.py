@@ -5,13 +5,14 @@ notes' pass criteria 15-18 checked. Each (experiment, method) is one sweep over 
 from __future__ import annotations
 
 import math
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from bnnpred.app.report import figures
-from bnnpred.app.report.run_figures import blr_uncertainty
+from bnnpred.app.report.run_figures import blr_uncertainty, predictive_drawings
 from bnnpred.app.report.tables import collect, summarize
 from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
@@ -29,7 +30,8 @@ from bnnpred.reproduce.claims import (
     items,
     lookup,
 )
-from bnnpred.reproduce.grids import grid_around, nearest_distance
+from bnnpred.reproduce.derived import scalars
+from bnnpred.reproduce.grids import GRID_POINTS, grid_around, nearest_distance
 
 # Each NGVI method runs at its shipped defaults (bnnpred/conf/inference/{oggn,lgva,voggn}.yaml: the recipe, its
 # deviations from the thesis and the evidence for them); the page's intro and "what was tried" rows repeat them.
@@ -69,26 +71,33 @@ def kl_kept(trace: pd.DataFrame) -> float:
     return last / first
 
 
-def run_extras(run_dir: str) -> dict[str, float]:
+def run_extras(r: Reproduction, run_dir: Path) -> dict[str, float]:
     """NGVI iterations, whether the plateau rule stopped the run, its wall time, the share of its start KL(q ‖ p)
-    the posterior kept (:func:`kl_kept`) and, for regression, the mean test predictive std of NN and GLM sampling."""
-    predictions = np.load(Path(run_dir) / "predictions.npz")
-    metrics = document(Path(run_dir))
+    the posterior kept (:func:`kl_kept`) and, for regression, the mean test predictive std of NN and GLM sampling
+    (from its stored predictions: :func:`predictive_std`)."""
+    metrics = document(run_dir)
     info = metrics["info"]
     return {"iterations": info.get("iterations", np.nan), "plateau": info.get("plateau", np.nan),
             "run_seconds": metrics["run"].get("seconds", np.nan),
-            "kl_kept": kl_kept(pd.read_csv(Path(run_dir) / "trace.csv")),
-            **{f"{kind}_std": float(np.sqrt(predictions[f"{kind}_var"]).mean())
-               for kind in ("nn", "glm") if f"{kind}_var" in predictions}}
+            "kl_kept": kl_kept(pd.read_csv(run_dir / "trace.csv")),
+            **scalars(r.derived(run_dir, "predictive_std", predictive_std))}
 
 
-def method_table(runs: Path, experiment: str) -> pd.DataFrame:
-    """Test metrics per (method, predictive): mean and s.e. over seeds, with iterations, the share of the start KL
-    kept and predictive std."""
+def predictive_std(run_dir: Path) -> dict[str, float]:
+    """``{"nn_std", "glm_std"}``: the mean test predictive std of NN and GLM sampling in the run's stored
+    predictions (none for classification, whose predictions hold no variance)."""
+    with np.load(run_dir / "predictions.npz") as predictions:
+        return {f"{kind}_std": float(np.sqrt(predictions[f"{kind}_var"]).mean())
+                for kind in ("nn", "glm") if f"{kind}_var" in predictions}
+
+
+def method_table(r: Reproduction, folders: dict[str, Path]) -> pd.DataFrame:
+    """Test metrics per (method, predictive) of the methods' sweeps (``folders``, as the page reads them): mean and
+    s.e. over seeds, with iterations, the share of the start KL kept and predictive std."""
     frames = []
-    for method in METHODS:
-        frame = collect([runs / experiment / slug(method)])
-        extras = {run: run_extras(run) for run in frame["run_dir"].unique()}
+    for method, folder in folders.items():
+        frame = collect([folder])
+        extras = {run: run_extras(r, Path(run)) for run in frame["run_dir"].unique()}
         frame["method"] = method
         for key in ("iterations", "plateau", "run_seconds", "kl_kept"):
             frame[key] = [extras[r][key] for r in frame["run_dir"]]
@@ -99,21 +108,23 @@ def method_table(runs: Path, experiment: str) -> pd.DataFrame:
     return table.set_index(["method", "predictive"])
 
 
-def per_seed_glm_nll(runs: Path, experiment: str) -> str:
+def per_seed_glm_nll(folders: dict[str, Path]) -> str:
     """One line: each method's GLM test NLL per seed (a failed check's spread shows which runs make it)."""
     parts = []
-    for method in METHODS:
-        frame = collect([runs / experiment / slug(method)])
+    for method, folder in folders.items():
+        frame = collect([folder])
         rows = frame[(frame["split"] == "test") & (frame["predictive"] == "glm")].sort_values("seed")
         parts.append(f"{method} " + " / ".join(f"{v:.3f}" for v in rows["nll"]))
     return "GLM test NLL per seed: " + "; ".join(parts) + "."
 
 
-def grid_figure(runs: Path, experiment: str, path: Path) -> None:
+def grid_figure(r: Reproduction, folders: dict[str, Path], path: Path) -> None:
     """Rows NN / GLM, one column per method: the seed-0 run's predictive figures side by side."""
-    figures.plot_image_grid(path, [[(runs / experiment / slug(method) / "seed0" / f"predictive_{kind}.png",
-                                     f"{method}: {kind.upper()} sampling") for method in METHODS]
-                                   for kind in ("nn", "glm")], panel_width=4, fontsize=10)
+    with tempfile.TemporaryDirectory() as folder:
+        drawings = {method: predictive_drawings(r.figure_numbers(folders[method] / "seed0")) for method in METHODS}
+        rows = [[(drawings[method][f"predictive_{kind}"](Path(folder) / f"{slug(method)}_{kind}.png"),
+                  f"{method}: {kind.upper()} sampling") for method in METHODS] for kind in ("nn", "glm")]
+        figures.plot_image_grid(path, rows, panel_width=4, fontsize=10)
 
 
 def results_table(table: pd.DataFrame, score: str) -> list[str]:
@@ -261,33 +272,31 @@ def blr_claims(numbers: dict[str, float]) -> list[Claim]:
 
 
 def section(r: Reproduction, experiment: str) -> str:
-    for method in METHODS:
-        sweep_method(r, experiment, method)
-    runs, out = r.runs, r.out
-    table = method_table(runs, experiment)
+    folders = {method: sweep_method(r, experiment, method) for method in METHODS}
+    out = r.out
+    table = method_table(r, folders)
     score = "rmse" if experiment == "thesis_fig5_4" else "accuracy"
-    grid_figure(runs, experiment, out / f"{experiment}_grid.png")
+    grid_figure(r, folders, out / f"{experiment}_grid.png")
     failed, learned = learned_claim(table, experiment)
     checks = [learned, *(snelson_claims(table) if experiment == "thesis_fig5_4" else moons_claims(table))]
     lines = [f"## {EXPERIMENTS[experiment]}", "", f"`bnnpred train -m experiment={experiment} <method> "
              f"seed={seeds(r)}`; test set, mean ± s.e. over the seeds, "
              "1000 predictive samples.", "",
              *results_table(table, score), "", r.table(checks), "",
-             per_seed_glm_nll(runs, experiment), "",
+             per_seed_glm_nll(folders), "",
              *([f"{', '.join(failed)} did not learn here, so the claims about {'it' if len(failed) == 1 else 'them'} "
                 "test a trivial predictor.", ""] if failed else []),
              "Seed 0, rows NN / GLM sampling (mean ± 2 std and three joint function samples for Snelson; "
              "p(y = 1 | x) for two moons):", "", f"![grid]({experiment}_grid.png)"]
     if experiment == "thesis_fig5_5":
-        run = runs / experiment / "l_ggn" / "seed0"
-        blr = run / "blr_uncertainty.png"
-        if blr.is_file():
-            (out / "thesis_fig5_5b_blr_uncertainty.png").write_bytes(blr.read_bytes())
-            lines += ["", "Fig. 5.5b, L-GGN's BLR model uncertainty √V[f̂_GP] and observation noise √Λ:", "",
-                      "![blr](thesis_fig5_5b_blr_uncertainty.png)"]
-        lines += ["", f"Fig. 5.5b in numbers (L-GGN, seed 0, a grid reaching {2 * FAR:g} beyond the training inputs; "
+        run = folders["L-GGN"] / "seed0"
+        predictive_drawings(r.figure_numbers(run))["blr_uncertainty"](out / "thesis_fig5_5b_blr_uncertainty.png")
+        lines += ["", "Fig. 5.5b, L-GGN's BLR model uncertainty √V[f̂_GP] and observation noise √Λ:", "",
+                  "![blr](thesis_fig5_5b_blr_uncertainty.png)", "",
+                  f"Fig. 5.5b in numbers (L-GGN, seed 0, a grid reaching {2 * FAR:g} beyond the training inputs; "
                   f"boundary band |p − 0.5| < {BAND:g}, confident |p − 0.5| > {0.5 - BAND:g}):", "",
-                  r.table(blr_claims(blr_numbers(run)))]
+                  r.table(blr_claims(scalars(r.derived(run, "blr_numbers", blr_numbers,
+                                                     {"far": FAR, "band": BAND, "grid_points": GRID_POINTS}))))]
     return "\n".join(lines)
 
 

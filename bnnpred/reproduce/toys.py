@@ -3,7 +3,6 @@ notes-004 Fig. 4), each beside the papers' numbers with the pass criteria of the
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import torch
 from sklearn.linear_model import LogisticRegression
 
 from bnnpred.app.report import figures
+from bnnpred.app.report.run_figures import predictive_drawings
 from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.saved_runs import restore
@@ -30,6 +30,7 @@ from bnnpred.reproduce.claims import (
     items,
     lookup,
 )
+from bnnpred.reproduce.derived import scalars
 from bnnpred.reproduce.grids import GRID_POINTS, grid_around, nearest_distance
 
 QUICK_MAP = ("inference.map.steps=300",)
@@ -69,7 +70,7 @@ def fig5_2(r: Reproduction) -> str:
                              star=(best["sigma2"], best["delta"]),
                              letters={"A": (a["sigma2"], a["delta"]), "B": (1.0, 100.0)})
     for name, run in [("star", main), ("A", a_run), ("B", b_run)]:
-        shutil.copyfile(run / "predictive_glm.png", out / f"fig5_2_predictive_{name}.png")
+        predictive_drawings(r.figure_numbers(run))["predictive_glm"](out / f"fig5_2_predictive_{name}.png")
     rows = fig5_2_claims(table, best, a, b_row, corner)
     return "\n".join([
         "## Thesis Fig. 5.2: evidence over (σ², δ), Snelson with a gap",
@@ -149,7 +150,7 @@ def fig5_3(r: Reproduction) -> str:
                                f"prior.delta={delta}", quick=QUICK_MAP)
             for name, delta in [("A", low["delta"]), ("B", high["delta"])]}
     for name, run in [("star", main), *ends.items()]:
-        shutil.copyfile(run / "predictive_glm.png", out / f"fig5_3_predictive_{name}.png")
+        predictive_drawings(r.figure_numbers(run))["predictive_glm"](out / f"fig5_3_predictive_{name}.png")
     metrics = {name: document(run)["metrics"] for name, run in [("★", main), *ends.items()]}
     figures.plot_evidence_1d(out / "fig5_3_evidence.png", table["delta"].to_numpy(), {
         "log evidence / N": table["log_marglik_per_n"].to_numpy(),
@@ -157,7 +158,8 @@ def fig5_3(r: Reproduction) -> str:
     }, marks={"★ evidence argmax": float(best["delta"])})
     rows = fig5_3_claims(table, best, low, high)
     a_errors = round((1 - metrics["A"]["train"]["glm"]["accuracy"]) * document(ends["A"])["run"]["n_train"])
-    rows += fig5_3_map_claims(a_errors, boundary_agreement(ends["B"]),
+    b_agreement = scalars(r.derived(ends["B"], "boundary_agreement", boundary_agreement))["agreement"]
+    rows += fig5_3_map_claims(a_errors, b_agreement,
                               {name: -m["test"]["glm"]["nll"] for name, m in metrics.items()})
     return "\n".join([
         "## Thesis Fig. 5.3: evidence over δ, two moons",
@@ -193,17 +195,17 @@ def fig5_3_claims(table: pd.DataFrame, best: pd.Series, low: pd.Series, high: pd
     ]
 
 
-def boundary_agreement(run: Path) -> float:
-    """How straight the GLM predictive's 0.5-contour of ``run`` is: the share of points of a grid around the data
-    on which a logistic regression on the inputs, fitted to the predictive's labels ``p > 0.5``, agrees with them
-    (NaN when the grid holds one label only: no contour)."""
+def boundary_agreement(run: Path) -> dict[str, float]:
+    """How straight the GLM predictive's 0.5-contour of ``run`` is: ``{"agreement"}``, the share of points of a grid
+    around the data on which a logistic regression on the inputs, fitted to the predictive's labels ``p > 0.5``,
+    agrees with them (NaN when the grid holds one label only: no contour)."""
     s, ctx = restore(run)
     _, _, points = grid_around(s.data.X_train, 0.5)
     labels = predictors(s, ctx)["glm"](points).probs[:, 1].numpy() > 0.5
     if labels.all() or not labels.any():
-        return float("nan")
+        return {"agreement": float("nan")}
     linear = LogisticRegression(C=1e6, max_iter=1000).fit(points.numpy(), labels)
-    return float((linear.predict(points.numpy()) == labels).mean())
+    return {"agreement": float((linear.predict(points.numpy()) == labels).mean())}
 
 
 def fig5_3_map_claims(a_errors: int, b_agreement: float, test_ll: dict[str, float]) -> list[Claim]:
@@ -238,9 +240,9 @@ def banana(r: Reproduction) -> str:
     chosen = frame[(frame["split"] == "test")].groupby("predictive")["delta"].agg(lambda d: sorted(set(d)))
     best_glm = frame[(frame["split"] == "valid") & (frame["predictive"] == "glm") & (frame["seed"] == 0)]
     figure_run = Path(best_glm.iloc[0]["run_dir"])
-    figures_of = r.evaluate(figure_run, "predictive.kinds=[map,nn,glm,gp]", "plot.enabled=true")
-    shutil.copyfile(figures_of / "predictive_means.png", out / "banana_means.png")
-    shutil.copyfile(figures_of / "predictive_glm.png", out / "banana_glm_decomposition.png")
+    drawings = predictive_drawings(r.figure_numbers(figure_run))
+    drawings["predictive_means"](out / "banana_means.png")
+    drawings["predictive_glm"](out / "banana_glm_decomposition.png")
     lines = ["| predictive | NLL | accuracy | ECE | thesis NLL / acc / ECE | δ chosen (per seed) |",
              "|---|---|---|---|---|---|"]
     for kind in ["map", "nn", "glm", "gp"]:
@@ -249,7 +251,8 @@ def banana(r: Reproduction) -> str:
         lines.append(f"| {kind} | {t['nll']:.4f} ± {t['nll_se']:.4f} | {t['accuracy']:.4f} ± {t['accuracy_se']:.4f} | "
                      f"{t['ece']:.4f} ± {t['ece_se']:.4f} | {paper} | {', '.join(f'{d:g}' for d in chosen[kind])} |")
     rows = banana_claims(table, by_delta)
-    fig4 = fig4_claims(table, fig4_numbers(figure_run))
+    fig4 = fig4_claims(table, scalars(r.derived(figure_run, "fig4_numbers", fig4_numbers,
+                                                {"far": FAR, "grid_points": GRID_POINTS})))
     return "\n".join([
         "## Banana: MAP / NN / GLM / GP predictives on one full Laplace-GGN posterior",
         "",

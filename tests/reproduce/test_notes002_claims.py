@@ -276,3 +276,22 @@ def test_the_natural_gradient_baselines_run_their_whole_budget(overrides):
     the logistic-regression baselines after 1,300 of 16,171 steps, far from FG Exact, so both studies switch it off."""
     cfg = compose(["experiment=notes002_logreg", *overrides])
     assert cfg.inference.name == "voggn" and cfg.inference.plateau_window is None and cfg.inference.tol == 0
+
+
+def test_the_covariance_heatmaps_kept_as_colour_levels_come_back_within_half_a_level():
+    """Fig. 1's heatmaps kept beside the page as integer colour levels of one symmetric scale: every off-diagonal
+    entry back within half a level (limit / 254) of its value, the matrices symmetric with a blank diagonal, and
+    the largest magnitude exactly the scale's limit, so the figure's colour scale is unchanged."""
+    gen = torch.Generator().manual_seed(0)
+    A = torch.randn(6, 6, generator=gen, dtype=torch.float64)
+    covariances = {"FG Exact": A @ A.T, "SLANG L=1": 0.5 * (A @ A.T) + torch.eye(6, dtype=torch.float64)}
+    kept = notes002_logreg.colour_levels(covariances)
+    back = notes002_logreg.from_levels(kept)
+    off = ~torch.eye(6, dtype=torch.bool)
+    limit = max(float(c[off].abs().max()) for c in covariances.values())
+    assert kept["limit"] == limit and sum(map(len, kept["levels"]["FG Exact"])) == 15  # the strict lower triangle
+    for name, c in covariances.items():
+        got = torch.from_numpy(back[name])
+        assert got.diagonal().isnan().all() and torch.equal(got[off], got.T[off])
+        assert float((got[off] - c[off]).abs().max()) <= limit / (2 * notes002_logreg.LEVELS) + 1e-15
+    assert max(float(torch.from_numpy(m)[off].abs().max()) for m in back.values()) == pytest.approx(limit, rel=1e-15)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,70 @@ def run_figures(out: Path, s: Any, ctx: Context, predict: dict[str, Callable[[to
                 rows: list[dict], trace: list[dict]) -> None:
     """Write the figures that fit this run's inputs (1-D regression or counts, 2-D binary), selection and
     convergence trace into ``out``."""
-    dim = s.data.X_train.shape[1] if s.data.X_train.dim() == 2 else 0
-    if dim == 1 and not s.data.task.classification:
-        _figures_1d(out, s, ctx, predict)
-    elif dim == 2 and s.data.task is Task.binary:
-        _figures_2d(out, s, ctx, predict)
+    if (data := predictive_figure_data(s, ctx, predict)) is not None:
+        draw_predictive_figures(out, data, suffix(s))
     if len(rows) > 1:
         evidence_figure(out / f"selection.{suffix(s)}", pd.DataFrame(rows))
     if trace:
         figures.plot_convergence(out / f"convergence.{suffix(s)}", pd.DataFrame(trace))
+
+
+def predictive_figure_data(s: Any, ctx: Context, predict: dict[str, Callable[[torch.Tensor], Any]],
+                           grid_points: int | None = None) -> dict[str, Any] | None:
+    """The numbers a run's predictive figures draw (:func:`draw_predictive_figures`), on a grid of ``grid_points``
+    per axis (default ``plot.grid_points``; 1-D: four times as many); None for inputs other than 1-D regression or
+    counts and 2-D binary classification.
+
+    1-D: ``{"name", "X" [N], "y" [N], "grid" [G], "kinds": {kind: {"mean", "std" [G], "samples" [S, G]}}}`` (no
+    ``samples`` for predictives without a posterior to draw from). 2-D: ``{"name", "X" [N, 2], "y" [N], "axes" [2, n],
+    "kinds": {kind: {"prob" [n, n], "aleatoric", "epistemic" [n, n] where the predictive splits its variance}},
+    "blr": {"prob" [n, n], "maps": {name: [n, n]}}}`` (``blr`` with a posterior only)."""
+    n = grid_points or s.cfg.plot.grid_points
+    dim = s.data.X_train.shape[1] if s.data.X_train.dim() == 2 else 0
+    if dim == 1 and not s.data.task.classification:
+        return _data_1d(s, ctx, predict, 4 * n)
+    if dim == 2 and s.data.task is Task.binary:
+        return _data_2d(s, ctx, predict, n)
+    return None
+
+
+def draw_predictive_figures(out: Path, data: dict[str, Any], file_suffix: str) -> None:
+    """Draw :func:`predictive_figure_data`'s numbers into ``out``: ``predictive_<kind>`` per predictive and, in
+    2-D, ``predictive_means`` (with more than one predictive) and ``blr_uncertainty`` (with a posterior)."""
+    for name, draw in predictive_drawings(data).items():
+        draw(out / f"{name}.{file_suffix}")
+
+
+def predictive_drawings(data: dict[str, Any]) -> dict[str, Callable[[Path], Path]]:
+    """Each figure :func:`draw_predictive_figures` can draw from ``data``, by name: a function of its file."""
+    name, X, y = data["name"], _array(data["X"]), _array(data["y"])
+    if "grid" in data:
+        return {f"predictive_{kind}": partial(
+            figures.plot_1d_predictive, x_grid=_array(data["grid"]), mean=_array(band["mean"]),
+            std=_array(band["std"]), X_train=X, y_train=y,
+            samples=_array(band["samples"]) if "samples" in band else None, title=f"{name}: {kind} predictive")
+            for kind, band in data["kinds"].items()}
+    xx, yy = np.meshgrid(*(_array(axis) for axis in data["axes"]), indexing="xy")
+    drawings = {f"predictive_{kind}": partial(
+        figures.plot_2d_predictive, xx=xx, yy=yy, prob=_array(panels["prob"]), X_train=X, y_train=y,
+        maps={k: _array(v) for k, v in panels.items() if k != "prob"}, title=f"{name}: {kind} predictive")
+        for kind, panels in data["kinds"].items()}
+    if len(data["kinds"]) > 1:
+        drawings["predictive_means"] = partial(
+            figures.plot_panels_2d, xx=xx, yy=yy, X_train=X, y_train=y, title=name,
+            probs={kind: _array(panels["prob"]) for kind, panels in data["kinds"].items()})
+    if (blr := data.get("blr")) is not None:
+        drawings["blr_uncertainty"] = partial(
+            figures.plot_2d_predictive, xx=xx, yy=yy, prob=_array(blr["prob"]), X_train=X, y_train=y,
+            maps={k: _array(v) for k, v in blr["maps"].items()}, title=f"{name}: BLR predictive")
+    return drawings
+
+
+def _array(values: Any) -> np.ndarray:
+    """Numbers (a tensor, an array, or nested lists with None for NaN, as kept JSON holds them) as a float array."""
+    if isinstance(values, torch.Tensor):
+        return values.detach().cpu().numpy()
+    return np.asarray(values, dtype=float)
 
 
 def suffix(s: Any) -> str:
@@ -55,18 +111,18 @@ def entropy_panel(histograms: dict[str, Any], kind: str, auc: float) -> tuple[An
     return histograms["edges"], histograms[kind]["test"]["counts"], histograms[kind]["ood"]["counts"], auc
 
 
-def _figures_1d(out: Path, s: Any, ctx: Context, predict: dict) -> None:
+def _data_1d(s: Any, ctx: Context, predict: dict, points: int) -> dict[str, Any]:
     X = s.data.X_train[:, 0]
     lo, hi = float(X.min()) - MARGIN_1D, float(X.max()) + MARGIN_1D
-    grid = torch.linspace(lo, hi, 4 * s.cfg.plot.grid_points, dtype=X.dtype, device=X.device).unsqueeze(1)
+    grid = torch.linspace(lo, hi, points, dtype=X.dtype, device=X.device).unsqueeze(1)
     gen = torch.Generator(device=ctx.theta.device).manual_seed(s.cfg.seed + 1)
+    kinds = {}
     for kind, fn in predict.items():
         pred = fn(grid)
         samples = _function_samples(kind, ctx, grid, s.cfg.plot.n_function_samples, gen)
-        figures.plot_1d_predictive(
-            out / f"predictive_{kind}.{suffix(s)}", grid[:, 0].cpu(), pred.mean.cpu(), pred.variance.sqrt().cpu(),
-            X.cpu(), s.data.y_train.cpu(), samples=samples, title=f"{s.data.name}: {kind} predictive",
-        )
+        kinds[kind] = {"mean": pred.mean.reshape(-1).cpu(), "std": pred.variance.sqrt().reshape(-1).cpu(),
+                       **({} if samples is None else {"samples": samples})}
+    return {"name": s.data.name, "X": X.cpu(), "y": s.data.y_train.cpu(), "grid": grid[:, 0].cpu(), "kinds": kinds}
 
 
 def _function_samples(kind: str, ctx: Context, grid: torch.Tensor, n: int, gen: torch.Generator):
@@ -79,34 +135,25 @@ def _function_samples(kind: str, ctx: Context, grid: torch.Tensor, n: int, gen: 
     return ctx.likelihood.inv_link(draw(ctx, grid, thetas))[..., 0].cpu()
 
 
-def _figures_2d(out: Path, s: Any, ctx: Context, predict: dict) -> None:
+def _data_2d(s: Any, ctx: Context, predict: dict, n: int) -> dict[str, Any]:
     X = s.data.X_train
-    n = s.cfg.plot.grid_points
     axes = [torch.linspace(float(X[:, i].min()) - MARGIN_2D, float(X[:, i].max()) + MARGIN_2D, n,
                            dtype=X.dtype, device=X.device) for i in range(2)]
     xx, yy = torch.meshgrid(*axes, indexing="xy")
     points = torch.stack([xx.reshape(-1), yy.reshape(-1)], dim=1)
-    means = {}
+    kinds = {}
     for kind, fn in predict.items():
         pred: ClassPrediction = fn(points)
-        prob = pred.probs[:, 1].reshape(n, n).cpu().numpy()
-        means[kind] = prob
-        maps = {} if pred.aleatoric is None else {
-            "aleatoric": pred.aleatoric.reshape(n, n).cpu().numpy(),
-            "epistemic": pred.epistemic.reshape(n, n).cpu().numpy(),
-        }
-        figures.plot_2d_predictive(out / f"predictive_{kind}.{suffix(s)}", xx.cpu().numpy(), yy.cpu().numpy(), prob,
-                                   X.cpu().numpy(), s.data.y_train.cpu().numpy(), maps=maps,
-                                   title=f"{s.data.name}: {kind} predictive")
-    if len(means) > 1:
-        figures.plot_panels_2d(out / f"predictive_means.{suffix(s)}", xx.cpu().numpy(), yy.cpu().numpy(), means,
-                               X.cpu().numpy(), s.data.y_train.cpu().numpy(), title=s.data.name)
+        kinds[kind] = {"prob": pred.probs[:, 1].reshape(n, n).cpu()}
+        if pred.aleatoric is not None:
+            kinds[kind] |= {"aleatoric": pred.aleatoric.reshape(n, n).cpu(),
+                            "epistemic": pred.epistemic.reshape(n, n).cpu()}
+    data = {"name": s.data.name, "X": X.cpu(), "y": s.data.y_train.cpu(), "axes": torch.stack(axes).cpu(),
+            "kinds": kinds}
     if ctx.posterior is not None:
         prob, maps = blr_uncertainty(ctx, points)
-        figures.plot_2d_predictive(out / f"blr_uncertainty.{suffix(s)}", xx.cpu().numpy(), yy.cpu().numpy(),
-                                   prob.reshape(n, n), X.cpu().numpy(), s.data.y_train.cpu().numpy(),
-                                   maps={k: v.reshape(n, n) for k, v in maps.items()},
-                                   title=f"{s.data.name}: BLR predictive")
+        data["blr"] = {"prob": prob.reshape(n, n), "maps": {k: v.reshape(n, n) for k, v in maps.items()}}
+    return data
 
 
 def blr_uncertainty(ctx: Context, X: torch.Tensor) -> tuple[np.ndarray, dict[str, np.ndarray]]:

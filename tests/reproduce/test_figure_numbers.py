@@ -1,0 +1,91 @@
+"""A run's predictive figures from numbers (issue 38): the run draws its figures from
+``predictive_figure_data``, and a page keeps those numbers (on its own grid, to four significant digits) beside it
+and draws the same figures from them where only the run's record is."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bnnpred.app.report.run_figures import draw_predictive_figures, predictive_drawings, predictive_figure_data
+from bnnpred.app.run_evaluation import predictors
+from bnnpred.app.saved_runs import restore
+from bnnpred.reproduce.derived import compact, figure_data, plain, rounded, scalars
+from tests.helpers import trained
+
+KINDS = "predictive.kinds=[map,nn,glm]"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """A two-moons classifier and a count regression on one input, each a tiny full Laplace-GGN run with its
+    figures drawn."""
+    home = tmp_path_factory.mktemp("figure_runs")
+    made = {"2-D": home / "moons", "1-D": home / "counts"}
+    trained(made["2-D"], KINDS, "plot.enabled=true", "plot.grid_points=6")
+    trained(made["1-D"], KINDS, "dataset=counts", "plot.enabled=true", "plot.grid_points=6")
+    return made
+
+
+def numbers(values) -> np.ndarray:
+    """Every number of nested plain data, flattened in a fixed order (NaN for None)."""
+    if isinstance(values, dict):
+        return np.concatenate([numbers(values[k]) for k in sorted(values)]) if values else np.zeros(0)
+    if isinstance(values, str):
+        return np.zeros(0)
+    return np.asarray(values, dtype=float).reshape(-1)
+
+
+@pytest.mark.parametrize("inputs", ["2-D", "1-D"])
+def test_a_run_draws_exactly_the_figures_its_numbers_name(runs, inputs, tmp_path):
+    run = runs[inputs]
+    s, ctx = restore(run)
+    data = predictive_figure_data(s, ctx, predictors(s, ctx))
+    drawn = {p.stem for p in run.glob("*.png")} - {"selection", "convergence"}
+    assert set(predictive_drawings(data)) == drawn
+    expected = {"2-D": {"predictive_map", "predictive_nn", "predictive_glm", "predictive_means", "blr_uncertainty"},
+                "1-D": {"predictive_map", "predictive_nn", "predictive_glm"}}[inputs]
+    assert drawn == expected
+    draw_predictive_figures(tmp_path, data, "png")
+    assert {p.stem for p in tmp_path.iterdir()} == drawn
+
+
+def test_the_numbers_have_the_shapes_the_figures_draw(runs):
+    s, ctx = restore(runs["2-D"])
+    data = predictive_figure_data(s, ctx, predictors(s, ctx), grid_points=5)
+    assert tuple(data["axes"].shape) == (2, 5) and tuple(data["X"].shape) == (30, 2)
+    assert {k: sorted(v) for k, v in data["kinds"].items()} == {k: ["aleatoric", "epistemic", "prob"]
+                                                                 for k in ("map", "nn", "glm")}
+    assert all(tuple(v.shape) == (5, 5) for panels in data["kinds"].values() for v in panels.values())
+    assert sorted(data["blr"]["maps"]) == ["model √V[f̂] = Λ√(JΣJᵀ)", "noise √Λ"]
+    s, ctx = restore(runs["1-D"])
+    data = predictive_figure_data(s, ctx, predictors(s, ctx), grid_points=5)
+    assert tuple(data["grid"].shape) == (20,)  # four times the points in 1-D
+    assert tuple(data["kinds"]["glm"]["samples"].shape) == (s.cfg.plot.n_function_samples, 20)
+    assert "samples" not in data["kinds"]["map"]  # no posterior to draw from
+
+
+@pytest.mark.parametrize("inputs", ["2-D", "1-D"])
+def test_kept_figure_numbers_are_the_runs_to_four_significant_digits(runs, inputs):
+    run = runs[inputs]
+    s, ctx = restore(run)
+    full = plain(predictive_figure_data(s, ctx, predictors(s, ctx), grid_points=7))
+    kept = figure_data(7)(run)
+    assert kept["name"] == full["name"] and kept.keys() == full.keys()
+    exact, short = numbers(full), numbers(kept)
+    assert len(exact) == len(short) > 0
+    assert np.allclose(short, exact, rtol=5e-4, atol=0)  # |v − round₄(v)| ≤ ½·10^{e−3} ≤ 5e-4·|v|
+    assert not np.array_equal(short, exact)  # rounded, not copied
+
+
+def test_rounding_keeps_significant_digits_and_leaves_the_rest():
+    assert rounded({"a": [0.123456, -98765.4, 1e-9 / 3], "b": None, "c": "name", "d": 7}, 4) == {
+        "a": [0.1235, -98770.0, 3.333e-10], "b": None, "c": "name", "d": 7}
+
+
+def test_kept_single_numbers_come_back_as_floats_and_a_null_as_nan():
+    back = scalars(json.loads(compact(plain({"a": float("nan"), "b": [1, float("nan")], "c": 2}))))
+    assert back["c"] == 2.0 and isinstance(back["c"], float) and back["b"][0] == 1.0
+    assert math.isnan(back["a"]) and math.isnan(back["b"][1])
