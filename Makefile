@@ -23,7 +23,7 @@ run: setup
 	@echo "figures and metrics: runs/make-run/"
 
 # one worker per core (TEST_WORKERS=0: in this process), each test file on one worker so its fixtures are made once
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= auto
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 

@@ -32,7 +32,7 @@ from bnnpred.app.saved_runs import eval_folder
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
 from bnnpred.reproduce.claims import Claim, Item, claims_table
-from bnnpred.reproduce.derived import FIGURE_GRID, compact, figure_data, kept, plain
+from bnnpred.reproduce.derived import FIGURE_DIGITS, FIGURE_GRID, compact, figure_data, kept, plain
 
 T = TypeVar("T")
 
@@ -242,7 +242,8 @@ class Reproduction:
         """The numbers of the predictive figures of the run the page reads as ``read``, on the pages' grid
         (:func:`~bnnpred.reproduce.derived.figure_data`), kept as :meth:`derived` keeps numbers; drawn by
         :func:`~bnnpred.app.report.run_figures.predictive_drawings`."""
-        return self.derived(read, "figures", figure_data(FIGURE_GRID), {"grid_points": FIGURE_GRID})
+        return self.derived(read, "figures", figure_data(FIGURE_GRID),
+                            {"grid_points": FIGURE_GRID, "digits": FIGURE_DIGITS})
 
     def _device(self) -> tuple[str, ...]:
         """The device override of every run a study built from records trains (its run keys name the device)."""

@@ -133,7 +133,7 @@ FIGURE_GRID = 50  # grid points per axis of a page's predictive figures (four ti
 def figure_data(grid_points: int) -> Callable[[Path], dict[str, Any]]:
     """A run's predictive figures' numbers (:func:`~bnnpred.app.report.run_figures.predictive_figure_data`, its
     own predictives, samples and seed) on ``grid_points`` per axis, to :data:`FIGURE_DIGITS` significant digits
-    (a 60 x 60 map is then about 25 kB); drawn again by
+    (a 50 x 50 map is then about 17 kB); drawn again by
     :func:`~bnnpred.app.report.run_figures.predictive_drawings`."""
     def data(run: Path) -> dict[str, Any]:
         s, ctx = restore(run)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -276,15 +277,17 @@ def covariance_shape(r: Reproduction, runs: dict[str, dict[str, Path]]) -> tuple
     (Fig. 7d); checklist items 14 and 15."""
     frames, bias, offdiag_error, spearman, weight_ratio = [], {}, {}, {}, {}
     for name, by_method in runs.items():
-        shape = r.derived(by_method["FG Exact"], "covariance_shape", lambda folder, by_method=by_method:
-                          posterior_shape({m: r.folder(run) for m, run in by_method.items()}),
+        shape = r.derived(by_method["FG Exact"], "covariance_shape",
+                          lambda _, by_method=by_method: posterior_shape({m: r.folder(run)
+                                                                           for m, run in by_method.items()}),
                           {"runs": {m: large_files(run) for m, run in by_method.items()}})
         figures.plot_heatmaps(r.out / f"covariance_{name}.png", from_levels(shape["heatmaps"]), value="covariance",
                               title=f"{name}: off-diagonal covariance of the weights")
+        means, variances = scalars(shape["means"]), scalars(shape["variances"])
         for m in SHAPE:
-            frames.append(pd.DataFrame({"parameter": range(len(shape["means"][m])), "mean": shape["means"][m],
-                                        "variance": shape["variances"][m], "method": m, "set": name}))
-        bias[name] = [(shape["means"][m][-1], shape["variances"][m][-1]) for m in SHAPE]  # the bias is last
+            frames.append(pd.DataFrame({"parameter": range(len(means[m])), "mean": means[m],
+                                        "variance": variances[m], "method": m, "set": name}))
+        bias[name] = [(means[m][-1], variances[m][-1]) for m in SHAPE]  # the bias is last
         kept = scalars({key: shape[key] for key in ("offdiag_error", "spearman", "weight_ratio")})
         offdiag_error[name], spearman[name] = kept["offdiag_error"], tuple(kept["spearman"])
         weight_ratio[name] = kept["weight_ratio"]
@@ -328,7 +331,7 @@ def offdiag(matrix: torch.Tensor) -> torch.Tensor:
     return matrix - torch.diag(matrix.diagonal())
 
 
-def posterior_shape(folders: dict[str, Path]) -> dict:
+def posterior_shape(folders: dict[str, Path]) -> dict[str, Any]:
     """What Figs. 1 and 7 take from the posteriors of one set's split-0 runs (``folders``: per method of
     ``SHAPE``): each method's means and marginal variances ``[P]`` (the bias last), the off-diagonal error of SLANG
     L = 1, 5, 10 to FG Exact (relative Frobenius norm), the Spearman ρ of (SLANG L=1, MF Exact) with FG Exact's
@@ -351,18 +354,18 @@ def posterior_shape(folders: dict[str, Path]) -> dict:
 LEVELS = 127  # colour levels each side of zero kept of a heatmap: finer than its colour map's 256 shades
 
 
-def colour_levels(covariances: dict[str, torch.Tensor]) -> dict:
+def colour_levels(covariances: dict[str, torch.Tensor]) -> dict[str, Any]:
     """Symmetric matrices ``[D, D]`` as :func:`~bnnpred.app.report.figures.plot_heatmaps` colours them (one
     symmetric scale, the diagonal blank): ``{"limit"`` (the largest off-diagonal magnitude), ``"levels"``: per name
-    the strict lower triangle, row by row, as integers ``round(LEVELS · value / limit)``}, a tenth of the JSON of the
-    values themselves."""
+    the strict lower triangle, row by row, as integers ``round(LEVELS · value / limit)``, None where a value is not
+    finite}, a tenth of the JSON of the values themselves."""
     lower = {m: [row[:i] for i, row in enumerate(c.tolist())] for m, c in covariances.items()}
-    limit = max(abs(v) for rows in lower.values() for row in rows for v in row)
-    return {"limit": limit, "levels": {m: [[round(LEVELS * v / (limit or 1.0)) for v in row] for row in rows]
-                                       for m, rows in lower.items()}}
+    limit = max((abs(v) for rows in lower.values() for row in rows for v in row if math.isfinite(v)), default=0.0)
+    return {"limit": limit, "levels": {m: [[round(LEVELS * v / (limit or 1.0)) if math.isfinite(v) else None
+                                            for v in row] for row in rows] for m, rows in lower.items()}}
 
 
-def from_levels(heatmaps: dict) -> dict[str, np.ndarray]:
+def from_levels(heatmaps: dict[str, Any]) -> dict[str, np.ndarray]:
     """:func:`colour_levels`' matrices back, symmetric, the diagonal NaN (as the figure leaves it blank)."""
     matrices = {}
     for m, rows in heatmaps["levels"].items():

@@ -14,17 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 
 from bnnpred.app.report import figures
 from bnnpred.app.run_record import EVAL_FILES, read_finished
-from bnnpred.app.run_setup import setup, typed
-from bnnpred.app.saved_runs import restore
+from bnnpred.app.run_setup import Setup, setup, typed
+from bnnpred.app.saved_runs import eval_config, restore
 from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.inference import Problem
 from bnnpred.inference.map_finish import sum_neg_log_joint
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, all_of, any_of, claim, every, item, items
-from bnnpred.reproduce.derived import FIGURE_DIGITS, rounded
+from bnnpred.reproduce.derived import FIGURE_DIGITS, rounded, scalars
 
 QUICK = ("dataset.n_train=300", "inference.map.steps=100", "predictive.n_samples=10")
 ENDS = 20  # the training images at each end of the sorted importances whose labels are checked
@@ -104,24 +105,34 @@ def explanations(run_dir: Path) -> dict[str, Any]:
             "max_a": float(a.abs().max()), "above_0.2": int((a.abs() > 0.2).sum()),
             "fours": int((y[order[:ENDS]] == 0).sum()), "nines": int((y[order[-ENDS:]] == 1).sum()),
             "rel_error": rel_error, "corrected_error": corrected_error,
-            "importances": rounded(a.tolist(), FIGURE_DIGITS), "picks": picks.tolist(), "tests": tests}
+            "importances": rounded(a.tolist(), FIGURE_DIGITS), "picks": picks.tolist(),
+            "pick_importances": a[picks].tolist(), "tests": tests}
+
+
+def run_data(run_dir: Path) -> Setup:
+    """The run's set-up (its data in the run's order, seeded by its config) rebuilt from its config on the CPU, for
+    the images the page shows: a record keeps their indices, not their pixels."""
+    return setup(typed(eval_config(read_finished(run_dir, EVAL_FILES), OmegaConf.create({"device": "cpu"}))))
 
 
 def make(r: Reproduction) -> str:
     out = r.out
     run_dir = r.train_once(r.runs / "thesis_fig5_6", "experiment=thesis_fig5_6", quick=QUICK)
-    found = r.derived(run_dir, "explanations", explanations)
-    s = setup(typed(read_finished(run_dir, EVAL_FILES).config))  # the run's data, for the images the page shows
+    found = r.derived(run_dir, "explanations", explanations, {"ends": ENDS, "digits": FIGURE_DIGITS})
+    s = run_data(run_dir)
     X, y, y_test = s.data.X_train, s.data.y_train, s.data.y_test
     a = torch.tensor(found["importances"])
-    delta, rel_error, corrected_error = found["delta"], found["rel_error"], found["corrected_error"]
+    numbers = scalars({key: found[key] for key in ("delta", "train_accuracy", "max_a", "rel_error",
+                                                   "corrected_error")})
+    delta, rel_error, corrected_error = numbers["delta"], numbers["rel_error"], numbers["corrected_error"]
     info = document(run_dir)["info"]
     grad_norm, finish_steps, converged = info["grad_norm"], info.get("finish_iterations"), info.get("finish_converged")
 
     figures.plot_sorted_values(out / "importances.png", a, xlabel="training image (sorted)",
                                ylabel="importance a = y - σ(f)", title="residual importances (4 -> 0, 9 -> 1)")
-    figures.plot_image_grid(out / "importance_examples.png",
-                            [[(X[i].reshape(28, 28), f"a={float(a[i]):.3f}") for i in found["picks"]]])
+    figures.plot_image_grid(out / "importance_examples.png", [[(X[i].reshape(28, 28), f"a={value:.3f}") for i, value
+                                                               in zip(found["picks"], found["pick_importances"],
+                                                                      strict=True)]])
 
     rows, lines, ranks = [], [], {}
     for test in found["tests"]:
@@ -144,9 +155,9 @@ def make(r: Reproduction) -> str:
     act, pooling = s.cfg.model.activation, s.cfg.model.pooling.value
     network = ("thesis CNN" if (act, pooling) == ("relu", "max") else
                f"thesis CNN with {act} for ReLU" + ("" if pooling == "max" else f" and {pooling}- for max-pooling"))
-    max_a = found["max_a"]
-    checks = [*importance_claims(found["train_accuracy"], max_a, found["fours"], found["nines"], rel_error, grad_norm,
-                                 corrected_error),
+    max_a = numbers["max_a"]
+    checks = [*importance_claims(numbers["train_accuracy"], max_a, found["fours"], found["nines"], rel_error,
+                                 grad_norm, corrected_error),
               neighbour_claim(ranks)]
     stationary = rel_error <= 1e-3
     return "\n".join([

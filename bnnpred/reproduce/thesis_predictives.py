@@ -100,9 +100,9 @@ def method_table(r: Reproduction, folders: dict[str, Path]) -> pd.DataFrame:
         extras = {run: run_extras(r, Path(run)) for run in frame["run_dir"].unique()}
         frame["method"] = method
         for key in ("iterations", "plateau", "run_seconds", "kl_kept"):
-            frame[key] = [extras[r][key] for r in frame["run_dir"]]
-        frame["pred_std"] = [extras[r].get(f"{k}_std", np.nan) for r, k in zip(frame["run_dir"], frame["predictive"],
-                                                                                strict=True)]
+            frame[key] = [extras[run][key] for run in frame["run_dir"]]
+        frame["pred_std"] = [extras[run].get(f"{kind}_std", np.nan)
+                             for run, kind in zip(frame["run_dir"], frame["predictive"], strict=True)]
         frames.append(frame)
     table = summarize(pd.concat(frames, ignore_index=True), "test", ["method", "predictive"])
     return table.set_index(["method", "predictive"])

@@ -57,18 +57,18 @@ def plot_1d_predictive(
         title: axes title.
         gap: ``(lo, hi)`` input interval without training data, shaded.
     """
-    x, mu, sd = _np(x_grid), _np(mean), _np(std)
+    x, mu, sd = as_array(x_grid), as_array(mean), as_array(std)
     fig, ax = plt.subplots(figsize=(6.0, 4.0), layout="constrained")
     if gap is not None:
         ax.axvspan(*gap, color="0.9", label="gap")
     ax.fill_between(x, mu - 2 * sd, mu + 2 * sd, color="C0", alpha=0.25, label="±2 std")
     if samples is not None:
-        for i, sample in enumerate(_np(samples)[:3]):
+        for i, sample in enumerate(as_array(samples)[:3]):
             ax.plot(x, sample, color="C0", lw=0.7, alpha=0.7, label="samples" if i == 0 else None)
     if true_fn_values is not None:
-        ax.plot(x, _np(true_fn_values), "k--", lw=1.0, label="true function")
+        ax.plot(x, as_array(true_fn_values), "k--", lw=1.0, label="true function")
     ax.plot(x, mu, color="C0", lw=2.0, label="mean")
-    ax.scatter(_np(X_train), _np(y_train), s=10, color="C3", zorder=3, label="data")
+    ax.scatter(as_array(X_train), as_array(y_train), s=10, color="C3", zorder=3, label="data")
     ax.set(xlabel="x", ylabel="y", title=title)
     ax.legend(fontsize="small")
     return _save(fig, path)
@@ -101,19 +101,19 @@ def plot_1d_panels(
         overlays: per panel title, a ``(label, curve [G])`` drawn dashed over its mean (e.g. another predictive's
             mean that should coincide).
     """
-    x, X, y = _np(x_grid), _np(X_train), _np(y_train)
+    x, X, y = as_array(x_grid), as_array(X_train), as_array(y_train)
     nrows = -(-len(panels) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(PANEL_SIZE * ncols, 0.75 * PANEL_SIZE * nrows), sharex=True,
                              sharey=True, squeeze=False, layout="constrained")
     for ax, (name, (mean, std)) in zip(axes.flat[:len(panels)], panels.items(), strict=True):
-        mu, sd = _np(mean), _np(std)
+        mu, sd = as_array(mean), as_array(std)
         if gap is not None:
             ax.axvspan(*gap, color="0.9")
         ax.fill_between(x, mu - 2 * sd, mu + 2 * sd, color="C0", alpha=0.25, label="±2 std")
         ax.plot(x, mu, color="C0", lw=1.5, label="mean")
         if overlays and name in overlays:
             label, curve = overlays[name]
-            ax.plot(x, _np(curve), "--", color="C1", lw=1.2, label=label)
+            ax.plot(x, as_array(curve), "--", color="C1", lw=1.2, label=label)
             ax.legend(fontsize="small")
         ax.scatter(X, y, s=5, color="C3", zorder=3, label="data")
         ax.set(title=name, xlabel="x", ylabel="y", ylim=ylim)
@@ -148,13 +148,13 @@ def plot_2d_predictive(
         title: figure title.
     """
     maps = maps or {}
-    xx, yy, X, y = _np(xx), _np(yy), _np(X_train), _np(y_train)
+    xx, yy, X, y = as_array(xx), as_array(yy), as_array(X_train), as_array(y_train)
     fig, axes = _panel_row(1 + len(maps))
-    filled = _probability_panel(axes[0], xx, yy, _np(prob), X, y)
+    filled = _probability_panel(axes[0], xx, yy, as_array(prob), X, y)
     axes[0].set_title("p(y=1 | x)")
     fig.colorbar(filled, ax=axes[0], label="p(y=1 | x)")
     for ax, (name, values) in zip(axes[1:], maps.items(), strict=True):
-        mesh = ax.pcolormesh(xx, yy, _np(values), shading="nearest", cmap="viridis")
+        mesh = ax.pcolormesh(xx, yy, as_array(values), shading="nearest", cmap="viridis")
         ax.scatter(X[:, 0], X[:, 1], c="w", s=6, edgecolors="k", linewidths=0.3)
         ax.set(title=name, xlabel="x₁", ylabel="x₂")
         fig.colorbar(mesh, ax=ax, label=name)
@@ -183,10 +183,10 @@ def plot_panels_2d(
         y_train: binary training labels ``[N]``.
         title: figure title.
     """
-    xx, yy, X, y = _np(xx), _np(yy), _np(X_train), _np(y_train)
+    xx, yy, X, y = as_array(xx), as_array(yy), as_array(X_train), as_array(y_train)
     fig, axes = _panel_row(len(probs))
     for ax, (name, prob) in zip(axes, probs.items(), strict=True):
-        filled = _probability_panel(ax, xx, yy, _np(prob), X, y)
+        filled = _probability_panel(ax, xx, yy, as_array(prob), X, y)
         ax.set_title(name)
     fig.colorbar(filled, ax=list(axes), label="p(y=1 | x)")
     if title:
@@ -214,12 +214,12 @@ def plot_evidence_1d(
     marks = marks or {}
     if not curves:
         raise BnnpredError("plot_evidence_1d needs at least one curve")
-    x = _np(grid)
+    x = as_array(grid)
     fig, axes = plt.subplots(
         len(curves), 1, sharex=True, squeeze=False, figsize=(6.0, 2.2 * len(curves)), layout="constrained"
     )
     for ax, (name, values) in zip(axes[:, 0], curves.items(), strict=True):
-        y = _np(values)
+        y = as_array(values)
         ax.plot(x, y, color="k", lw=1.5)
         for colour, (label, at) in enumerate(marks.items(), start=1):
             y_at = np.interp(np.log10(at), np.log10(x), y)
@@ -256,10 +256,10 @@ def plot_evidence_2d(
         letters: text labels at ``(x, y)`` points on every panel (e.g. ``{"A": (0.1, 1.0)}``).
     """
     letters = letters or {}
-    x_edges, y_edges = _log_cell_edges(_np(x_grid)), _log_cell_edges(_np(y_grid))
+    x_edges, y_edges = _log_cell_edges(as_array(x_grid)), _log_cell_edges(as_array(y_grid))
     fig, axes = _panel_row(len(panels))
     for ax, (name, values) in zip(axes, panels.items(), strict=True):
-        values = _np(values)
+        values = as_array(values)
         # Colours span the top half of the values, so the optimum stays visible beside extreme corners.
         vmin = float(np.nanpercentile(values, 50))
         mesh = ax.pcolormesh(x_edges, y_edges, values, shading="flat", cmap="viridis", vmin=vmin)
@@ -280,7 +280,7 @@ def plot_image_grid(path: str | Path, rows: Sequence[Sequence[tuple[ArrayLike | 
     n_cols = max((len(row) for row in rows), default=0)
     if not n_cols:
         raise BnnpredError("a figure needs at least one panel; got no images")
-    pictures = [[(plt.imread(image) if isinstance(image, Path) else _np(image), caption) for image, caption in row]
+    pictures = [[(plt.imread(image) if isinstance(image, Path) else as_array(image), caption) for image, caption in row]
                 for row in rows]
     aspect = max(picture.shape[0] / picture.shape[1] for row in pictures for picture, _ in row)  # height / width
     fig, axes = plt.subplots(len(rows), n_cols, squeeze=False, layout="constrained",
@@ -297,7 +297,7 @@ def plot_image_grid(path: str | Path, rows: Sequence[Sequence[tuple[ArrayLike | 
 def plot_sorted_values(path: str | Path, values: ArrayLike, *, xlabel: str, ylabel: str, title: str = "") -> Path:
     """``values`` ``[N]`` in ascending order against their rank (e.g. the residual importances of a training set)."""
     fig, ax = plt.subplots(figsize=(8, 3.5), layout="constrained")
-    ax.plot(np.sort(_np(values)), lw=1)
+    ax.plot(np.sort(as_array(values)), lw=1)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     return _save(fig, path)
 
@@ -324,11 +324,11 @@ def plot_step_example(
         truth: the true predictive ``p(y = 1 | x, D)`` on ``grid_x``.
         predictives: each approximate predictive's ``p(y = 1 | x, D)`` on ``grid_x`` by legend label.
     """
-    x, y, gx = _np(data[0]), _np(data[1]), _np(grid_x)
-    w, b, true, laplace = (_np(a) for a in posterior)
+    x, y, gx = as_array(data[0]), as_array(data[1]), as_array(grid_x)
+    w, b, true, laplace = (as_array(a) for a in posterior)
     fig, (left, mid, right) = plt.subplots(1, 3, figsize=(14, 4), layout="constrained")
     left.scatter(x, y, s=10, c="k", label="data")
-    left.plot(gx, _np(map_probs), label="MAP p(y = 1 | x)")
+    left.plot(gx, as_array(map_probs), label="MAP p(y = 1 | x)")
     left.set(xlabel="x", title="data and MAP fit")
     left.legend(fontsize=8)
     ww, bb = np.meshgrid(w, b, indexing="ij")
@@ -336,9 +336,9 @@ def plot_step_example(
     mid.contour(ww, bb, laplace / laplace.max(), levels=[0.01, 0.1, 0.5], colors="tab:red", linestyles="--")
     mid.axvline(0, color="grey", lw=0.5)
     mid.set(xlabel="w", ylabel="b", xlim=(-2, 5), ylim=(-3, 3), title="true posterior (black) and Laplace-GGN (red)")
-    right.plot(gx, _np(truth), "k", label="true")
+    right.plot(gx, as_array(truth), "k", label="true")
     for label, probs in predictives.items():
-        right.plot(gx, _np(probs), label=label)
+        right.plot(gx, as_array(probs), label=label)
     right.scatter(x, y, s=10, c="k")
     right.set(xlabel="x", ylabel="p(y = 1 | x, D)", title="posterior predictives")
     right.legend(fontsize=8)
@@ -375,14 +375,14 @@ def plot_metric_vs_hyper_panels(
 ) -> Path:
     """:func:`plot_metric_vs_hyper` for several settings: one titled panel per entry of ``panels``, ``columns``
     to a row (``log_y`` for positive metrics spanning decades)."""
-    x = _np(grid)
+    x = as_array(grid)
     n_cols = min(columns, len(panels))
     n_rows = -(-len(panels) // n_cols)
     fig, axes = plt.subplots(n_rows, n_cols, squeeze=False, figsize=(1.5 * PANEL_SIZE * n_cols, PANEL_SIZE * n_rows),
                              layout="constrained")
     for ax, (title, series) in zip(axes.flat, panels.items(), strict=False):
         for name, values in series.items():
-            ax.plot(x, _np(values), marker="o", ms=4, label=name)
+            ax.plot(x, as_array(values), marker="o", ms=4, label=name)
         ax.set(xscale="log", yscale="log" if log_y else "linear", xlabel=xlabel, ylabel=ylabel, title=title)
         if series:
             ax.legend(fontsize="small")
@@ -454,7 +454,7 @@ def plot_mean_curves(path: str | Path, frame: pd.DataFrame, *, x: str, metrics: 
 def plot_heatmaps(path: str | Path, matrices: Mapping[str, ArrayLike], *, value: str, title: str = "") -> Path:
     """Square matrices side by side on one symmetric colour scale (``nan`` cells, e.g. a masked diagonal, blank);
     ``value`` names what the colour shows (e.g. "covariance")."""
-    arrays = {name: _np(matrix) for name, matrix in matrices.items()}
+    arrays = {name: as_array(matrix) for name, matrix in matrices.items()}
     limit = max(float(np.nanmax(np.abs(a))) for a in arrays.values())
     fig, axes = _panel_row(len(arrays))
     for ax, (name, matrix) in zip(axes, arrays.items(), strict=True):
@@ -473,9 +473,9 @@ def plot_entropy_histograms(path: str | Path, panels: Mapping[str, tuple[ArrayLi
     histograms over shared bins (a run's record keeps them: ``run_evaluation.entropy_histograms``)."""
     fig, axes = _panel_row(len(panels))
     for ax, (name, (edges, inside, outside, auc)) in zip(axes, panels.items(), strict=True):
-        edges = _np(edges)
+        edges = as_array(edges)
         for counts, label in ((inside, labels[0]), (outside, labels[1])):
-            counts = _np(counts).astype(float)
+            counts = as_array(counts).astype(float)
             ax.stairs(counts / max(counts.sum(), 1.0) / np.diff(edges), edges, fill=True, alpha=0.6, label=label)
         ax.set(title=f"{name} (OOD-AUC {auc:.3f})", xlabel="predictive entropy", ylabel="density")
         ax.legend(fontsize="small")
@@ -517,10 +517,13 @@ def _log_cell_edges(centres: np.ndarray) -> np.ndarray:
     return 10.0 ** np.concatenate([[first], mid, [last]])
 
 
-def _np(values: ArrayLike) -> np.ndarray:
-    """``values`` as a numpy array (tensors are detached and moved to the CPU)."""
+def as_array(values: ArrayLike) -> np.ndarray:
+    """``values`` as a numpy array: tensors detached and moved to the CPU, nested lists as floats (a None, as kept
+    JSON holds a NaN, is NaN again)."""
     if isinstance(values, torch.Tensor):
         return values.detach().cpu().numpy()
+    if isinstance(values, list):
+        return np.asarray(values, dtype=float)
     return np.asarray(values)
 
 

@@ -60,35 +60,26 @@ def draw_predictive_figures(out: Path, data: dict[str, Any], file_suffix: str) -
 
 
 def predictive_drawings(data: dict[str, Any]) -> dict[str, Callable[[Path], Path]]:
-    """Each figure :func:`draw_predictive_figures` can draw from ``data``, by name: a function of its file."""
-    name, X, y = data["name"], _array(data["X"]), _array(data["y"])
+    """Each figure :func:`draw_predictive_figures` can draw from ``data`` (tensors, or the lists kept JSON holds), by
+    name: a function of its file."""
+    name, X, y = data["name"], data["X"], data["y"]
     if "grid" in data:
         return {f"predictive_{kind}": partial(
-            figures.plot_1d_predictive, x_grid=_array(data["grid"]), mean=_array(band["mean"]),
-            std=_array(band["std"]), X_train=X, y_train=y,
-            samples=_array(band["samples"]) if "samples" in band else None, title=f"{name}: {kind} predictive")
-            for kind, band in data["kinds"].items()}
-    xx, yy = np.meshgrid(*(_array(axis) for axis in data["axes"]), indexing="xy")
+            figures.plot_1d_predictive, x_grid=data["grid"], mean=band["mean"], std=band["std"], X_train=X, y_train=y,
+            samples=band.get("samples"), title=f"{name}: {kind} predictive") for kind, band in data["kinds"].items()}
+    xx, yy = np.meshgrid(*figures.as_array(data["axes"]), indexing="xy")
     drawings = {f"predictive_{kind}": partial(
-        figures.plot_2d_predictive, xx=xx, yy=yy, prob=_array(panels["prob"]), X_train=X, y_train=y,
-        maps={k: _array(v) for k, v in panels.items() if k != "prob"}, title=f"{name}: {kind} predictive")
+        figures.plot_2d_predictive, xx=xx, yy=yy, prob=panels["prob"], X_train=X, y_train=y,
+        maps={k: v for k, v in panels.items() if k != "prob"}, title=f"{name}: {kind} predictive")
         for kind, panels in data["kinds"].items()}
     if len(data["kinds"]) > 1:
         drawings["predictive_means"] = partial(
             figures.plot_panels_2d, xx=xx, yy=yy, X_train=X, y_train=y, title=name,
-            probs={kind: _array(panels["prob"]) for kind, panels in data["kinds"].items()})
+            probs={kind: panels["prob"] for kind, panels in data["kinds"].items()})
     if (blr := data.get("blr")) is not None:
-        drawings["blr_uncertainty"] = partial(
-            figures.plot_2d_predictive, xx=xx, yy=yy, prob=_array(blr["prob"]), X_train=X, y_train=y,
-            maps={k: _array(v) for k, v in blr["maps"].items()}, title=f"{name}: BLR predictive")
+        drawings["blr_uncertainty"] = partial(figures.plot_2d_predictive, xx=xx, yy=yy, prob=blr["prob"], X_train=X,
+                                              y_train=y, maps=blr["maps"], title=f"{name}: BLR predictive")
     return drawings
-
-
-def _array(values: Any) -> np.ndarray:
-    """Numbers (a tensor, an array, or nested lists with None for NaN, as kept JSON holds them) as a float array."""
-    if isinstance(values, torch.Tensor):
-        return values.detach().cpu().numpy()
-    return np.asarray(values, dtype=float)
 
 
 def suffix(s: Any) -> str:
