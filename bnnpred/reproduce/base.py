@@ -238,12 +238,12 @@ class Reproduction:
         relative = Path(read).relative_to(self.out / "runs")
         return kept(read, self.folder(read), self.out / "derived" / relative / f"{name}.json", compute, inputs or {})
 
-    def figure_numbers(self, read: Path) -> dict[str, Any]:
-        """The numbers of the predictive figures of the run the page reads as ``read``, on the pages' grid
-        (:func:`~bnnpred.reproduce.derived.figure_data`), kept as :meth:`derived` keeps numbers; drawn by
-        :func:`~bnnpred.app.report.run_figures.predictive_drawings`."""
-        return self.derived(read, "figures", figure_data(FIGURE_GRID),
-                            {"grid_points": FIGURE_GRID, "digits": FIGURE_DIGITS})
+    def figure_numbers(self, read: Path, *figures: str) -> dict[str, Any]:
+        """The numbers of the predictive ``figures`` (``predictive_glm``, ...) of the run the page reads as ``read``,
+        on the pages' grid (:func:`~bnnpred.reproduce.derived.figure_data`), kept as :meth:`derived` keeps numbers;
+        drawn by :func:`~bnnpred.app.report.run_figures.predictive_drawings`."""
+        return self.derived(read, "figures", figure_data(FIGURE_GRID, figures),
+                            {"grid_points": FIGURE_GRID, "digits": FIGURE_DIGITS, "figures": sorted(figures)})
 
     def _device(self) -> tuple[str, ...]:
         """The device override of every run a study built from records trains (its run keys name the device)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -130,16 +130,24 @@ FIGURE_DIGITS = 4  # significant digits kept of a figure's numbers: finer than a
 FIGURE_GRID = 50  # grid points per axis of a page's predictive figures (four times as many in 1-D)
 
 
-def figure_data(grid_points: int) -> Callable[[Path], dict[str, Any]]:
-    """A run's predictive figures' numbers (:func:`~bnnpred.app.report.run_figures.predictive_figure_data`, its
-    own predictives, samples and seed) on ``grid_points`` per axis, to :data:`FIGURE_DIGITS` significant digits
-    (a 50 x 50 map is then about 17 kB); drawn again by
+def figure_data(grid_points: int, figures: Collection[str]) -> Callable[[Path], dict[str, Any]]:
+    """The numbers of the predictive figures named in ``figures`` (``predictive_<kind>``, ``predictive_means``,
+    ``blr_uncertainty``) of a run (:func:`~bnnpred.app.report.run_figures.predictive_figure_data`, its own
+    predictives, samples and seed) on ``grid_points`` per axis, to :data:`FIGURE_DIGITS` significant digits and
+    without what those figures do not draw (a 50 x 50 map is then about 17 kB); drawn again by
     :func:`~bnnpred.app.report.run_figures.predictive_drawings`."""
     def data(run: Path) -> dict[str, Any]:
         s, ctx = restore(run)
-        found = predictive_figure_data(s, ctx, predictors(s, ctx), grid_points)
+        predict = {kind: fn for kind, fn in predictors(s, ctx).items()
+                   if "predictive_means" in figures or f"predictive_{kind}" in figures}
+        found = predictive_figure_data(s, ctx, predict, grid_points)
         if found is None:
             raise BnnpredError(f"{run} has no predictive figure (its inputs are neither 1-D regression nor 2-D binary)")
+        if "blr_uncertainty" not in figures:
+            found.pop("blr", None)
+        found["kinds"] = [drawn if f"predictive_{drawn['kind']}" in figures else
+                          {"kind": drawn["kind"], "prob": drawn["prob"]}  # predictive_means draws the mean alone
+                          for drawn in found["kinds"]]
         return rounded(plain(found), FIGURE_DIGITS)
     return data
 

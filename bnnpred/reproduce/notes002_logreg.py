@@ -281,8 +281,9 @@ def covariance_shape(r: Reproduction, runs: dict[str, dict[str, Path]]) -> tuple
                           lambda _, by_method=by_method: posterior_shape({m: r.folder(run)
                                                                            for m, run in by_method.items()}),
                           {"runs": {m: large_files(run) for m, run in by_method.items()}})
-        figures.plot_heatmaps(r.out / f"covariance_{name}.png", from_levels(shape["heatmaps"]), value="covariance",
-                              title=f"{name}: off-diagonal covariance of the weights")
+        heatmaps = from_levels(shape["heatmaps"])  # kept JSON sorts the names: the figure's order is SHAPE's
+        figures.plot_heatmaps(r.out / f"covariance_{name}.png", {m: heatmaps[m] for m in SHAPE if m in heatmaps},
+                              value="covariance", title=f"{name}: off-diagonal covariance of the weights")
         means, variances = scalars(shape["means"]), scalars(shape["variances"])
         for m in SHAPE:
             frames.append(pd.DataFrame({"parameter": range(len(means[m])), "mean": means[m],

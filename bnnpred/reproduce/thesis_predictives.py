@@ -118,10 +118,16 @@ def per_seed_glm_nll(folders: dict[str, Path]) -> str:
     return "GLM test NLL per seed: " + "; ".join(parts) + "."
 
 
+# the figures the page draws of each method's seed-0 run (one set of kept numbers per run)
+FIGURES = {method: ("predictive_nn", "predictive_glm", *(("blr_uncertainty",) if method == "L-GGN" else ()))
+           for method in METHODS}
+
+
 def grid_figure(r: Reproduction, folders: dict[str, Path], path: Path) -> None:
     """Rows NN / GLM, one column per method: the seed-0 run's predictive figures side by side."""
     with tempfile.TemporaryDirectory() as folder:
-        drawings = {method: predictive_drawings(r.figure_numbers(folders[method] / "seed0")) for method in METHODS}
+        drawings = {method: predictive_drawings(r.figure_numbers(folders[method] / "seed0", *FIGURES[method]))
+                    for method in METHODS}
         rows = [[(drawings[method][f"predictive_{kind}"](Path(folder) / f"{slug(method)}_{kind}.png"),
                   f"{method}: {kind.upper()} sampling") for method in METHODS] for kind in ("nn", "glm")]
         figures.plot_image_grid(path, rows, panel_width=4, fontsize=10)
@@ -290,7 +296,8 @@ def section(r: Reproduction, experiment: str) -> str:
              "p(y = 1 | x) for two moons):", "", f"![grid]({experiment}_grid.png)"]
     if experiment == "thesis_fig5_5":
         run = folders["L-GGN"] / "seed0"
-        predictive_drawings(r.figure_numbers(run))["blr_uncertainty"](out / "thesis_fig5_5b_blr_uncertainty.png")
+        predictive_drawings(r.figure_numbers(run, *FIGURES["L-GGN"]))["blr_uncertainty"](
+            out / "thesis_fig5_5b_blr_uncertainty.png")
         lines += ["", "Fig. 5.5b, L-GGN's BLR model uncertainty √V[f̂_GP] and observation noise √Λ:", "",
                   "![blr](thesis_fig5_5b_blr_uncertainty.png)", "",
                   f"Fig. 5.5b in numbers (L-GGN, seed 0, a grid reaching {2 * FAR:g} beyond the training inputs; "

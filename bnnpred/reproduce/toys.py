@@ -71,7 +71,8 @@ def fig5_2(r: Reproduction) -> str:
                              star=(best["sigma2"], best["delta"]),
                              letters={"A": (a["sigma2"], a["delta"]), "B": (1.0, 100.0)})
     for name, run in [("star", main), ("A", a_run), ("B", b_run)]:
-        predictive_drawings(r.figure_numbers(run))["predictive_glm"](out / f"fig5_2_predictive_{name}.png")
+        predictive_drawings(r.figure_numbers(run, "predictive_glm"))["predictive_glm"](
+            out / f"fig5_2_predictive_{name}.png")
     rows = fig5_2_claims(table, best, a, b_row, corner)
     return "\n".join([
         "## Thesis Fig. 5.2: evidence over (σ², δ), Snelson with a gap",
@@ -151,7 +152,8 @@ def fig5_3(r: Reproduction) -> str:
                                f"prior.delta={delta}", quick=QUICK_MAP)
             for name, delta in [("A", low["delta"]), ("B", high["delta"])]}
     for name, run in [("star", main), *ends.items()]:
-        predictive_drawings(r.figure_numbers(run))["predictive_glm"](out / f"fig5_3_predictive_{name}.png")
+        predictive_drawings(r.figure_numbers(run, "predictive_glm"))["predictive_glm"](
+            out / f"fig5_3_predictive_{name}.png")
     metrics = {name: document(run)["metrics"] for name, run in [("★", main), *ends.items()]}
     figures.plot_evidence_1d(out / "fig5_3_evidence.png", table["delta"].to_numpy(), {
         "log evidence / N": table["log_marglik_per_n"].to_numpy(),
@@ -242,7 +244,7 @@ def banana(r: Reproduction) -> str:
     chosen = frame[(frame["split"] == "test")].groupby("predictive")["delta"].agg(lambda d: sorted(set(d)))
     best_glm = frame[(frame["split"] == "valid") & (frame["predictive"] == "glm") & (frame["seed"] == 0)]
     figure_run = Path(best_glm.iloc[0]["run_dir"])
-    drawings = predictive_drawings(r.figure_numbers(figure_run))
+    drawings = predictive_drawings(r.figure_numbers(figure_run, "predictive_means", "predictive_glm"))
     drawings["predictive_means"](out / "banana_means.png")
     drawings["predictive_glm"](out / "banana_glm_decomposition.png")
     lines = ["| predictive | NLL | accuracy | ECE | thesis NLL / acc / ECE | δ chosen (per seed) |",

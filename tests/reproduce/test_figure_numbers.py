@@ -35,6 +35,8 @@ def numbers(values) -> np.ndarray:
         return np.concatenate([numbers(values[k]) for k in sorted(values)]) if values else np.zeros(0)
     if isinstance(values, str):
         return np.zeros(0)
+    if isinstance(values, list) and values and isinstance(values[0], dict):
+        return np.concatenate([numbers(v) for v in values])
     return np.asarray(values, dtype=float).reshape(-1)
 
 
@@ -56,15 +58,16 @@ def test_the_numbers_have_the_shapes_the_figures_draw(runs):
     s, ctx = restore(runs["2-D"])
     data = predictive_figure_data(s, ctx, predictors(s, ctx), grid_points=5)
     assert tuple(data["axes"].shape) == (2, 5) and tuple(data["X"].shape) == (30, 2)
-    assert {k: sorted(v) for k, v in data["kinds"].items()} == {k: ["aleatoric", "epistemic", "prob"]
-                                                                 for k in ("map", "nn", "glm")}
-    assert all(tuple(v.shape) == (5, 5) for panels in data["kinds"].values() for v in panels.values())
+    assert [(p["kind"], sorted(p)) for p in data["kinds"]] == [(k, ["aleatoric", "epistemic", "kind", "prob"])
+                                                               for k in ("map", "nn", "glm")]  # the run's order
+    assert all(tuple(v.shape) == (5, 5) for panels in data["kinds"] for k, v in panels.items() if k != "kind")
     assert sorted(data["blr"]["maps"]) == ["model √V[f̂] = Λ√(JΣJᵀ)", "noise √Λ"]
     s, ctx = restore(runs["1-D"])
     data = predictive_figure_data(s, ctx, predictors(s, ctx), grid_points=5)
     assert tuple(data["grid"].shape) == (20,)  # four times the points in 1-D
-    assert tuple(data["kinds"]["glm"]["samples"].shape) == (s.cfg.plot.n_function_samples, 20)
-    assert "samples" not in data["kinds"]["map"]  # no posterior to draw from
+    by_kind = {panels["kind"]: panels for panels in data["kinds"]}
+    assert tuple(by_kind["glm"]["samples"].shape) == (s.cfg.plot.n_function_samples, 20)
+    assert "samples" not in by_kind["map"]  # no posterior to draw from
 
 
 @pytest.mark.parametrize("inputs", ["2-D", "1-D"])
@@ -72,12 +75,23 @@ def test_kept_figure_numbers_are_the_runs_to_four_significant_digits(runs, input
     run = runs[inputs]
     s, ctx = restore(run)
     full = plain(predictive_figure_data(s, ctx, predictors(s, ctx), grid_points=7))
-    kept = figure_data(7)(run)
+    kept = figure_data(7, ("predictive_map", "predictive_nn", "predictive_glm", "blr_uncertainty"))(run)
     assert kept["name"] == full["name"] and kept.keys() == full.keys()
     exact, short = numbers(full), numbers(kept)
     assert len(exact) == len(short) > 0
     assert np.allclose(short, exact, rtol=5e-4, atol=0)  # |v − round₄(v)| ≤ ½·10^{e−3} ≤ 5e-4·|v|
     assert not np.array_equal(short, exact)  # rounded, not copied
+
+
+def test_kept_figure_numbers_hold_what_the_named_figures_draw_and_no_more(runs):
+    run = runs["2-D"]
+    means = figure_data(5, ("predictive_means",))(run)
+    assert means["kinds"] == [{"kind": k, "prob": p["prob"]} for k, p in zip(("map", "nn", "glm"), means["kinds"],
+                                                                             strict=True)]
+    assert "blr" not in means and set(predictive_drawings(means)) >= {"predictive_means"}
+    glm = figure_data(5, ("predictive_glm", "blr_uncertainty"))(run)
+    assert [sorted(p) for p in glm["kinds"]] == [["aleatoric", "epistemic", "kind", "prob"]]
+    assert set(predictive_drawings(glm)) == {"predictive_glm", "blr_uncertainty"}
 
 
 def test_rounding_keeps_significant_digits_and_leaves_the_rest():

@@ -39,10 +39,11 @@ def predictive_figure_data(s: Any, ctx: Context, predict: dict[str, Callable[[to
     per axis (default ``plot.grid_points``; 1-D: four times as many); None for inputs other than 1-D regression or
     counts and 2-D binary classification.
 
-    1-D: ``{"name", "X" [N], "y" [N], "grid" [G], "kinds": {kind: {"mean", "std" [G], "samples" [S, G]}}}`` (no
+    1-D: ``{"name", "X" [N], "y" [N], "grid" [G], "kinds": [{"kind", "mean", "std" [G], "samples" [S, G]}]}`` (no
     ``samples`` for predictives without a posterior to draw from). 2-D: ``{"name", "X" [N, 2], "y" [N], "axes" [2, n],
-    "kinds": {kind: {"prob" [n, n], "aleatoric", "epistemic" [n, n] where the predictive splits its variance}},
-    "blr": {"prob" [n, n], "maps": {name: [n, n]}}}`` (``blr`` with a posterior only)."""
+    "kinds": [{"kind", "prob" [n, n], "aleatoric", "epistemic" [n, n] where the predictive splits its variance}],
+    "blr": {"prob" [n, n], "maps": {name: [n, n]}}}`` (``blr`` with a posterior only). ``kinds`` is a list, in the
+    run's order of predictives, so that the order survives JSON, whose objects a kept copy sorts by key."""
     n = grid_points or s.cfg.plot.grid_points
     dim = s.data.X_train.shape[1] if s.data.X_train.dim() == 2 else 0
     if dim == 1 and not s.data.task.classification:
@@ -64,18 +65,18 @@ def predictive_drawings(data: dict[str, Any]) -> dict[str, Callable[[Path], Path
     name: a function of its file."""
     name, X, y = data["name"], data["X"], data["y"]
     if "grid" in data:
-        return {f"predictive_{kind}": partial(
+        return {f"predictive_{band['kind']}": partial(
             figures.plot_1d_predictive, x_grid=data["grid"], mean=band["mean"], std=band["std"], X_train=X, y_train=y,
-            samples=band.get("samples"), title=f"{name}: {kind} predictive") for kind, band in data["kinds"].items()}
+            samples=band.get("samples"), title=f"{name}: {band['kind']} predictive") for band in data["kinds"]}
     xx, yy = np.meshgrid(*figures.as_array(data["axes"]), indexing="xy")
-    drawings = {f"predictive_{kind}": partial(
+    drawings = {f"predictive_{panels['kind']}": partial(
         figures.plot_2d_predictive, xx=xx, yy=yy, prob=panels["prob"], X_train=X, y_train=y,
-        maps={k: v for k, v in panels.items() if k != "prob"}, title=f"{name}: {kind} predictive")
-        for kind, panels in data["kinds"].items()}
+        maps={k: v for k, v in panels.items() if k not in ("kind", "prob")},
+        title=f"{name}: {panels['kind']} predictive") for panels in data["kinds"]}
     if len(data["kinds"]) > 1:
         drawings["predictive_means"] = partial(
             figures.plot_panels_2d, xx=xx, yy=yy, X_train=X, y_train=y, title=name,
-            probs={kind: panels["prob"] for kind, panels in data["kinds"].items()})
+            probs={panels["kind"]: panels["prob"] for panels in data["kinds"]})
     if (blr := data.get("blr")) is not None:
         drawings["blr_uncertainty"] = partial(figures.plot_2d_predictive, xx=xx, yy=yy, prob=blr["prob"], X_train=X,
                                               y_train=y, maps=blr["maps"], title=f"{name}: BLR predictive")
@@ -107,12 +108,12 @@ def _data_1d(s: Any, ctx: Context, predict: dict, points: int) -> dict[str, Any]
     lo, hi = float(X.min()) - MARGIN_1D, float(X.max()) + MARGIN_1D
     grid = torch.linspace(lo, hi, points, dtype=X.dtype, device=X.device).unsqueeze(1)
     gen = torch.Generator(device=ctx.theta.device).manual_seed(s.cfg.seed + 1)
-    kinds = {}
+    kinds = []
     for kind, fn in predict.items():
         pred = fn(grid)
         samples = _function_samples(kind, ctx, grid, s.cfg.plot.n_function_samples, gen)
-        kinds[kind] = {"mean": pred.mean.reshape(-1).cpu(), "std": pred.variance.sqrt().reshape(-1).cpu(),
-                       **({} if samples is None else {"samples": samples})}
+        kinds.append({"kind": kind, "mean": pred.mean.reshape(-1).cpu(), "std": pred.variance.sqrt().reshape(-1).cpu(),
+                      **({} if samples is None else {"samples": samples})})
     return {"name": s.data.name, "X": X.cpu(), "y": s.data.y_train.cpu(), "grid": grid[:, 0].cpu(), "kinds": kinds}
 
 
@@ -132,13 +133,13 @@ def _data_2d(s: Any, ctx: Context, predict: dict, n: int) -> dict[str, Any]:
                            dtype=X.dtype, device=X.device) for i in range(2)]
     xx, yy = torch.meshgrid(*axes, indexing="xy")
     points = torch.stack([xx.reshape(-1), yy.reshape(-1)], dim=1)
-    kinds = {}
+    kinds = []
     for kind, fn in predict.items():
         pred: ClassPrediction = fn(points)
-        kinds[kind] = {"prob": pred.probs[:, 1].reshape(n, n).cpu()}
+        kinds.append({"kind": kind, "prob": pred.probs[:, 1].reshape(n, n).cpu()})
         if pred.aleatoric is not None:
-            kinds[kind] |= {"aleatoric": pred.aleatoric.reshape(n, n).cpu(),
-                            "epistemic": pred.epistemic.reshape(n, n).cpu()}
+            kinds[-1] |= {"aleatoric": pred.aleatoric.reshape(n, n).cpu(),
+                          "epistemic": pred.epistemic.reshape(n, n).cpu()}
     data = {"name": s.data.name, "X": X.cpu(), "y": s.data.y_train.cpu(), "axes": torch.stack(axes).cpu(),
             "kinds": kinds}
     if ctx.posterior is not None:
