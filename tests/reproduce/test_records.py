@@ -22,7 +22,7 @@ from bnnpred.errors import BnnpredError
 from bnnpred.io import sha256_file, write_json
 from bnnpred.reproduce import reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier, document
-from bnnpred.reproduce.derived import compact, kept, plain, tensors
+from bnnpred.reproduce.derived import compact, digest, kept, plain, tensors
 from tests.helpers import TINY, bnnpred
 
 RUN = [*TINY, "plot.enabled=false", "threads=1"]
@@ -310,3 +310,39 @@ def test_kept_numbers_come_back_as_float64_with_nan_where_they_were_not_finite()
                                                               dtype=torch.float32)}))))["v"]
     assert back.dtype == torch.float64 and back[0] == float(torch.tensor(0.1, dtype=torch.float32))
     assert back[1:].isnan().all()
+
+
+@pytest.mark.data
+def test_a_page_that_reads_predictions_and_posteriors_is_rebuilt_from_its_records_and_kept_numbers(
+        tmp_path, data_root, monkeypatch):
+    """notes002_mnist at its smoke tier, built from records: its BBB control's variances come from the posterior and
+    the paired standard errors from two runs' stored predictions (kept beside the page, the first run's files named
+    among the inputs of the second's numbers); with the runs deleted the page is rebuilt to the byte, and kept
+    numbers of another first run are refused."""
+    import dataclasses
+
+    from bnnpred.reproduce import notes002_mnist
+
+    monkeypatch.setattr(reproduce_module, "STUDIES", {
+        "notes002_mnist": dataclasses.replace(notes002_mnist.STUDY, from_records=True)})
+
+    def made(runs: str, report_only: bool) -> tuple[bytes, bytes]:
+        reproduce(["notes002_mnist"], Tier.quick, tmp_path / runs, tmp_path / "outputs", jobs=1,
+                  report_only=report_only)
+        page = tmp_path / "outputs" / "notes002_mnist"
+        return (page / "README.md").read_bytes(), (page / "claims.json").read_bytes()
+
+    first = made("runs", report_only=False)
+    kept = tmp_path / "outputs" / "notes002_mnist" / "derived" / "cpu" / "notes002_mnist"
+    assert sorted(p.relative_to(kept).as_posix() for p in kept.rglob("*.json")) == [
+        "bbb_60k/variance_change.json", "slang_60k_L32/paired_se_to_slang_60k_L1.json",
+        "slang_60k_L8/paired_se_to_slang_60k_L1.json"]
+    shutil.rmtree(tmp_path / "runs")
+    assert made("elsewhere", report_only=True) == first
+    paired = kept / "slang_60k_L8" / "paired_se_to_slang_60k_L1.json"
+    document = json.loads(paired.read_text())
+    document["inputs"]["first"]["predictions.npz"] = "0" * 64  # as if L = 1 had been trained again since
+    document["sha256"] = digest({"data": document["data"], "inputs": document["inputs"]})
+    paired.write_text(compact(document) + "\n")
+    with pytest.raises(BnnpredError, match="computed for other inputs"):
+        made("elsewhere", report_only=True)
