@@ -7,8 +7,9 @@
 #
 # A run is started only when the records of runs of its kind say it ends inside the budget (the first of each kind:
 # the estimates below), so a session's end kills nothing half-done; a run killed anyway leaves no record (runs
-# commit atomically) and is trained again next time. Runs whose records exist are skipped. Per δ the undampened
-# sweep's run comes first, then the dampened one, whose MAP the fit cache hands over (same worktree, same machine).
+# commit atomically) and is trained again next time, first of all and whatever the budget, from its checkpoints
+# (the MAP, the Kronecker factors and each finished predictive). Runs whose records exist are skipped. Per δ the
+# undampened sweep's run comes first, then the dampened one, whose MAP the fit cache hands over (same worktree, same machine).
 # Commit the records (outputs/notes004_table2/runs/cpu/) and rebuild the page with
 # `bnnpred reproduce notes004_table2 --report-only` after each session. DRY=1 prints the plan and trains nothing.
 set -u
@@ -37,12 +38,15 @@ for delta in ${DELTAS:-100.0 1000.0 10.0 1.0 0.1}; do
     if [ -f "$records/$posterior/delta$delta/metrics.json" ]; then continue; fi
     guess=$([ $posterior = kron ] && echo 7200 || echo 2400)
     need=$(estimate $posterior $guess)
+    if [ -d "$worktree/runs/notes004_table2/mnist/$posterior/delta$delta/.checkpoints" ]; then
+      need=0  # a run a session's end cut short resumes from its checkpoints (MAP, Kronecker factors, predictions)
+    fi
     [ "${DRY:-0}" = 1 ] || clock=$SECONDS  # a dry run adds the estimates instead
     if [ $((clock + need)) -gt "$deadline" ]; then
       echo "notes004_mnist: $posterior δ=$delta not started: about ${need}s, $((deadline - clock))s of the budget left"
       exit 0
     fi
-    echo "notes004_mnist: $(date -u +%FT%T) $posterior δ=$delta (about ${need}s)"
+    echo "notes004_mnist: $(date -u +%FT%T) $posterior δ=$delta ($([ "$need" = 0 ] && echo "resumed from its checkpoints" || echo "about ${need}s"))"
     if [ "${DRY:-0}" = 1 ]; then clock=$((clock + need)); continue; fi
     extra=(); [ $posterior = kron_dampened ] && extra=(inference.dampen=true "predictive.kinds=[nn]")
     (cd "$worktree" && PYTHONPATH=$worktree "$python" -m bnnpred.cli train -m experiment=notes004_table2 \
