@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from bnnpred.posteriors import LowRankDiagPosterior, load_posterior
+from bnnpred.posteriors.lowrank import ROW_BLOCK, weighted_gram
 from bnnpred.reproduce.identity_checks import notes002, relative_error
 
 
@@ -29,6 +30,14 @@ def test_woodbury_algebra_matches_the_dense_precision(zero_u):
     torch.testing.assert_close(post.marginal_variance(), cov.diagonal())
     torch.testing.assert_close(post.functional_cov(J), J @ cov @ J.mT)
     torch.testing.assert_close(load_posterior(post.state()).dense_precision(), dense)
+
+
+@pytest.mark.parametrize("P", [7, ROW_BLOCK, 2 * ROW_BLOCK + 5, 70 * ROW_BLOCK])  # one block, exact blocks, a rest, 64
+def test_the_blockwise_weighted_gram_is_the_product(P):
+    """Uᵀ diag(w) U by blocks of rows equals the one product to float64 rounding, whatever the rows' split."""
+    gen = torch.Generator().manual_seed(3)
+    U, w = torch.randn(P, 5, generator=gen, dtype=torch.float64), torch.rand(P, generator=gen, dtype=torch.float64)
+    torch.testing.assert_close(weighted_gram(U, w), U.T @ (U * w[:, None]), rtol=1e-12, atol=1e-12 * P)
 
 
 def test_woodbury_solve_and_the_sampler_factor_are_exact():

@@ -151,20 +151,22 @@ class LinearFactorRows(GradientRows):
         out = Q.new_zeros(self.n_rows, r)
         for layer, A, D in self._blocks():
             d_out, d_in = layer.module.weight.shape
-            weight = Q[layer.weight].reshape(d_out, d_in, r).permute(1, 0, 2).reshape(d_in, d_out * r)
-            # (G Q)_{kr} = δ_kᵀ Q_r a_k: one [K, d_in] x [d_in, d_out·r] product, then the sum over d_out
-            out += torch.einsum("kor,ko->kr", (A @ weight).reshape(-1, d_out, r), D)
+            weight = Q[layer.weight].reshape(d_out, d_in * r)  # θ's row-major (o, i) block, r innermost
+            # (G Q)_{kr} = Σ_i a_ki Σ_o δ_ko Q_{oir}: one [K, d_out] x [d_out, d_in·r] product, then the sum over d_in
+            out += torch.bmm(A.unsqueeze(1), (D @ weight).view(-1, d_in, r)).squeeze(1)
             if layer.bias is not None:
                 out += D @ Q[layer.bias]
         return out
 
     def transpose_times(self, V: Tensor) -> Tensor:
-        out = V.new_empty(self.n_params, V.shape[1])
+        K, r = V.shape
+        out = V.new_empty(self.n_params, r)
         for layer, A, D in self._blocks():
-            # weight block r: (v_r ⊙ D)ᵀ A [d_out, d_in], flattened row-major as in θ
-            out[layer.weight] = torch.einsum("kr,ko,ki->oir", V, D, A).reshape(-1, V.shape[1])
+            d_out, d_in = layer.module.weight.shape
+            # weight block: Σ_k δ_ko (a_ki v_kr), one [d_out, K] x [K, d_in·r] product written in θ's (o, i) order
+            torch.mm(D.T, (A.unsqueeze(2) * V.unsqueeze(1)).view(K, d_in * r), out=out[layer.weight].view(d_out, -1))
             if layer.bias is not None:
-                out[layer.bias] = D.T @ V
+                torch.mm(D.T, V, out=out[layer.bias])
         return out
 
     def square_norms(self) -> Tensor:

@@ -117,6 +117,7 @@ class SLANGState:
     momentum: Tensor  # [P]
     t: int = 0
     posterior: LowRankDiagPosterior | None = None  # q at this state, factorised once per step
+    U_gram: Tensor | None = None  # UᵀU [L, L] where known without the product (an eigen-factor's: diag Λ_L)
 
     def q(self) -> LowRankDiagPosterior:
         """``N(mean, (U Uᵀ + diag d)⁻¹)``: the step's factorisation when there is one."""
@@ -133,6 +134,7 @@ class StackedRows:
     G: GradientRows
     a: float
     b: float
+    U_gram: Tensor | None = None  # UᵀU, when known
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -141,7 +143,8 @@ class StackedRows:
     def row_gram(self) -> Tensor:
         """``W Wᵀ`` ``[L + MS, L + MS]``."""
         cross = self.a * self.b * self.G.times(self.U)
-        return torch.cat([torch.cat([self.a**2 * (self.U.T @ self.U), cross.T], 1),
+        U_gram = self.U.T @ self.U if self.U_gram is None else self.U_gram
+        return torch.cat([torch.cat([self.a**2 * U_gram, cross.T], 1),
                           torch.cat([cross, self.b**2 * self.G.gram()], 1)])
 
     def column_gram(self) -> Tensor:
@@ -156,59 +159,83 @@ class StackedRows:
     def transpose_times(self, V: Tensor) -> Tensor:
         """``Wᵀ V`` ``[P, r]`` for ``V`` ``[L + MS, r]``."""
         L = self.U.shape[1]
-        return self.a * (self.U @ V[:L]) + self.b * self.G.transpose_times(V[L:])
+        return self.G.transpose_times(self.b * V[L:]).addmm_(self.U, V[:L], alpha=self.a)
 
     def column_square_norms(self) -> Tensor:
         """``diag(WᵀW)`` ``[P]``."""
-        return self.a**2 * torch.linalg.vector_norm(self.U, dim=1).square() + self.b**2 * self.G.square_norms()
+        return self.a**2 * square_row_norms(self.U) + self.b**2 * self.G.square_norms()
 
 
-def top_eigen_factor(W: StackedRows, rank: int) -> Tensor:
+def square_row_norms(U: Tensor) -> Tensor:
+    """``diag(U Uᵀ)`` ``[P]``."""
+    return torch.linalg.vector_norm(U, dim=1).square()
+
+
+def top_eigen_factor(W: StackedRows, rank: int) -> tuple[Tensor, Tensor]:
     """``U`` ``[P, L]`` with ``U Uᵀ`` the best rank-L approximation of ``WᵀW``, from the smaller Gram matrix: with
     ``W Wᵀ = V Λ Vᵀ`` (``K ≤ P`` rows), ``U = Wᵀ V_L`` (= ``Q_L Λ_L^{1/2}``); with ``WᵀW = Q Λ Qᵀ`` (``K > P``: many
-    gradients of few parameters), ``U = Q_L Λ_L^{1/2}``. ``O(K P min(K, P))``."""
+    gradients of few parameters), ``U = Q_L Λ_L^{1/2}``. ``O(K P min(K, P))``. Returned with ``UᵀU = Λ_L``."""
     K, P = W.shape
     if K <= P:
-        _, vectors = torch.linalg.eigh(W.row_gram())
-        return W.transpose_times(vectors[:, -rank:].flip(-1))
+        values, vectors = torch.linalg.eigh(W.row_gram())
+        return W.transpose_times(vectors[:, -rank:].flip(-1)), top_values(values, rank).diag()
     values, vectors = torch.linalg.eigh(W.column_gram())
-    return vectors[:, -rank:].flip(-1) * values[-rank:].flip(-1).clamp_min(0).sqrt()
+    top = top_values(values, rank)
+    return vectors[:, -rank:].flip(-1) * top.sqrt(), top.diag()
 
 
-def randomized_eigen_factor(W: StackedRows, rank: int, iterations: int, generator: torch.Generator) -> Tensor:
+def top_values(values: Tensor, rank: int) -> Tensor:
+    """``Λ_L`` ``[L]``: the largest ``L`` of ascending eigenvalues, descending, rounding's negatives at 0."""
+    return values[-rank:].flip(-1).clamp_min(0)
+
+
+def randomized_eigen_factor(W: StackedRows, rank: int, iterations: int,
+                            generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """The same as :func:`top_eigen_factor` by subspace iteration with ``L + 2`` vectors (notes-002 §2.4)."""
     Q = torch.rand(W.shape[1], rank + 2, generator=generator, dtype=W.U.dtype, device=W.U.device) * 2 - 1
     for _ in range(iterations):
         Q, _ = torch.linalg.qr(W.transpose_times(W.times(Q)))
     WQ = W.times(Q)
     values, vectors = torch.linalg.eigh(WQ.T @ WQ)
-    return Q @ (vectors[:, -rank:].flip(-1) * values[-rank:].flip(-1).clamp_min(0).sqrt())
+    top = top_values(values, rank)
+    return Q @ (vectors[:, -rank:].flip(-1) * top.sqrt()), top.diag()  # Q and the vectors orthonormal: UᵀU = Λ_L
 
 
-def eigen_factor(W: StackedRows, cfg: SLANGConfig, generator: torch.Generator) -> Tensor:
-    """The top-L eigen-factor of ``WᵀW`` ``[P, L]``, exact or randomised as ``cfg.eig`` says."""
+def eigen_factor(W: StackedRows, cfg: SLANGConfig, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """The top-L eigen-factor ``U`` of ``WᵀW`` ``[P, L]`` and its ``UᵀU = Λ_L`` ``[L, L]``, exact or randomised as
+    ``cfg.eig`` says."""
     return (top_eigen_factor(W, cfg.rank) if cfg.eig is Eig.exact
             else randomized_eigen_factor(W, cfg.rank, cfg.eig_iterations, generator))
 
 
+@dataclass
+class Precision:
+    """A step's new ``U Uᵀ + diag(d)``, with ``UᵀU`` where the step knows it without the product."""
+
+    U: Tensor  # [P, L]
+    d: Tensor  # [P]
+    U_gram: Tensor | None = None  # UᵀU [L, L]
+
+
 def slang_precision(state: SLANGState, G: GradientRows, prior_precision: Tensor, beta: float, cfg: SLANGConfig,
-                    generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """SLANG's ``(U, d)``: the eigen-factor of ``(1−β) U Uᵀ + β GᵀG``, the diagonal matched (steps 1-2)."""
-    W = StackedRows(state.U, G, (1 - beta) ** 0.5, beta**0.5)  # WᵀW = (1−β) U Uᵀ + β GᵀG
-    U = eigen_factor(W, cfg, generator)
-    correction = (W.column_square_norms() - torch.linalg.vector_norm(U, dim=1).square()).clamp_min(0)
-    return U, (1 - beta) * state.d + beta * prior_precision + correction
+                    generator: torch.Generator) -> Precision:
+    """SLANG's new precision: the eigen-factor of ``(1−β) U Uᵀ + β GᵀG``, the diagonal matched (steps 1-2)."""
+    W = StackedRows(state.U, G, (1 - beta) ** 0.5, beta**0.5, state.U_gram)  # WᵀW = (1−β) U Uᵀ + β GᵀG
+    U, U_gram = eigen_factor(W, cfg, generator)
+    correction = (W.column_square_norms() - square_row_norms(U)).clamp_min(0)
+    return Precision(U, (1 - beta) * state.d + beta * prior_precision + correction, U_gram)
 
 
 def online_eig_precision(state: SLANGState, G: GradientRows, prior_precision: Tensor, beta: float,
-                         cfg: SLANGConfig, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """SLANG-OnlineEig's ``(U, d)`` (notes-002 App. B eqs. 17-19, see the module docstring)."""
+                         cfg: SLANGConfig, generator: torch.Generator) -> Precision:
+    """SLANG-OnlineEig's new precision (notes-002 App. B eqs. 17-19, see the module docstring): an average of
+    factors, whose ``UᵀU`` is not known without the product."""
     W = StackedRows(state.U[:, :0], G, 1.0, 1.0)  # WᵀW = GᵀG
-    factor = eigen_factor(W, cfg, generator)
+    factor, _ = eigen_factor(W, cfg, generator)
     signs = torch.where((factor * state.U).sum(0) < 0, -1.0, 1.0).to(factor.dtype)
-    residual = G.square_norms() - torch.linalg.vector_norm(factor, dim=1).square()
-    return ((1 - beta) * state.U + beta * factor * signs,
-            (1 - beta) * state.d + beta * (residual.clamp_min(0) + prior_precision))
+    residual = G.square_norms() - square_row_norms(factor)
+    return Precision((1 - beta) * state.U + beta * factor * signs,
+                     (1 - beta) * state.d + beta * (residual.clamp_min(0) + prior_precision))
 
 
 PRECISION_UPDATES = {Update.slang: slang_precision, Update.online_eig: online_eig_precision}
@@ -218,13 +245,14 @@ def slang_step(state: SLANGState, G: GradientRows, g_hat: Tensor, prior_precisio
                cfg: SLANGConfig, generator: torch.Generator) -> SLANGState:
     """One update from the scaled per-example gradient rows ``G`` ``[MS, P]`` (one row each, so ``GᵀG`` is the
     N/M-scaled empirical Fisher) and ``ĝ`` ``[P]`` (see the module docstring)."""
-    U, d = PRECISION_UPDATES[cfg.update](state, G, prior_precision, beta, cfg, generator)
+    new_precision = PRECISION_UPDATES[cfg.update](state, G, prior_precision, beta, cfg, generator)
     t = state.t + 1
     momentum = cfg.momentum * state.momentum + (1 - cfg.momentum) * g_hat
     direction = momentum / (1 - cfg.momentum**t) + prior_precision * state.mean
-    new = LowRankDiagPosterior(state.mean, U, d)
+    new = LowRankDiagPosterior(state.mean, new_precision.U, new_precision.d)
     mean = state.mean - alpha * new.cov_mv(direction)
-    return SLANGState(mean=mean, U=U, d=d, momentum=momentum, t=t, posterior=new.shifted(mean))
+    return SLANGState(mean=mean, U=new_precision.U, d=new_precision.d, momentum=momentum, t=t,
+                      posterior=new.shifted(mean), U_gram=new_precision.U_gram)
 
 
 def step_sizes(cfg: SLANGConfig, t: int) -> tuple[float, float]:
@@ -260,7 +288,7 @@ class SLANGStep(Trainer):
                                 d=torch.full_like(mean, cfg.init_precision), momentum=torch.zeros_like(mean))
 
     def state(self) -> dict[str, Any]:
-        return {k: getattr(self.current, k) for k in ("mean", "U", "d", "momentum", "t")}
+        return {k: getattr(self.current, k) for k in ("mean", "U", "d", "momentum", "t", "U_gram")}
 
     def load(self, state: dict[str, Any]) -> None:
         self.current = SLANGState(**state)

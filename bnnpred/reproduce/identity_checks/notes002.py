@@ -179,7 +179,7 @@ def eig_case(D: int = 2000, L: int = 10, MS: int = 64, beta: float = 0.3, ratio:
     rows = R @ (Q * spectrum.sqrt()).T  # [K, D], rowsᵀ rows = Q diag(spectrum) Qᵀ
     U, G = rows[:L].T / math.sqrt(1 - beta), rows[L:] / math.sqrt(beta)
     W = StackedRows(U=U, G=DenseRows(G), a=math.sqrt(1 - beta), b=math.sqrt(beta))
-    U = top_eigen_factor(W, L) if eig is Eig.exact else randomized_eigen_factor(W, L, 4, gen)
+    U, _ = top_eigen_factor(W, L) if eig is Eig.exact else randomized_eigen_factor(W, L, 4, gen)
     return EigCase(U, spectrum[:L], Q[:, :L])
 
 
