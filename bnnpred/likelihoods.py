@@ -7,6 +7,8 @@ Each likelihood gives, for network outputs ``f`` ``[B, C]``:
 - ``residual(f, y)``: ``r = ∇_f log p(y|f)`` ``[B, C]`` (Lemma 2.1: ``y - g^{-1}(f)``, over σ² for the Gaussian);
 - ``hessian(f)``: ``Λ = -∇²_f log p(y|f)`` ``[B, C, C]``;
 - ``hessian_sqrt(f)``: ``L`` ``[B, C, C]`` with ``Lᵀ L = Λ``, so the GGN is ``Σ_i (L_i J_i)ᵀ (L_i J_i)``;
+- ``hessian_root(f)``: ``R`` ``[B, r, C]`` with ``Rᵀ R = Λ`` and ``r`` rows, Λ's rank (notes-000 eq. 2.25): the
+  fewest back-propagations and GGN rows;
 - ``predict_samples(f_s)`` / ``predict_gaussian(mean, cov)``: the predictive over ``y`` from latent samples
   ``[S, B, C]`` (Monte Carlo) or from a Gaussian over the latent (closed form: exact for the Gaussian,
   probit for classification, Gauss-Hermite quadrature for the Poisson).
@@ -22,6 +24,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from bnnpred.curvature.factor import reduced_sqrt
 from bnnpred.data.base import Task
 from bnnpred.errors import BnnpredError
 from bnnpred.prediction import ClassPrediction, CountPrediction, Prediction, RegPrediction
@@ -48,6 +51,11 @@ class Likelihood(ABC):
 
     @abstractmethod
     def hessian_sqrt(self, f: Tensor) -> Tensor: ...
+
+    def hessian_root(self, f: Tensor) -> Tensor:
+        """``R`` ``[B, r, C]`` with ``RᵀR = Λ`` and as few rows as the batch's largest rank of Λ: here from the
+        eigenpairs of ``LᵀL`` (:func:`~bnnpred.curvature.factor.reduced_sqrt`)."""
+        return reduced_sqrt(self.hessian_sqrt(f))
 
     @abstractmethod
     def sample(self, f: Tensor, generator: torch.Generator) -> Tensor:
@@ -152,6 +160,16 @@ class Categorical(Likelihood):
         p = torch.softmax(f, dim=-1)
         s = p.sqrt()
         return torch.diag_embed(s) - s.unsqueeze(2) * p.unsqueeze(1)
+
+    def hessian_root(self, f: Tensor) -> Tensor:
+        """``R = Q diag(√p)`` ``[B, C−1, C]``, in closed form: ``s = √p`` is a unit vector, so
+        ``Λ = diag(s) (I − s sᵀ) diag(s)``, and the first ``C − 1`` rows ``Q`` of the Householder reflection
+        ``H = I − v vᵀ / (1 + s_C)``, ``v = s + e_C`` (``H s = −e_C``), are an orthonormal basis of ``s``'s
+        complement: ``QᵀQ = I − s sᵀ``. ``O(C²)`` per input where the eigenpairs cost ``O(C³)``."""
+        s = torch.softmax(f, dim=-1).sqrt()  # [B, C]
+        v = torch.cat([s[:, :-1], s[:, -1:] + 1], dim=1)
+        reflected = (s[:, :-1] / (1 + s[:, -1:])).unsqueeze(2) * (v * s).unsqueeze(1)  # [B, C−1, C]
+        return torch.diag_embed(s)[:, :-1] - reflected
 
     def sample(self, f: Tensor, generator: torch.Generator) -> Tensor:
         return torch.multinomial(torch.softmax(f, dim=-1), 1, generator=generator)[:, 0]

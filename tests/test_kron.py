@@ -13,7 +13,7 @@ from bnnpred.app.saved_runs import restore
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature
 from bnnpred.curvature.jacobians import jacobians
-from bnnpred.curvature.kron import KronBlock, kron_ggn, layer_output_gradients
+from bnnpred.curvature.kron import KronBlock, kron_batch_size, kron_ggn, layer_output_gradients, supported_layers
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Problem
 from bnnpred.likelihoods import Categorical
@@ -72,6 +72,20 @@ def test_bias_blocks_and_the_log_likelihood_are_exact_and_batches_do_not_change_
     torch.testing.assert_close(kron_loglik, loglik)
     for a, b in zip(whole, batched, strict=True):
         torch.testing.assert_close(dense_block(a), dense_block(b))
+
+
+def test_the_batch_is_sized_by_the_numbers_it_holds_and_does_not_change_the_factors():
+    """3-4-3 tanh MLP, softmax (C − 1 = 2 back-propagated rows): one input holds 3 + 4 inputs and 2·(4 + 3) rows, 21
+    numbers, so a budget of 100 takes 4 inputs a batch; the factors at that size (and at the default, all 20 at once)
+    equal those of batches of 6 to float64 rounding."""
+    model, X, y = mlp_and_data(20)
+    theta, lik = model.theta(), Categorical()
+    assert kron_batch_size(model, lik, theta, X, supported_layers(model), max_elems=100) == 4
+    assert kron_batch_size(model, lik, theta, X[:0], supported_layers(model)) == 1
+    reference, _ = kron_ggn(model, lik, theta, X, y, batch_size=6)
+    for blocks in (kron_ggn(model, lik, theta, X, y, batch_size=4)[0], kron_ggn(model, lik, theta, X, y)[0]):
+        for a, b in zip(blocks, reference, strict=True):
+            torch.testing.assert_close(dense_block(a), dense_block(b), rtol=1e-12, atol=1e-14)
 
 
 def kron_posterior(dampen: bool) -> tuple[KronPosterior, torch.Tensor]:

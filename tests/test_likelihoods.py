@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bnnpred.errors import BnnpredError
-from bnnpred.likelihoods import Bernoulli, Gaussian, Poisson
+from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian, Poisson
 from bnnpred.prediction import CountPrediction
 from bnnpred.reproduce.identity_checks import notes000_theory as theory
 
@@ -33,6 +33,31 @@ def test_log_prob_is_the_torch_distributions_log_prob(name):
     y = case.likelihood.sample(f, gen)
     torch.testing.assert_close(case.likelihood.log_prob(f, y), theory.reference_loglik(case, f, y),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(theory.table_2_1()))
+def test_the_hessian_root_squares_to_lambda_with_as_many_rows_as_its_rank(name):
+    """RᵀR = Λ (= LᵀL) to 1e-14 in float64 for 13 random outputs, with r = rank Λ rows: C − 1 = 2 for the
+    categorical (closed form), one for the one-output likelihoods."""
+    case = theory.table_2_1()[name]
+    f = 1.5 * torch.randn(13, case.outputs, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    R = case.likelihood.hessian_root(f)
+    assert R.shape == (13, max(1, case.outputs - 1), case.outputs)
+    torch.testing.assert_close(R.mT @ R, case.likelihood.hessian(f), rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("C", [2, 3, 10])
+def test_the_categorical_root_holds_where_the_softmax_saturates(C):
+    """Logits that put all mass on the last class, on the first, on two classes and spread evenly (rows of 50s, the
+    softmax's underflow): RᵀR = diag(p) − ppᵀ to 1e-15, and the closed-form rows are orthonormal times √p."""
+    f = torch.zeros(4, C, dtype=torch.float64)
+    f[0, -1], f[1, 0], f[2, :2] = 50, 50, 50
+    lik = Categorical()
+    R = lik.hessian_root(f)
+    p = torch.softmax(f, -1)
+    torch.testing.assert_close(R.mT @ R, torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1), rtol=0, atol=1e-15)
+    Q = R / p.sqrt().unsqueeze(1)
+    torch.testing.assert_close(Q @ Q.mT, torch.eye(C - 1, dtype=torch.float64).expand(4, -1, -1), rtol=0, atol=1e-15)
 
 
 def test_gaussian_predictive_is_exact_normal():

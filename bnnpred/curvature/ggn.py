@@ -19,7 +19,6 @@ from enum import Enum
 import torch
 from torch import Tensor
 
-from bnnpred.curvature.factor import reduced_sqrt
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.jacobians import DEFAULT_CHUNK_ELEMS, iter_jacobians
 from bnnpred.curvature.kron import jacobian_layers, layer_diag_ggn
@@ -172,6 +171,6 @@ def _finish(G: Tensor) -> Tensor:
 def _curvature_factor(likelihood: Likelihood, f: Tensor, J: Tensor, y: Tensor, kind: Curvature) -> Tensor:
     """``A`` with ``Σ AᵀA`` the curvature of this chunk: ``R J`` ``[B, r, P]`` or ``rᵀJ`` ``[B, 1, P]``."""
     if kind is Curvature.ggn:
-        return reduced_sqrt(likelihood.hessian_sqrt(f)).to(J.dtype) @ J
+        return likelihood.hessian_root(f).to(J.dtype) @ J
     r = likelihood.residual(f, y).to(J.dtype)  # [B, C]
     return torch.einsum("bc,bcp->bp", r, J).unsqueeze(1)

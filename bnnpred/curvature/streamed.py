@@ -11,7 +11,7 @@ from torch import Tensor
 
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Curvature, Structure, curvature
-from bnnpred.curvature.kron import KronBlock, kron_ggn
+from bnnpred.curvature.kron import KronBlock, kron_batch_size, kron_ggn, supported_layers
 from bnnpred.errors import BnnpredError
 from bnnpred.likelihoods import Likelihood
 
@@ -35,14 +35,17 @@ def streamed_curvature(model: FlatModel, likelihood: Likelihood, theta: Tensor, 
 
 
 def streamed_kron(model: FlatModel, likelihood: Likelihood, theta: Tensor, batches: Batches,
-                  batch_size: int = 128) -> tuple[list[KronBlock], Tensor, int]:
+                  batch_size: int | None = None) -> tuple[list[KronBlock], Tensor, int]:
     """:func:`~bnnpred.curvature.kron.kron_ggn`'s blocks over all of ``batches``: the input factors ``A`` and the
     bias blocks summed, the output factors ``B = (1/N) Σ_b N_b B_b``; the log-likelihood; N. One batch gives
-    ``kron_ggn``'s own result."""
+    ``kron_ggn``'s own result. ``batch_size`` None: :func:`~bnnpred.curvature.kron.kron_batch_size` of the first
+    batch, kept for the others."""
     blocks, loglik, sizes = None, theta.new_zeros(()), []
     for X, y in batches:
         if not len(X):  # an empty batch adds nothing (its mean output factor would be 0 / 0)
             continue
+        if batch_size is None:
+            batch_size = kron_batch_size(model, likelihood, theta, X, supported_layers(model))
         found, batch_loglik = kron_ggn(model, likelihood, theta, X, y, batch_size, show_progress=False)
         loglik = loglik + batch_loglik
         sizes.append(len(X))

@@ -57,7 +57,8 @@ class LaplaceGGNConfig(Method):
     subset_of_weights: SubsetOfWeights = SubsetOfWeights.all
     curvature: Curvature = Curvature.ggn
     dampen: bool = False  # kron only: (B + √δ I) ⊗ (A + √δ I) instead of B ⊗ A + δ I
-    kron_batch_size: int = 128  # examples per batch of the Kronecker factors' C backward passes
+    kron_batch_size: int | None = None  # examples per batch of the Kronecker factors' backward passes; None: sized
+    # so that a batch's layer inputs and back-propagated rows hold about 2^24 numbers (curvature.kron.kron_batch_size)
     evidence: EvidenceForm = EvidenceForm.weight  # the two agree at a stationary MAP (map.finish_tol)
     map: MapConfig = field(default_factory=MapConfig)
 
@@ -69,8 +70,9 @@ class LaplaceGGNConfig(Method):
             raise BnnpredError("inference.structure=kron uses the GGN; set inference.curvature=ggn")
         if self.evidence is EvidenceForm.function and self.curvature is not Curvature.ggn:
             raise BnnpredError("inference.evidence=function is the GGN's evidence; set inference.curvature=ggn")
-        if self.kron_batch_size < 1:
-            raise BnnpredError(f"inference.kron_batch_size must be >= 1, got {self.kron_batch_size}")
+        if self.kron_batch_size is not None and self.kron_batch_size < 1:
+            raise BnnpredError(f"inference.kron_batch_size must be >= 1 or null (sized by memory), got "
+                               f"{self.kron_batch_size}")
 
 
 def fit_laplace_ggn(problem: Problem, cfg: LaplaceGGNConfig) -> Fit:

@@ -14,7 +14,7 @@ import math
 import torch
 from torch import Tensor
 
-from bnnpred.curvature.factor import psd_root, reduced_sqrt
+from bnnpred.curvature.factor import psd_root
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Curvature
 from bnnpred.curvature.jacobians import iter_jacobians
@@ -32,7 +32,7 @@ def sampled_gradient_and_factor(model: FlatModel, likelihood: Likelihood, thetas
         targets = y[rows].repeat(S, *[1] * (y.dim() - 1))
         r = likelihood.residual(f, targets)
         g += torch.einsum("bc,bcp->p", r, J)
-        factor = reduced_sqrt(likelihood.hessian_sqrt(f)) @ J if kind is Curvature.ggn \
+        factor = likelihood.hessian_root(f) @ J if kind is Curvature.ggn \
             else torch.einsum("bc,bcp->bp", r, J)
         rows_out.append(factor.reshape(-1, P))
         loglik += likelihood.log_prob(f, targets).sum()
