@@ -3,9 +3,9 @@ laplace-torch side by side in one process (issue 35 item 1).
 
 ``bench/laplace_torch.py``'s problem: a 2x50 tanh MLP, N = 4,500 random inputs of 36 features, C = 6 classes
 (P = 4,706), θ at its initialisation from seed 0. Each library's curvature is fitted once, outside the timings;
-a timing is the 20 evaluations from a fresh evidence object (ours: :class:`LaplaceEvidence` on a new curvature
-object, so its one eigendecomposition is inside; theirs: ``log_marginal_likelihood(prior_precision=δ)`` on the
-fitted ``Laplace``), the best of three. Rows:
+a timing is the 20 evaluations from a fresh evidence object (ours: ``LaplaceEvidence.at_each`` over the 20
+priors, on a new curvature object, so its one eigendecomposition is inside; theirs:
+``log_marginal_likelihood(prior_precision=δ)`` on the fitted ``Laplace``), the best of three. Rows:
 
 - full, one δ: 20 δ on a log grid from 1e-2 to 1e2 (ours: one eigendecomposition of the GGN, then ``O(P)`` per δ);
 - full, per-layer δ: 20 draws of one δ per parameter tensor (no single decomposition serves them: a Cholesky
@@ -69,7 +69,7 @@ def ours(net: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, layered: list[t
     def grid(make: Callable[[], LaplaceCurvature], precisions: list[torch.Tensor]) -> tuple[list[float], float]:
         def evidences() -> list[float]:
             evidence = LaplaceEvidence(theta, make(), float(loglik), len(X))
-            return [float(evidence(p)) for p in precisions]
+            return evidence.at_each(torch.stack(precisions)).tolist()
         return timed(evidences)
 
     isotropic = [torch.full((len(theta),), d, dtype=torch.float64) for d in DELTAS]

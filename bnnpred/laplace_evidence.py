@@ -31,7 +31,7 @@ from bnnpred.curvature.kron import KronBlock
 from bnnpred.errors import BnnpredError
 from bnnpred.marglik import log_marglik
 from bnnpred.posteriors import DiagPosterior, FullPosterior, KronPosterior, Posterior, SubsetPosterior
-from bnnpred.posteriors.kron import _eigh, block_delta
+from bnnpred.posteriors.kron import block_delta
 from bnnpred.prior import Prior
 
 
@@ -57,6 +57,11 @@ class LaplaceCurvature(ABC):
     @abstractmethod
     def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
         """``log det (c·H + diag(precision))`` ``[]`` for the prior precision of the block's parameters."""
+
+    def logdets(self, precisions: Tensor, c: Tensor | float) -> Tensor:
+        """:meth:`logdet` at each row of ``precisions`` ``[G, P_block]`` (``c``: one, or ``[G]``) ``[G]``; structures
+        whose log det is elementwise in the spectrum override it with one pass over the grid."""
+        return torch.stack([self.logdet(row, c[g] if _is_grid(c) else c) for g, row in enumerate(precisions)])
 
     @abstractmethod
     def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
@@ -120,7 +125,10 @@ class DiagCurvature(LaplaceCurvature):
     h: Tensor = field(default=None)  # [P]
 
     def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
-        return torch.log(c * self.h.to(precision) + precision).sum()
+        return self.logdets(precision.unsqueeze(0), c).squeeze(0)
+
+    def logdets(self, precisions: Tensor, c: Tensor | float) -> Tensor:
+        return torch.log(_column(c) * self.h.to(precisions) + precisions).sum(-1)
 
     def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
         return DiagPosterior(mean, (self.h if c == 1 else c * self.h) + precision.to(self.h))
@@ -133,27 +141,48 @@ class KronCurvature(LaplaceCurvature):
     blocks: list[KronBlock] = field(default_factory=list)
     dampen: bool = False
     _spectra: list[tuple[Tensor, Tensor | None]] | None = field(default=None, repr=False)
+    _products: Tensor | None = field(default=None, repr=False)  # every block's b_i a_j (or d), in its θ range
 
     def spectra(self) -> list[tuple[Tensor, Tensor | None]]:
         """``(b, a)`` eigenvalues per block (``(d, None)`` for a dense block), float64, computed once."""
         if self._spectra is None:
-            self._spectra = [(_eigh(b.dense.double())[0].clamp_min(0), None) if b.dense is not None
-                             else (_eigh(b.B.double())[0].clamp_min(0), _eigh(b.A.double())[0].clamp_min(0))
-                             for b in self.blocks]
+            self._spectra = [(_eigenvalues(b.dense), None) if b.dense is not None
+                             else (_eigenvalues(b.B), _eigenvalues(b.A)) for b in self.blocks]
         return self._spectra
 
+    def products(self) -> Tensor:
+        """The eigenvalues of every block ``[P_blocks]``: ``b_i a_j`` of ``B ⊗ A``, a dense block's own, in the
+        order of the blocks (each block's in any order: its prior is one value), float64, computed once."""
+        if self._products is None:
+            self._products = torch.cat([b if a is None else torch.outer(b, a).flatten() for b, a in self.spectra()])
+        return self._products
+
     def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
-        total = precision.new_zeros(())
+        return self.logdets(precision.unsqueeze(0), c).squeeze(0)
+
+    def logdets(self, precisions: Tensor, c: Tensor | float) -> Tensor:
+        """``Σ log(c b_i a_j + δ_block)`` over all blocks in one pass (dampened: ``Σ_i n_a log(c b_i + √δ) + Σ_j
+        n_b log(a_j + √δ)`` per block); a prior that does not factorise over a block is refused."""
+        covered = torch.cat([precisions[:, block.start : block.stop] for block in self.blocks], dim=1)
+        firsts = torch.cat([precisions[:, block.start : block.start + 1].expand(-1, block.stop - block.start)
+                            for block in self.blocks], dim=1)
+        if not torch.equal(covered.detach(), firsts.detach()):
+            for row in precisions.detach():
+                for block in self.blocks:
+                    block_delta(row, block)  # names the problem
+        c = _column(c)
+        if not self.dampen:
+            return torch.log(c * self.products().to(precisions) + firsts).sum(-1)
+        total = precisions.new_zeros(len(precisions))
         for block, (b, a) in zip(self.blocks, self.spectra(), strict=True):
-            block_delta(precision.detach(), block)  # refuses a prior that does not factorise over the block
-            delta = precision[block.start]
-            b = c * b.to(precision)
+            delta = precisions[:, block.start : block.start + 1]  # [G, 1]
+            scaled = c * b.to(precisions)
             if a is None:
-                total = total + torch.log(b + delta).sum()
-            elif self.dampen:
-                total = total + torch.log(torch.outer(b + delta.sqrt(), a.to(precision) + delta.sqrt())).sum()
+                total = total + torch.log(scaled + delta).sum(-1)
             else:
-                total = total + torch.log(torch.outer(b, a.to(precision)) + delta).sum()
+                root = delta.sqrt()
+                total = total + (len(a) * torch.log(scaled + root).sum(-1)
+                                 + len(b) * torch.log(a.to(precisions) + root).sum(-1))
         return total
 
     def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
@@ -178,6 +207,9 @@ class SubsetCurvature(LaplaceCurvature):
 
     def logdet(self, precision: Tensor, c: Tensor | float) -> Tensor:
         return self.inner.logdet(precision, c)
+
+    def logdets(self, precisions: Tensor, c: Tensor | float) -> Tensor:
+        return self.inner.logdets(precisions, c)
 
     def posterior(self, mean: Tensor, precision: Tensor, c: Tensor | float) -> Posterior:
         """``mean`` is the whole ``θ*`` ``[P]``; ``precision`` the block's."""
@@ -222,6 +254,17 @@ class LaplaceEvidence:
         return log_marglik(torch.as_tensor(self.loglik_at(sigma2), dtype=precision.dtype),
                            self.theta[block].to(precision), precision[block], logdet)
 
+    def at_each(self, precisions: Tensor, sigma2: Tensor | None = None) -> Tensor:
+        """The log evidence ``[G]`` at each row of ``precisions`` ``[G, P]`` (and noise ``σ²`` ``[G]``): a grid in
+        one pass where the structure's log det is elementwise in its kept spectrum (diagonal, Kronecker), row by
+        row otherwise (full: ``O(P)`` per row from the spectrum, a Cholesky factor per row off it)."""
+        block = self.curvature.block
+        sigma2 = None if sigma2 is None else torch.as_tensor(sigma2, dtype=precisions.dtype,
+                                                             device=precisions.device)
+        logdets = self.curvature.logdets(precisions[:, block], self.curvature.factor(sigma2))
+        return log_marglik(torch.as_tensor(self.loglik_at(sigma2), dtype=precisions.dtype),
+                           self.theta[block].to(precisions), precisions[:, block], logdets)
+
     def posterior(self, precision: Tensor, sigma2: float | None = None) -> Posterior:
         """``N(θ*, Π(Δ, σ²)⁻¹)`` in the fit's structure for the prior precision ``[P]``."""
         block = self.curvature.block
@@ -235,6 +278,22 @@ class LaplaceEvidence:
         block = self.curvature.block
         return float(log_marglik(torch.as_tensor(self.loglik, dtype=self.theta.dtype), self.theta[block],
                                  precision[block].to(self.theta), posterior.logdet_precision()))
+
+
+def _eigenvalues(factor: Tensor) -> Tensor:
+    """A symmetric PSD factor's eigenvalues ``[n]``, float64 (as the posterior's ``_eigh``), rounding's negatives at 0;
+    no eigenvectors: the log det needs none."""
+    return torch.linalg.eigvalsh(factor.double()).clamp_min(0)
+
+
+def _is_grid(c: Tensor | float) -> bool:
+    """Whether the noise factor ``c`` holds one value per row of a grid (``[G]``) rather than one for all."""
+    return isinstance(c, Tensor) and c.dim() == 1
+
+
+def _column(c: Tensor | float) -> Tensor | float:
+    """``c`` shaped to scale rows ``[G, P]``: ``[G, 1]`` for one value per row."""
+    return c.unsqueeze(-1) if _is_grid(c) else c
 
 
 def maximise_evidence(evidence: LaplaceEvidence, prior: Prior, sigma2: float | None, *, steps: int,

@@ -29,13 +29,13 @@ def log_marglik(loglik: Tensor, theta: Tensor, prior_precision: Tensor, logdet_p
     Args:
         loglik: ``Σ_i log p(y_i | f(x_i; θ*))``.
         theta: ``θ*`` ``[P]``.
-        prior_precision: ``δ`` ``[P]``.
-        logdet_posterior: ``log det Π``.
+        prior_precision: ``δ`` ``[P]``, or a grid of them ``[G, P]``.
+        logdet_posterior: ``log det Π`` (``[G]`` for a grid).
     """
     return (
         loglik
-        - 0.5 * (prior_precision * theta.square()).sum()
-        + 0.5 * prior_precision.log().sum()
+        - 0.5 * (prior_precision * theta.square()).sum(-1)
+        + 0.5 * prior_precision.log().sum(-1)
         - 0.5 * logdet_posterior
     )
 

@@ -79,6 +79,22 @@ def test_optimize_prior_finds_a_stationary_point_of_log_evidence_at():
         assert fitted.log_evidence_at(d, sigma2=s) <= top + 1e-7
 
 
+@pytest.mark.parametrize("options", [{"structure": "kron"}, {"structure": "diag"}, {"structure": "full"}])
+def test_the_evidence_grid_is_log_evidence_at_each_point(options):
+    """log_evidence_grid over 9 δ (and 9 σ²) = log_evidence_at at each, 1e-12 relative, for regression with its own
+    and with given noises; a σ² list of another length is one line naming the fix."""
+    X, y = linear_regression()
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    fitted = bnnpred.fit(net, X, y, task="regression", prior_precision=2.0, sigma2=0.5,
+                         options={**options, "map": {"steps": 200, "lr": 0.05}})
+    deltas, sigma2s = torch.logspace(-2, 2, 9).tolist(), torch.logspace(-1, 0.5, 9).tolist()
+    assert fitted.log_evidence_grid(deltas) == pytest.approx([fitted.log_evidence_at(d) for d in deltas], rel=1e-12)
+    assert fitted.log_evidence_grid(deltas, sigma2s) == pytest.approx(
+        [fitted.log_evidence_at(d, sigma2=s) for d, s in zip(deltas, sigma2s, strict=True)], rel=1e-12)
+    with pytest.raises(BnnpredError, match="9 deltas but 2 sigma2s; give one σ² per δ"):
+        fitted.log_evidence_grid(deltas, sigma2s[:2])
+
+
 @pytest.mark.parametrize("options", [{"structure": "kron"}, {"structure": "full", "subset_of_weights": "last_layer"}])
 def test_optimize_prior_per_layer_raises_the_evidence_for_kronecker_and_last_layer_posteriors(options):
     X = torch.randn(60, 2, generator=torch.Generator().manual_seed(0))

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.factor import reduced_sqrt
+from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature, gradient_and_ggn, sampled_gradient_and_ggn
 from bnnpred.curvature.jacobians import stacked_jacobians
 from bnnpred.curvature.syrk import (
