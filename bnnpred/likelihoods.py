@@ -24,7 +24,6 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from bnnpred.curvature.factor import reduced_sqrt
 from bnnpred.data.base import Task
 from bnnpred.errors import BnnpredError
 from bnnpred.prediction import ClassPrediction, CountPrediction, Prediction, RegPrediction
@@ -54,7 +53,7 @@ class Likelihood(ABC):
 
     def hessian_root(self, f: Tensor) -> Tensor:
         """``R`` ``[B, r, C]`` with ``RᵀR = Λ`` and as few rows as the batch's largest rank of Λ: here from the
-        eigenpairs of ``LᵀL`` (:func:`~bnnpred.curvature.factor.reduced_sqrt`)."""
+        eigenpairs of ``LᵀL`` (:func:`reduced_sqrt`)."""
         return reduced_sqrt(self.hessian_sqrt(f))
 
     @abstractmethod
@@ -259,3 +258,25 @@ LIKELIHOODS = {Task.binary: Bernoulli, Task.multiclass: Categorical, Task.count:
 def likelihood_for(task: Task, sigma2: float) -> Likelihood:
     """The likelihood a task implies: Gaussian(σ²) for regression, one-logit Bernoulli, categorical or Poisson."""
     return Gaussian(sigma2) if task is Task.regression else LIKELIHOODS[task]()
+
+
+# Λ = RᵀR by a factor with as few rows as Λ's rank (notes-000 eq. 2.25): hessian_root's route for any likelihood.
+
+
+def reduced_sqrt(L: Tensor) -> Tensor:
+    """A factor ``R`` ``[B, r, C]`` with ``RᵀR = LᵀL`` for ``L`` ``[B, C, C]`` and ``r`` the largest rank of the
+    ``LᵀL`` (:func:`psd_root`); ``L`` itself when they all have full rank."""
+    if L.shape[-1] == 1 or len(L) == 0:
+        return L
+    R = psd_root(L.mT @ L)
+    return L if R.shape[1] == L.shape[-1] else R
+
+
+def psd_root(M: Tensor) -> Tensor:
+    """``R = diag(√λ) Vᵀ`` ``[B, r, C]`` over the top ``r`` eigenpairs of the PSD ``M = V diag(λ) Vᵀ`` ``[B, C, C]``,
+    so ``RᵀR = M``, with ``r`` the largest rank of the ``M`` (eigenvalues at or below ``C·ε·λ_max`` count as zero,
+    a rounding-level change)."""
+    C = M.shape[-1]
+    lam, V = torch.linalg.eigh(M)  # ascending
+    rank = int((lam > C * torch.finfo(M.dtype).eps * lam[:, -1:]).sum(-1).max()) if len(M) else C
+    return (V[:, :, C - rank :] * lam[:, None, C - rank :].clamp_min(0).sqrt()).mT

@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from bnnpred.curvature.factor import reduced_sqrt
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature, gradient_and_ggn, sampled_gradient_and_ggn
 from bnnpred.curvature.jacobians import stacked_jacobians
@@ -15,7 +14,7 @@ from bnnpred.curvature.syrk import (
     mirror_lower_,
     syrk_lower_,
 )
-from bnnpred.likelihoods import Categorical
+from bnnpred.likelihoods import Categorical, reduced_sqrt
 from bnnpred.models.mlp import MLPConfig, build_mlp
 from tests.helpers import tiny_problem
 

@@ -3,7 +3,7 @@ r"""The NGVI estimates with the curvature as a factor: ``ĝ`` ``[P]`` and ``A`` 
 ``k ≤ N·K·S`` rows (notes-000 Table 4.2): OGGN ``A_i = L_i J(x_i;µ)``; VOGGN ``A_{si} = L_{si} J(x_i;θ_s) / √S``
 (or the empirical Fisher's ``r_{si}ᵀ J(x_i;θ_s) / √S``); LGVA ``A_i = Λ̄_i^{1/2} J(x_i;µ)`` with
 ``Λ̄_i = (1/S) Σ_s Λ(f̂_s(x_i))`` — one Jacobian per point, so its rank is ``N·K`` for any S. ``LᵀL = Λ``; each
-factor has as many rows per input as its ``Λ`` has rank (``C − 1`` for the softmax: :mod:`bnnpred.curvature.factor`).
+factor has as many rows per input as its ``Λ`` has rank (``C − 1`` for the softmax: ``Likelihood.hessian_root``).
 The precision takes ``γ AᵀA`` without forming ``Ĝ`` (:mod:`bnnpred.inference.ngvi_precision`).
 """
 
@@ -14,11 +14,10 @@ import math
 import torch
 from torch import Tensor
 
-from bnnpred.curvature.factor import psd_root
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Curvature
 from bnnpred.curvature.jacobians import iter_jacobians
-from bnnpred.likelihoods import Likelihood
+from bnnpred.likelihoods import Likelihood, psd_root
 
 
 def sampled_gradient_and_factor(model: FlatModel, likelihood: Likelihood, thetas: Tensor, X: Tensor, y: Tensor,

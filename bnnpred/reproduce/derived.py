@@ -140,11 +140,9 @@ def figure_data(grid_points: int, figures: Collection[str]) -> Callable[[Path], 
         s, ctx = restore(run)
         predict = {kind: fn for kind, fn in predictors(s, ctx).items()
                    if "predictive_means" in figures or f"predictive_{kind}" in figures}
-        found = predictive_figure_data(s, ctx, predict, grid_points)
+        found = predictive_figure_data(s, ctx, predict, grid_points, blr="blr_uncertainty" in figures)
         if found is None:
             raise BnnpredError(f"{run} has no predictive figure (its inputs are neither 1-D regression nor 2-D binary)")
-        if "blr_uncertainty" not in figures:
-            found.pop("blr", None)
         found["kinds"] = [drawn if f"predictive_{drawn['kind']}" in figures else
                           {"kind": drawn["kind"], "prob": drawn["prob"]}  # predictive_means draws the mean alone
                           for drawn in found["kinds"]]

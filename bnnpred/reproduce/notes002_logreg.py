@@ -13,8 +13,9 @@ alone.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from bnnpred.app.report import figures
 from bnnpred.app.saved_runs import restore
 from bnnpred.inference.exact_vi import expected_loglik
 from bnnpred.metrics import symmetric_kl
+from bnnpred.posteriors import Posterior
 from bnnpred.predictive import glm_latent
 from bnnpred.reproduce.base import Reproduction, Study, document
 from bnnpred.reproduce.claims import Claim, Compare, Trend, all_of, claim, every, item, items, lookup, standardised
@@ -117,10 +119,11 @@ def sweep(r: Reproduction, name: str, method: str, splits: str) -> Path:
                    f"dataset.split={splits}", f"prior.delta={delta}", *RUNS[method], *steps)
 
 
-def scores(r: Reproduction, run: Path, exact: Path) -> dict[str, float]:
+def scores(r: Reproduction, run: Path, exact: Path, posterior_of: Callable[[Path], Posterior]) -> dict[str, float]:
     """Negative ELBO per training example of the run (the paper's convention: without the bias prior's ½ log λ_b,
     notes-002 §3.1), its test NLL and the symmetric KL of its posterior to ``exact``'s (the FG Exact run of its
-    split); the first and the last from the posteriors, kept beside the page."""
+    split, restored by ``posterior_of``: once per split); the first and the last from the posteriors, kept beside
+    the page."""
     def from_posteriors(folder: Path) -> dict[str, float]:
         s, ctx = restore(folder)
         X, y = s.data.X_train, s.data.y_train
@@ -130,7 +133,7 @@ def scores(r: Reproduction, run: Path, exact: Path) -> dict[str, float]:
             elbo = loglik - ctx.posterior.kl_to_prior(ctx.prior_precision)
         paper_convention = 0.5 * math.log(s.cfg.prior.bias_delta) / len(X)
         return {"neg_elbo": -float(elbo) / len(X) + paper_convention,
-                "kl": symmetric_kl(ctx.posterior, restore(r.folder(exact))[1].posterior)}
+                "kl": symmetric_kl(ctx.posterior, posterior_of(r.folder(exact)))}
 
     kept = scalars(r.derived(run, "elbo_and_kl", from_posteriors, {"exact": large_files(exact)}))
     return {"neg_elbo": kept["neg_elbo"], "nll": document(run)["metrics"]["test"]["glm"]["nll"], "kl": kept["kl"]}
@@ -146,8 +149,9 @@ def make(r: Reproduction) -> str:
     def run(name: str, method: str, split: int) -> Path:
         return folders[name, method] / f"split{split}"
 
+    posterior_of = functools.cache(lambda folder: restore(folder)[1].posterior)
     rows = [{"set": name, "method": method, "split": split,
-             **scores(r, run(name, method, split), run(name, "FG Exact", split))}
+             **scores(r, run(name, method, split), run(name, "FG Exact", split), posterior_of)}
             for name, splits in splits_of.items() for split in splits for method in RUNS]
     table = pd.DataFrame(rows).groupby(["set", "method"])[["neg_elbo", "nll", "kl"]].agg(["mean", "sem"])
     exact = {f"{name} {method} split {split}":

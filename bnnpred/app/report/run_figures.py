@@ -34,7 +34,7 @@ def run_figures(out: Path, s: Any, ctx: Context, predict: dict[str, Callable[[to
 
 
 def predictive_figure_data(s: Any, ctx: Context, predict: dict[str, Callable[[torch.Tensor], Any]],
-                           grid_points: int | None = None) -> dict[str, Any] | None:
+                           grid_points: int | None = None, blr: bool = True) -> dict[str, Any] | None:
     """The numbers a run's predictive figures draw (:func:`draw_predictive_figures`), on a grid of ``grid_points``
     per axis (default ``plot.grid_points``; 1-D: four times as many); None for inputs other than 1-D regression or
     counts and 2-D binary classification.
@@ -42,14 +42,15 @@ def predictive_figure_data(s: Any, ctx: Context, predict: dict[str, Callable[[to
     1-D: ``{"name", "X" [N], "y" [N], "grid" [G], "kinds": [{"kind", "mean", "std" [G], "samples" [S, G]}]}`` (no
     ``samples`` for predictives without a posterior to draw from). 2-D: ``{"name", "X" [N, 2], "y" [N], "axes" [2, n],
     "kinds": [{"kind", "prob" [n, n], "aleatoric", "epistemic" [n, n] where the predictive splits its variance}],
-    "blr": {"prob" [n, n], "maps": {name: [n, n]}}}`` (``blr`` with a posterior only). ``kinds`` is a list, in the
-    run's order of predictives, so that the order survives JSON, whose objects a kept copy sorts by key."""
+    "blr": {"prob" [n, n], "maps": {name: [n, n]}}}`` (``blr`` where asked and the run has a posterior). ``kinds`` is
+    a list, in the run's order of predictives, so that the order survives JSON, whose objects a kept copy sorts by
+    key."""
     n = grid_points or s.cfg.plot.grid_points
     dim = s.data.X_train.shape[1] if s.data.X_train.dim() == 2 else 0
     if dim == 1 and not s.data.task.classification:
         return _data_1d(s, ctx, predict, 4 * n)
     if dim == 2 and s.data.task is Task.binary:
-        return _data_2d(s, ctx, predict, n)
+        return _data_2d(s, ctx, predict, n, blr)
     return None
 
 
@@ -127,7 +128,7 @@ def _function_samples(kind: str, ctx: Context, grid: torch.Tensor, n: int, gen: 
     return ctx.likelihood.inv_link(draw(ctx, grid, thetas))[..., 0].cpu()
 
 
-def _data_2d(s: Any, ctx: Context, predict: dict, n: int) -> dict[str, Any]:
+def _data_2d(s: Any, ctx: Context, predict: dict, n: int, blr: bool) -> dict[str, Any]:
     X = s.data.X_train
     axes = [torch.linspace(float(X[:, i].min()) - MARGIN_2D, float(X[:, i].max()) + MARGIN_2D, n,
                            dtype=X.dtype, device=X.device) for i in range(2)]
@@ -142,7 +143,7 @@ def _data_2d(s: Any, ctx: Context, predict: dict, n: int) -> dict[str, Any]:
                           "epistemic": pred.epistemic.reshape(n, n).cpu()}
     data = {"name": s.data.name, "X": X.cpu(), "y": s.data.y_train.cpu(), "axes": torch.stack(axes).cpu(),
             "kinds": kinds}
-    if ctx.posterior is not None:
+    if blr and ctx.posterior is not None:
         prob, maps = blr_uncertainty(ctx, points)
         data["blr"] = {"prob": prob.reshape(n, n), "maps": {k: v.reshape(n, n) for k, v in maps.items()}}
     return data
