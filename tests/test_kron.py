@@ -76,12 +76,13 @@ def test_bias_blocks_and_the_log_likelihood_are_exact_and_batches_do_not_change_
 
 def test_the_batch_is_sized_by_the_numbers_it_holds_and_does_not_change_the_factors():
     """3-4-3 tanh MLP, softmax (C − 1 = 2 back-propagated rows): one input holds 3 + 4 inputs and 2·(4 + 3) rows, 21
-    numbers, so a budget of 100 takes 4 inputs a batch; the factors at that size (and at the default, all 20 at once)
-    equal those of batches of 6 to float64 rounding."""
+    numbers, so a budget of 100 takes 4 inputs a batch (128 with the default floor); the factors at that size (and
+    at the default, all 20 at once) equal those of batches of 6 to float64 rounding."""
     model, X, y = mlp_and_data(20)
-    theta, lik = model.theta(), Categorical()
-    assert kron_batch_size(model, lik, theta, X, supported_layers(model), max_elems=100) == 4
-    assert kron_batch_size(model, lik, theta, X[:0], supported_layers(model)) == 1
+    theta, lik, layers = model.theta(), Categorical(), supported_layers(model)
+    assert kron_batch_size(model, lik, theta, X, layers, max_elems=100, min_inputs=1) == 4
+    assert kron_batch_size(model, lik, theta, X, layers, max_elems=100) == 128
+    assert kron_batch_size(model, lik, theta, X[:0], layers) == 1
     reference, _ = kron_ggn(model, lik, theta, X, y, batch_size=6)
     for blocks in (kron_ggn(model, lik, theta, X, y, batch_size=4)[0], kron_ggn(model, lik, theta, X, y)[0]):
         for a, b in zip(blocks, reference, strict=True):

@@ -143,16 +143,19 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
     return blocks, loglik
 
 
+KRON_MIN_BATCH = 128  # the fixed batch before kron_batch_size: a GPU's passes want at least this many inputs
+
+
 def kron_batch_size(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor, layers: list[Layer],
-                    max_elems: int = DEFAULT_CHUNK_ELEMS) -> int:
-    """Inputs per batch of :func:`kron_ggn` so that a batch's layer inputs and back-propagated rows hold about
-    ``max_elems`` numbers, measured on the first input of ``X``: the 2x50 MLP of bench/laplace_torch.py takes all
-    4,500 inputs at once (fewer passes: 1.9x faster than batches of 128), 3c3d about 30 images (as fast per image as
-    128, bench/README.md)."""
+                    max_elems: int = DEFAULT_CHUNK_ELEMS, min_inputs: int = KRON_MIN_BATCH) -> int:
+    """Inputs per batch of :func:`kron_ggn`: as many as keep a batch's layer inputs and back-propagated rows within
+    ``max_elems`` numbers (measured on the first input of ``X``), and at least ``min_inputs``. The 2x50 MLP of
+    bench/laplace_torch.py takes all 4,500 inputs at once (fewer passes: 1.9x faster on the CPU than batches of
+    128); 3c3d's images (550k numbers each) stay at 128 (on the CPU as fast per image as 32, bench/README.md)."""
     if not len(X):
         return 1
     _, factors = layer_output_gradients(model, theta, X[:1], layers, seeds=likelihood.hessian_root)
-    return max(1, max_elems // sum(u.a.numel() + u.g.numel() for u in factors))
+    return max(1, min_inputs, max_elems // sum(u.a.numel() + u.g.numel() for u in factors))
 
 
 def _partial_sums(layer: Layer) -> dict[str, Tensor]:

@@ -57,8 +57,8 @@ class LaplaceGGNConfig(Method):
     subset_of_weights: SubsetOfWeights = SubsetOfWeights.all
     curvature: Curvature = Curvature.ggn
     dampen: bool = False  # kron only: (B + √δ I) ⊗ (A + √δ I) instead of B ⊗ A + δ I
-    kron_batch_size: int | None = None  # examples per batch of the Kronecker factors' backward passes; None: sized
-    # so that a batch's layer inputs and back-propagated rows hold about 2^24 numbers (curvature.kron.kron_batch_size)
+    kron_batch_size: int | None = None  # examples per batch of the Kronecker factors' backward passes; None: as many
+    # as keep a batch's layer inputs and back-propagated rows within 2^24 numbers, at least 128 (kron_batch_size)
     evidence: EvidenceForm = EvidenceForm.weight  # the two agree at a stationary MAP (map.finish_tol)
     map: MapConfig = field(default_factory=MapConfig)
 
