@@ -45,7 +45,7 @@ from bnnpred.data.base import Task
 from bnnpred.errors import BnnpredError, unknown_choice
 from bnnpred.inference import Fit, Problem, Session
 from bnnpred.inference.map import MAP_BUDGET
-from bnnpred.laplace_evidence import LaplaceEvidence, maximise_evidence
+from bnnpred.laplace_evidence import GRID_ELEMS, LaplaceEvidence, maximise_evidence
 from bnnpred.likelihoods import Gaussian, Likelihood, likelihood_for
 from bnnpred.posteriors import Posterior, load_posterior
 from bnnpred.prediction import Prediction, concat
@@ -121,11 +121,15 @@ class Fitted:
         if noises is not None and len(noises) != len(deltas):
             raise BnnpredError(f"log_evidence_grid: {len(deltas)} deltas but {len(noises)} sigma2s; give one σ² per "
                                "δ, or none for this fit's")
+        if not deltas:
+            return []
         noise = self._noise(None) if noises is None else torch.stack(noises)
         if noise is not None and noise.dim() == 0:
             noise = noise.expand(len(deltas))
-        precisions = torch.stack([self.prior.at(d).precision(self.theta) for d in deltas]).double()
-        return self._laplace().at_each(precisions, noise).tolist()
+        rows = max(1, GRID_ELEMS // len(self.theta))  # the grid's [G, P] precisions made a chunk at a time
+        return [value for start in range(0, len(deltas), rows) for value in self._laplace().at_each(
+            torch.stack([self.prior.at(d).precision(self.theta) for d in deltas[start:start + rows]]).double(),
+            None if noise is None else noise[start:start + rows]).tolist()]
 
     def optimize_prior(self, *, steps: int = 500, lr: float = 0.1) -> Fitted:
         """Move this fit, in place, to the prior (every group's δ: one, or one per layer with

@@ -87,7 +87,7 @@ class FullCurvature(LaplaceCurvature):
         (s_p (c μ_j + r))`` (a per-group prior's first step starts at such a point too: the eigenvectors are
         computed then, once), carried by a term whose value is zero."""
         if self._scale is None:
-            self._scale = precision.detach().double().to(self.H.device)
+            self._scale = precision.detach().double().to(self.H.device).clone()  # not a view of a caller's grid
         scale = self._scale.to(precision)
         ratio = precision.detach() / scale
         if torch.allclose(ratio, ratio[0].expand_as(ratio), rtol=1e-12, atol=0):
@@ -257,13 +257,20 @@ class LaplaceEvidence:
     def at_each(self, precisions: Tensor, sigma2: Tensor | None = None) -> Tensor:
         """The log evidence ``[G]`` at each row of ``precisions`` ``[G, P]`` (and noise ``σ²`` ``[G]``): a grid in
         one pass where the structure's log det is elementwise in its kept spectrum (diagonal, Kronecker), row by
-        row otherwise (full: ``O(P)`` per row from the spectrum, a Cholesky factor per row off it)."""
+        row otherwise (full: ``O(P)`` per row from the spectrum, a Cholesky factor per row off it); in chunks of
+        rows whose temporaries hold about :data:`GRID_ELEMS` numbers."""
         block = self.curvature.block
         sigma2 = None if sigma2 is None else torch.as_tensor(sigma2, dtype=precisions.dtype,
-                                                             device=precisions.device)
-        logdets = self.curvature.logdets(precisions[:, block], self.curvature.factor(sigma2))
-        return log_marglik(torch.as_tensor(self.loglik_at(sigma2), dtype=precisions.dtype),
-                           self.theta[block].to(precisions), precisions[:, block], logdets)
+                                                             device=precisions.device).expand(len(precisions))
+        rows = max(1, GRID_ELEMS // max(1, precisions.shape[1]))
+        values = []
+        for start in range(0, len(precisions), rows):
+            chunk = precisions[start:start + rows, block]
+            noise = None if sigma2 is None else sigma2[start:start + rows]
+            logdets = self.curvature.logdets(chunk, self.curvature.factor(noise))
+            values.append(log_marglik(torch.as_tensor(self.loglik_at(noise), dtype=precisions.dtype),
+                                      self.theta[block].to(precisions), chunk, logdets))
+        return torch.cat(values) if values else precisions.new_zeros(0)
 
     def posterior(self, precision: Tensor, sigma2: float | None = None) -> Posterior:
         """``N(θ*, Π(Δ, σ²)⁻¹)`` in the fit's structure for the prior precision ``[P]``."""
@@ -278,6 +285,9 @@ class LaplaceEvidence:
         block = self.curvature.block
         return float(log_marglik(torch.as_tensor(self.loglik, dtype=self.theta.dtype), self.theta[block],
                                  precision[block].to(self.theta), posterior.logdet_precision()))
+
+
+GRID_ELEMS = 2**22  # numbers per chunk of a grid of priors in LaplaceEvidence.at_each (each temporary about 32 MB)
 
 
 def _eigenvalues(factor: Tensor) -> Tensor:

@@ -52,8 +52,8 @@ class Likelihood(ABC):
     def hessian_sqrt(self, f: Tensor) -> Tensor: ...
 
     def hessian_root(self, f: Tensor) -> Tensor:
-        """``R`` ``[B, r, C]`` with ``RᵀR = Λ`` and as few rows as the batch's largest rank of Λ: here from the
-        eigenpairs of ``LᵀL`` (:func:`reduced_sqrt`)."""
+        """``R`` ``[B, r, C]`` with ``RᵀR = Λ`` and ``r`` at most ``C``: here the batch's largest rank of Λ, from the
+        eigenpairs of ``LᵀL`` (:func:`reduced_sqrt`); the categorical's ``C − 1`` rows in closed form."""
         return reduced_sqrt(self.hessian_sqrt(f))
 
     @abstractmethod
@@ -164,7 +164,10 @@ class Categorical(Likelihood):
         """``R = Q diag(√p)`` ``[B, C−1, C]``, in closed form: ``s = √p`` is a unit vector, so
         ``Λ = diag(s) (I − s sᵀ) diag(s)``, and the first ``C − 1`` rows ``Q`` of the Householder reflection
         ``H = I − v vᵀ / (1 + s_C)``, ``v = s + e_C`` (``H s = −e_C``), are an orthonormal basis of ``s``'s
-        complement: ``QᵀQ = I − s sᵀ``. ``O(C²)`` per input where the eigenpairs cost ``O(C³)``."""
+        complement: ``QᵀQ = I − s sᵀ``. ``O(C²)`` per input where the eigenpairs cost ``O(C³)``. (One class: Λ = 0,
+        the general route's one zero row.)"""
+        if f.shape[-1] == 1:
+            return super().hessian_root(f)
         s = torch.softmax(f, dim=-1).sqrt()  # [B, C]
         v = torch.cat([s[:, :-1], s[:, -1:] + 1], dim=1)
         reflected = (s[:, :-1] / (1 + s[:, -1:])).unsqueeze(2) * (v * s).unsqueeze(1)  # [B, C−1, C]

@@ -93,6 +93,7 @@ def test_the_evidence_grid_is_log_evidence_at_each_point(options):
         [fitted.log_evidence_at(d, sigma2=s) for d, s in zip(deltas, sigma2s, strict=True)], rel=1e-12)
     with pytest.raises(BnnpredError, match="9 deltas but 2 sigma2s; give one σ² per δ"):
         fitted.log_evidence_grid(deltas, sigma2s[:2])
+    assert fitted.log_evidence_grid([]) == []
 
 
 @pytest.mark.parametrize("options", [{"structure": "kron"}, {"structure": "full", "subset_of_weights": "last_layer"}])

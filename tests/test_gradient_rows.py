@@ -13,7 +13,7 @@ from torch import nn
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.inference import gradient_rows
 from bnnpred.inference.gradient_rows import DenseRows, LinearFactorRows, linear_layers, per_example_rows
-from bnnpred.inference.slang import SLANGConfig, fit_slang
+from bnnpred.inference.slang import SLANGConfig, Update, fit_slang
 from bnnpred.models.mlp import MLPConfig, build_mlp
 from tests.helpers import tiny_problem
 
@@ -106,9 +106,11 @@ def test_linear_layers_finds_every_parameter_of_an_mlp():
         [(0, 12, 16), (16, 32, 36), (36, 44, 46)]
 
 
-def test_slang_takes_the_same_iterates_from_factors_and_formed_rows(monkeypatch):
+@pytest.mark.parametrize("update", list(Update))
+def test_slang_takes_the_same_iterates_from_factors_and_formed_rows(monkeypatch, update):
+    """20 steps, K = 16 rows < P = 87 (the rows' Gram; OnlineEig's has no U columns), float64, 1e-10."""
     problem, _ = tiny_problem("categorical", depth=2, n=40, d=3, width=6)
-    cfg = SLANGConfig(rank=3, lr=0.1, iterations=20, batch_size=8, n_samples=2, log_every=20)
+    cfg = SLANGConfig(rank=3, lr=0.1, iterations=20, batch_size=8, n_samples=2, log_every=20, update=update)
     factored = fit_slang(dataclasses.replace(problem, generator=torch.Generator().manual_seed(0)), cfg)
     monkeypatch.setattr(gradient_rows, "linear_layers", lambda model: None)
     formed = fit_slang(dataclasses.replace(problem, generator=torch.Generator().manual_seed(0)), cfg)

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from bnnpred import laplace_evidence
 from bnnpred.curvature.ggn import Structure
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Fit
@@ -44,9 +45,9 @@ def test_the_kronecker_evidence_at_another_prior_is_a_refit_there(kind, dampen):
 @pytest.mark.parametrize(("structure", "dampen"), [(Structure.kron, False), (Structure.kron, True),
                                                    (Structure.full, False), (Structure.diag, False)])
 @pytest.mark.parametrize("kind", ["gaussian", "categorical"])
-def test_the_evidence_over_a_grid_is_the_evidence_at_each_point(structure, dampen, kind):
+def test_the_evidence_over_a_grid_is_the_evidence_at_each_point(structure, dampen, kind, monkeypatch):
     """``at_each`` over 7 per-tensor priors (and 7 noises for the Gaussian) equals the one-point evidence at each,
-    float64, 1e-12 relative: the grid's one pass is the same sum."""
+    float64, 1e-12 relative: the grid's one pass is the same sum, whole and in chunks of 2 rows."""
     problem, _ = tiny_problem(kind, depth=2, n=30, width=6, delta=0.7)
     fit = laplace(problem, structure, dampen)
     prior = Prior.from_config(problem.model, PriorConfig(groups=PriorGroups.tensor))
@@ -60,6 +61,8 @@ def test_the_evidence_over_a_grid_is_the_evidence_at_each_point(structure, dampe
     grid = fit.evidence.at_each(precisions, sigma2)
     each = torch.stack([fit.evidence(p, None if sigma2 is None else sigma2[g]) for g, p in enumerate(precisions)])
     torch.testing.assert_close(grid, each, rtol=1e-12, atol=0)
+    monkeypatch.setattr(laplace_evidence, "GRID_ELEMS", 2 * precisions.shape[1])
+    torch.testing.assert_close(fit.evidence.at_each(precisions, sigma2), each, rtol=1e-12, atol=0)
 
 
 @pytest.mark.parametrize("structure", [Structure.kron, Structure.full, Structure.diag])
@@ -186,6 +189,9 @@ def test_a_kronecker_evidence_and_posterior_refuse_a_prior_that_does_not_factori
     message = "structure=kron needs one prior precision per weight or bias tensor .* use prior.groups=shared"
     with pytest.raises(BnnpredError, match=message):
         fitted.log_evidence_at(varying)
+    grid = torch.stack([torch.ones_like(varying), varying]).double()  # the grid's second row does not factorise
+    with pytest.raises(BnnpredError, match=message):
+        fitted._laplace().at_each(grid)
     with pytest.raises(BnnpredError, match=message):
         bnnpred.fit(fitted._model.module, X, (X[:, 0] > 0).long(), task="multiclass", train=False,
                     prior_precision=varying, options={"structure": "kron"}, progress=False)

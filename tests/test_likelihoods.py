@@ -46,6 +46,12 @@ def test_the_hessian_root_squares_to_lambda_with_as_many_rows_as_its_rank(name):
     torch.testing.assert_close(R.mT @ R, case.likelihood.hessian(f), rtol=0, atol=1e-14)
 
 
+def test_a_one_class_categorical_root_is_one_zero_row():
+    """One class: Λ = 0, so R is the general route's [B, 1, 1] of zeros (a back-propagation needs a row)."""
+    R = Categorical().hessian_root(torch.randn(5, 1, dtype=torch.float64))
+    assert R.shape == (5, 1, 1) and not R.any()
+
+
 @pytest.mark.parametrize("C", [2, 3, 10])
 def test_the_categorical_root_holds_where_the_softmax_saturates(C):
     """Logits that put all mass on the last class, on the first, on two classes and spread evenly (rows of 50s, the

@@ -153,7 +153,7 @@ class LinearFactorRows(GradientRows):
             d_out, d_in = layer.module.weight.shape
             weight = Q[layer.weight].reshape(d_out, d_in * r)  # θ's row-major (o, i) block, r innermost
             # (G Q)_{kr} = Σ_i a_ki Σ_o δ_ko Q_{oir}: one [K, d_out] x [d_out, d_in·r] product, then the sum over d_in
-            out += torch.bmm(A.unsqueeze(1), (D @ weight).view(-1, d_in, r)).squeeze(1)
+            out += torch.bmm(A.unsqueeze(1), (D @ weight).view(len(A), d_in, r)).squeeze(1)  # r = 0 too
             if layer.bias is not None:
                 out += D @ Q[layer.bias]
         return out
