@@ -15,6 +15,9 @@ structure:
 - diagonal: ``Σ_p log(c h_p + δ_p)``;
 - Kronecker: ``Σ log(c b_i a_j + δ_block)`` in each block's eigenbasis (dampened: ``(c b_i + √δ)(a_j + √δ)``),
   so any per-tensor or per-layer prior costs no factorisation.
+
+A grid of priors (and noises) is one call, :meth:`LaplaceEvidence.at_each`: one pass over the kept spectrum for the
+diagonal and Kronecker structures.
 """
 
 from __future__ import annotations
