@@ -387,9 +387,10 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_no_result(tmp_path):
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + 300  # a loaded machine starts Python, torch and Hydra slowly
         while not (run_dir / "run.log").exists() and time.time() < deadline:
             time.sleep(0.1)
+        assert (run_dir / "run.log").exists(), "the run never started: a signal now would land in the imports"
         time.sleep(3)  # training
         process.send_signal(signal.SIGINT)
         err = process.communicate(timeout=60)[1]
