@@ -384,4 +384,4 @@ def make(r: Reproduction) -> str:
 STUDY = Study(name="toys", title="thesis (notes-000) Figs 5.2 and 5.3: Laplace-GGN evidence; banana predictives "
               "(notes-003 Table 5.1, notes-004 Fig. 4)", make=make,
               cpu_cost="about 60 min measured with 9 banana δ; the notes' 16 add 14 banana runs (not yet measured)",
-              items=(*items(0, 11, 12, 13, 14), *items(3, 8, 9), *items(4, 5)), from_records=True)
+              items=(*items(0, 11, 12, 13, 14), *items(3, 8, 9), *items(4, 5)))
