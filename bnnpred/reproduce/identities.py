@@ -67,4 +67,4 @@ def make(r: Reproduction) -> str:
 STUDY = Study(name="identities", title="The notes' unit, identity and run-record checklist items, measured",
               make=make, cpu_cost="about 30 s",
               items=(*items(0, *range(1, 11), 21), *items(1, *range(1, 6), 11), *items(2, *range(1, 8)),
-                     *items(3, *range(1, 5)), *items(4, *range(1, 4), 11)), from_records=True)
+                     *items(3, *range(1, 5)), *items(4, *range(1, 4), 11)))
