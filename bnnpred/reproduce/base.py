@@ -310,8 +310,11 @@ class Reproduction:
                     "them; `--report-only` rebuilds this page from them on any machine).")
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent).stdout.strip()
-        took = ("page rebuilt from the runs (the commits that made them: the Runs section)" if self.report_only
-                else f"{(time.time() - self.started) / 60:.1f} min including cached runs")
+        minutes = (time.time() - self.started) / 60
+        took = (f"measured in {minutes:.1f} min (it reads no runs: every number is measured when the page is made)"
+                if not self.made_by else
+                "page rebuilt from the runs (the commits that made them: the Runs section)" if self.report_only
+                else f"{minutes:.1f} min including cached runs")
         return (f"Made by `{command}` (tier {self.tier.value}) at commit {commit} on "
                 f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()} {platform.system()} "
                 f"({os.cpu_count()} cores), {took}.")

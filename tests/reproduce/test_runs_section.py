@@ -86,3 +86,16 @@ def test_the_header_says_which_runs_uncommitted_code_made(tmp_path):
     clean = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=True)
     clean.train_once(tmp_path / "a")
     assert clean.uncommitted() == "" and clean.provenance("bnnpred reproduce x").endswith("Runs section).")
+
+
+def test_the_provenance_line_says_whether_the_page_was_measured_or_rebuilt_from_runs(tmp_path):
+    def made(report_only: bool, *runs) -> str:
+        r = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=report_only)
+        for run in runs:
+            r.train_once(run)
+        return r.provenance("bnnpred reproduce fake")
+
+    run = finished_run(tmp_path / "run", {"commit": "2d2c33d", "code": "new"})
+    for report_only in (True, False):  # a page that reads no runs measured every number itself, whatever the flag
+        assert "it reads no runs: every number is measured when the page is made" in made(report_only)
+    assert made(True, run).endswith("page rebuilt from the runs (the commits that made them: the Runs section).")
