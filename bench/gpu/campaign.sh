@@ -56,9 +56,11 @@ if kill -0 "$group" 2>/dev/null; then
   kill -KILL -- "-$group" 2>/dev/null
   wait "$group" 2>/dev/null
   # the records of the runs that finished (a run cut off has none: runs commit atomically)
-  timeout 60 "$python" -c "import sys; from pathlib import Path; from bnnpred.app.records import export_records
-print(len(export_records(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])), 'records written')" \
-    "$runs" "$records" "$device" >>"$log" 2>&1 || status=1
+  timeout 60 "$python" -c "import sys; from pathlib import Path; from bnnpred.reproduce import STUDIES
+from bnnpred.app.records import export_records, kept_files
+keep = kept_files(STUDIES[sys.argv[4]].keeps_traces)
+print(len(export_records(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], keep)), 'records written')" \
+    "$runs" "$records" "$device" "$study" >>"$log" 2>&1 || status=1
 else
   wait "$group"; status=$?; echo "campaign: the study exited with status $status" >>"$log"
 fi

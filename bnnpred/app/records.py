@@ -1,11 +1,12 @@
 """A run's record: the part of a finished run that outlives the machine that made it (issue 38).
 
-A record is a run's small files (:data:`~bnnpred.app.run_record.RECORDED`), its re-evaluations' records and its manifest
-unchanged, so every file it keeps is verified against the checksum the run wrote; the large files (posterior,
-predictions, figures) stay where the run was made, their checksums still listed, their names in
-:data:`~bnnpred.app.run_files.RECORD`. Study pages are built from records (committed under ``outputs/<study>/runs/``),
-and a record copied into a run folder (:func:`seed_from_record`) reads as that run finished, so a campaign
-continued on another machine at the same code skips it (the runner's skip check compares run keys).
+A record is a run's small files (:data:`~bnnpred.app.run_record.ALWAYS_RECORDED`, and its training trace where a page
+reads it), its re-evaluations' records and its manifest unchanged, so every file it keeps is verified against the
+checksum the run wrote; the large files (posterior, predictions, figures) and a trace it leaves out stay where the
+run was made, their checksums still listed, their names in :data:`~bnnpred.app.run_files.RECORD`. Study pages are
+built from records (committed under ``outputs/<study>/runs/``), and a record copied into a run folder
+(:func:`seed_from_record`) reads as that run finished, so a campaign continued on another machine at the same code
+skips it (the runner's skip check compares run keys).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from bnnpred.app.report.tables import find_runs
 from bnnpred.app.run_files import EVALS, MANIFEST, RECORD, locked, recover
-from bnnpred.app.run_record import RECORDED, FinishedRun, NotFinished, evaluations, read_finished
+from bnnpred.app.run_record import ALWAYS_RECORDED, RECORDED, FinishedRun, NotFinished, evaluations, read_finished
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json, write_json
 
@@ -26,20 +27,30 @@ log = logging.getLogger(__name__)
 READ = ("config.yaml", "metrics.json")  # what a record must hold to be read
 
 
-def export_record(run_dir: Path, record_dir: Path) -> Path:
+def kept_files(traces: bool) -> tuple[str, ...]:
+    """The small files a record keeps: :data:`~bnnpred.app.run_record.ALWAYS_RECORDED`, and the training trace where
+    its page reads it (``traces``)."""
+    return RECORDED if traces else ALWAYS_RECORDED
+
+
+def export_record(run_dir: Path, record_dir: Path, keep: tuple[str, ...] = ALWAYS_RECORDED) -> Path:
     """Write the record of the finished run (or record) in ``run_dir`` to ``record_dir``, replacing what is there:
-    its :data:`~bnnpred.app.run_record.RECORDED` files, its manifest and marker, and the records of its finished
-    re-evaluations under ``evals/<key>/``. Written into a dot-folder beside and renamed into place; a kill between
-    the two renames leaves the record in dot-folders, which readers skip and the next export removes."""
+    the files of ``keep`` (of :data:`~bnnpred.app.run_record.RECORDED`; the training trace only where a page reads
+    it) that the run has, its manifest and marker, and the records of its finished re-evaluations under
+    ``evals/<key>/``; a record exported again with a smaller ``keep`` is trimmed. Written into a dot-folder beside
+    and renamed into place; a kill between the two renames leaves the record in dot-folders, which readers skip and
+    the next export removes."""
+    if not set(ALWAYS_RECORDED) <= set(keep) <= set(RECORDED):
+        raise ValueError(f"a record keeps {ALWAYS_RECORDED} and may keep {RECORDED}, not {keep}")
     run = read_finished(run_dir, READ)
     record_dir = Path(record_dir)
     record_dir.parent.mkdir(parents=True, exist_ok=True)
     partial, old = (record_dir.parent / f".{record_dir.name}.{part}" for part in ("partial", "old"))
     shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
-    _copy_record(run, partial)
+    _copy_record(run, partial, keep)
     for evaluation in evaluations(run_dir):
-        _copy_record(evaluation, partial / EVALS / evaluation.folder.name)
+        _copy_record(evaluation, partial / EVALS / evaluation.folder.name, keep)
     if record_dir.exists():
         os.rename(record_dir, old)
     os.rename(partial, record_dir)
@@ -47,20 +58,21 @@ def export_record(run_dir: Path, record_dir: Path) -> Path:
     return record_dir
 
 
-def _copy_record(run: FinishedRun, to: Path) -> None:
+def _copy_record(run: FinishedRun, to: Path, keep: tuple[str, ...]) -> None:
     listed = read_json(run.folder / MANIFEST)["files"]
     to.mkdir(parents=True)
-    kept = [name for name in RECORDED if name in listed and (run.folder / name).is_file()]
+    kept = [name for name in keep if name in listed and (run.folder / name).is_file()]
     for name in kept:
         shutil.copyfile(run.folder / name, to / name)
     shutil.copyfile(run.folder / MANIFEST, to / MANIFEST)
     write_json(to / RECORD, {"absent": sorted(set(listed) - set(kept))})
 
 
-def export_records(runs: Path, records: Path, device: str) -> list[Path]:
-    """The records of every finished run of ``device`` under ``runs``, written to the same paths under ``records``
-    (a campaign stopped at its budget keeps what it finished this way); runs of another device, and folders that
-    hold no finished run, are left out with a warning. Returns the records written."""
+def export_records(runs: Path, records: Path, device: str, keep: tuple[str, ...] = ALWAYS_RECORDED) -> list[Path]:
+    """The records (keeping ``keep``: :func:`export_record`) of every finished run of ``device`` under ``runs``,
+    written to the same paths under ``records`` (a campaign stopped at its budget keeps what it finished this way);
+    runs of another device, and folders that hold no finished run, are left out with a warning. Returns the records
+    written."""
     written = []
     for run_dir in find_runs([runs]) if runs.is_dir() else []:
         try:
@@ -71,7 +83,7 @@ def export_records(runs: Path, records: Path, device: str) -> list[Path]:
         if run.config.get("device") != device:
             log.warning("no record of %s: it ran on device=%s, not %s", run_dir, run.config.get("device"), device)
             continue
-        written.append(export_record(run_dir, records / run_dir.relative_to(runs)))
+        written.append(export_record(run_dir, records / run_dir.relative_to(runs), keep))
     return written
 
 

@@ -23,7 +23,9 @@ log = logging.getLogger(__name__)
 
 RUN_FILES = ("config.yaml", "metrics.json", "posterior.pt")
 EVAL_FILES = ("config.yaml", "metrics.json")
-RECORDED = ("config.yaml", "metrics.json", "selection.csv", "trace.csv")  # the small files a record keeps
+ALWAYS_RECORDED = ("config.yaml", "metrics.json", "selection.csv")  # the small files every record keeps
+TRACE = "trace.csv"  # the training trace: most of a record's bytes, kept only where a page reads it
+RECORDED = (*ALWAYS_RECORDED, TRACE)  # the small files a record may keep
 # what every run's summary records and its readers rely on (a table's row, the skip check's key): a record without
 # one of them is not a finished run, however its manifest agrees
 SUMMARY = ("dataset", "task", "model", "inference", "seed", "key")
@@ -72,13 +74,13 @@ def read_finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Finis
 
 def record_absent(folder: Path) -> tuple[str, ...] | None:
     """The files a record in ``folder`` left on the machine that made its run (None: not a record); they may be
-    missing, never any other file, and only large files (not :data:`RECORDED`) can be left."""
+    missing, never any other file, and never one that every record keeps (:data:`ALWAYS_RECORDED`)."""
     marker = folder / RECORD
     if not marker.is_file():
         return None
     try:
         absent = read_json(marker)["absent"]
-        if not (isinstance(absent, list) and all(isinstance(n, str) and n not in RECORDED for n in absent)):
+        if not (isinstance(absent, list) and all(isinstance(n, str) and n not in ALWAYS_RECORDED for n in absent)):
             raise TypeError
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise NotFinished(f"its {RECORD} is unreadable") from e

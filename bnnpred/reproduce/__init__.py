@@ -52,7 +52,7 @@ def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, re
     for study in chosen:
         r = Reproduction(runs=runs, out=out / study.name, tier=tier, jobs=jobs, report_only=report_only,
                          device=device or (page_device(out / study.name) if report_only else "cpu"),
-                         from_records=study.from_records)
+                         from_records=study.from_records, keeps_traces=study.keeps_traces)
         try:
             pages.append(make_page(study, r))
         except BnnpredError as e:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from bnnpred.app.compose import compose, expand_sweep, predictive_overrides
 from bnnpred.app.config import run_key
-from bnnpred.app.records import export_record, export_records, seed_from_record, verify_record
+from bnnpred.app.records import export_record, export_records, kept_files, seed_from_record, verify_record
 from bnnpred.app.report.tables import UNRECORDED, check_code, find_runs
 from bnnpred.app.run_files import MANIFEST
 from bnnpred.app.run_index import INDEX, copy_relative, failed_keys, failed_runs
@@ -63,6 +63,7 @@ class Reproduction:
     report_only: bool = False
     device: str = "cpu"  # where the runs are trained (device=...), and whose records the page reads
     from_records: bool = False
+    keeps_traces: bool = False  # whether its records keep the runs' training traces (trace.csv): its page reads them
     started: float = field(default_factory=time.time)
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
@@ -72,6 +73,11 @@ class Reproduction:
         """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
         unless ``full`` is given."""
         return {Tier.quick: quick, Tier.cpu: cpu, Tier.full: cpu if full is None else full}[self.tier]
+
+    @property
+    def recorded(self) -> tuple[str, ...]:
+        """The small files its records keep (:func:`~bnnpred.app.records.export_record`)."""
+        return kept_files(self.keeps_traces)
 
     @property
     def records(self) -> Path:
@@ -152,7 +158,7 @@ class Reproduction:
         if train:
             _bnnpred("train", *overrides, *self._quick(quick), *self._device(), f"hydra.run.dir={run_dir}")
             if self.from_records:
-                export_record(run_dir, record)
+                export_record(run_dir, record, self.recorded)
         if self.from_records:
             verify_record(record)
             self._read(record)
@@ -199,7 +205,8 @@ class Reproduction:
         if not sweep_dir.is_dir():  # the sweep never started (a refused override): its records stay as they are
             return records
         newest = {self.records / run_dir.relative_to(self.runs) for run_dir in _sweep_made_by(sweep_dir)}
-        kept = {record for record in export_records(sweep_dir, records, self.device) if record in newest}
+        kept = {record for record in export_records(sweep_dir, records, self.device, self.recorded)
+                if record in newest}
         for stale in set(find_runs([records]) if records.is_dir() else ()) - kept:
             shutil.rmtree(stale)
         if (sweep_dir / INDEX).is_file():
@@ -221,7 +228,7 @@ class Reproduction:
             target = self.folder(run_dir)
             _bnnpred("eval", f"run_dir={target}", *overrides, *self._device())
             if self.from_records:
-                export_record(target, run_dir)
+                export_record(target, run_dir, self.recorded)
         folder = eval_folder(run_dir, predictive_overrides(list(overrides)))
         self.made_by[folder] = _made_by(document(folder, EVAL_FILES))
         return folder
@@ -334,6 +341,7 @@ class Study:
     # whether its page is built from its runs' records alone (outputs/<name>/runs/<device>/, committed), so that a
     # fresh clone rebuilds it and a campaign continues on another machine
     from_records: bool = False
+    keeps_traces: bool = False  # whether its records keep the runs' training traces: only where its page reads them
 
 
 def _bnnpred(*args: str, failures_allowed: bool = False) -> None:

@@ -263,4 +263,4 @@ def make(r: Reproduction) -> str:
 STUDY = Study(name="notes002_convergence", title="SLANG paper (notes-002) Figs. 4 and 6: convergence of SLANG against "
               "mean-field and full-Gaussian natural-gradient VI (logistic regression) and BBB (BNN)", make=make,
               cpu_cost="about 18 min (63 runs with 2 jobs, measured)", items=items(2, 17, 18), full_scale=True,
-              from_records=True)
+              from_records=True, keeps_traces=True)

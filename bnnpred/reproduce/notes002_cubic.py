@@ -90,4 +90,5 @@ def make(r: Reproduction) -> str:
 
 
 STUDY = Study(name="notes002_cubic", title="SLANG paper (notes-002) Fig. 8: SLANG and BBB predictives on the toy "
-              "cubic", make=make, cpu_cost="about 4 min (3 runs)", items=items(2, 24), from_records=True)
+              "cubic", make=make, cpu_cost="about 4 min (3 runs)", items=items(2, 24), from_records=True,
+              keeps_traces=True)

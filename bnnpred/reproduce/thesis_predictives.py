@@ -391,4 +391,4 @@ TRIED = "\n".join([
 
 STUDY = Study(name="thesis_predictives", title="thesis Figs 5.4 and 5.5: NN vs GLM sampling for L-GGN, OGGN, LGVA "
               "and VOGGN, five seeds", make=make, cpu_cost="about 30 min (40 runs with 2 jobs, measured)",
-              items=items(0, 15, 17, 18), from_records=True)
+              items=items(0, 15, 17, 18), from_records=True, keeps_traces=True)

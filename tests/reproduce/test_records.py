@@ -12,11 +12,11 @@ import pytest
 import torch
 
 import bnnpred.reproduce as reproduce_module
-from bnnpred.app.records import export_record, seed_from_record
+from bnnpred.app.records import export_record, seed_from_record, verify_record
 from bnnpred.app.report.tables import collect, find_runs
 from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.run_files import MANIFEST, RECORD
-from bnnpred.app.run_record import EVAL_FILES
+from bnnpred.app.run_record import EVAL_FILES, RECORDED, TRACE
 from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError
 from bnnpred.io import sha256_file, write_json
@@ -204,7 +204,30 @@ def test_a_record_cannot_be_restored_or_re_evaluated(tmp_path, made):
     assert "train it again here with the same config and force=true" in out.stderr
 
 
+def test_a_record_keeps_the_trace_only_where_the_page_reads_it_and_says_what_it_left(tmp_path, made):
+    run_dir, record = tmp_path / "runs" / "tiny" / "single", records(tmp_path) / "single"
+    assert (run_dir / TRACE).is_file() and not (record / TRACE).exists()  # the tiny page reads no trace
+    assert TRACE in json.loads((record / RECORD).read_text())["absent"]
+    export_record(run_dir, record, RECORDED)  # a study whose page reads traces
+    assert (record / TRACE).read_bytes() == (run_dir / TRACE).read_bytes()
+    export_record(record, record)  # a record exported again with less to keep is trimmed, and still reads
+    assert not (record / TRACE).exists() and verify_record(record).record
+    with pytest.raises(ValueError, match="a record keeps"):
+        export_record(run_dir, record, ("config.yaml", "metrics.json"))
+    marker = json.loads((record / RECORD).read_text())
+    write_json(record / RECORD, {"absent": [*marker["absent"], "selection.csv"]})  # a record that dropped rows
+    with pytest.raises(BnnpredError, match=r"record .*single is corrupt \(its record.json is unreadable\)"):
+        verify_record(record)
+
+
 COMMITTED = Path(__file__).resolve().parents[2] / "outputs"
+RECORDS_BUDGET = 20 * 2**20  # issue 38: all committed records together well under 20 MB
+
+
+def test_the_committed_records_stay_within_their_budget():
+    sizes = {study.name: sum(p.stat().st_size for p in (COMMITTED / study.name / "runs").rglob("*") if p.is_file())
+             for study in reproduce_module.STUDIES.values()}
+    assert sizes["notes004_table2"] > 0 and sum(sizes.values()) < RECORDS_BUDGET, sizes
 
 
 @pytest.mark.parametrize("name", [name for name, study in reproduce_module.STUDIES.items()
