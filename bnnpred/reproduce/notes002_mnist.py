@@ -12,6 +12,7 @@ BBB run). ``quick`` is a smoke run. Both use the reference's selected prior, λ 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from bnnpred.app.report import figures
 from bnnpred.app.saved_runs import restore
 from bnnpred.inference.mean_field import initial_rho, sigma_of
 from bnnpred.reproduce.base import Reproduction, Study, document
-from bnnpred.reproduce.claims import Between, Claim, Compare, claim, departs, every, item, items, standardised
+from bnnpred.reproduce.claims import Between, Claim, Compare, all_of, claim, departs, every, item, items, standardised
 from bnnpred.reproduce.derived import large_files, scalars
 
 PAPER = {"BBB": 1.82, "SLANG L=1": 2.00, "SLANG L=2": 1.95, "SLANG L=4": 1.81, "SLANG L=8": 1.92,
@@ -94,38 +95,61 @@ def make(r: Reproduction) -> str:
     ]) + "\n"
 
 
-def full_claims(errors: dict[str, float]) -> list[Claim]:
-    """notes-002 checklist item 22 on the test error (%) per method."""
+def as_written(errors: dict[str, float]) -> list[Claim]:
+    """notes-002 checklist item 22 on the test error (%) per method, as the notes write it: every L in [1.5, 2.3] %,
+    the best of L ≥ 16 not above L = 1, and L = 32 ≤ 1.95 %."""
     nan = float("nan")
     one, sixteen, thirtytwo = (errors.get(f"SLANG L={rank}", nan) for rank in (1, 16, 32))
+    slang = {m: e for m, e in errors.items() if m.startswith("SLANG")}
     return [
-        every(item(2, 22), Between("test error (%)", 1.5, 2.3), errors, over="L"),
+        every(item(2, 22), Between("test error (%)", 1.5, 2.3), slang, over="L"),
         claim(item(2, 22), Compare("min test error over L ≥ 16", "≤", "error at L = 1"),
               (float(np.min([sixteen, thirtytwo])), one)),
         claim(item(2, 22), Compare("test error at L = 32 (%)", "≤", 1.95), thirtytwo),
     ]
 
 
+FULL_SETTINGS = ("400 epochs on all 60k images and the test error on a seeded 5k half of the test images; the notes "
+                 "train 100 epochs on 50k, then 300 on 60k, and test on all 10k")
+
+
+def full_claims(errors: dict[str, float]) -> list[Claim]:
+    """notes-002 checklist item 22 at the paper's scale (:func:`as_written`), the first naming the preset's settings
+    where they differ from the notes' (``FULL_SETTINGS``)."""
+    first, *rest = as_written(errors)
+    return [replace(first, text=f"{first.text} ({FULL_SETTINGS})"), *rest]
+
+
 def cpu_claims(errors: dict[str, float], se: dict[int, float], bbb_log_sigma_change: float) -> list[Claim]:
     """notes-002 item 22 at CPU scale (§6.3 item 5, on all 60k images): every L ∈ ``CPU_RANKS`` above 1 against
-    L = 1 on the same test images (``se[L]``: the standard error of their paired difference, %), SLANG's error
-    against issue 18's 3 % target, and the BBB control's variances trained (median ``|log σ − log σ₀|`` ≥ log 2)."""
+    L = 1 on the same test images (``se[L]``: the standard error of their paired difference, %, which is 0 only if
+    the two classify every test image alike: a rank that changed nothing), SLANG's error against issue 18's 3 %
+    target beside the notes' numbers for the paper's network, and the BBB control's variances trained (median
+    ``|log σ − log σ₀|`` ≥ log 2)."""
     nan = float("nan")
     one = errors.get("SLANG L=1", nan)
-    not_worse = [departs(
-        claim(item(2, 22), Compare(f"(test error L = {rank} − L = 1) / paired s.e.", "≤", 2),
-              standardised(errors.get(f"SLANG L={rank}", nan) - one, se.get(rank, nan)),
-              note=f"L = {rank} not worse than L = 1",
-              numbers=f"{errors.get(f'SLANG L={rank}', nan):.2f} vs {one:.2f} (s.e. {se.get(rank, nan):.2f})"),
-        claim(item(2, 22), Compare(f"test error L = {rank} (%)", "≤", "L = 1's"), (errors.get(f"SLANG L={rank}", nan),
-                                                                                   one)),
-        "one seed: two paired standard errors of slack for the test set's noise, which the notes' plain "
-        "comparison does not give") for rank in CPU_RANKS[1:]]
+
+    def not_worse(rank: int) -> Claim:
+        error, paired = errors.get(f"SLANG L={rank}", nan), se.get(rank, nan)
+        differ = claim(item(2, 22), Compare(f"paired s.e. of L = {rank} − L = 1 (%)", ">", 0), paired,
+                       note="the two classify some test image differently: the rank changed the posterior")
+        return departs(
+            all_of(claim(item(2, 22), Compare(f"(test error L = {rank} − L = 1) / paired s.e.", "≤", 2),
+                         standardised(error - one, paired), note=f"L = {rank} not worse than L = 1",
+                         numbers=f"{error:.2f} vs {one:.2f} (s.e. {paired:.2f})"), differ),
+            all_of(claim(item(2, 22), Compare(f"test error L = {rank} (%)", "≤", "L = 1's"), (error, one)), differ),
+            "one seed: two paired standard errors of slack for the test set's noise, which the notes' plain "
+            "comparison does not give")
+
     slang = {m: e for m, e in errors.items() if m.startswith("SLANG")}
+    written = as_written(errors)
     return [
-        *not_worse,
-        every(item(2, 22), Compare("test error (%)", "≤", 3), slang, over="L",
-              note="issue 18's target; the notes' CPU guess is 2.5-4 %, the paper's GPU numbers 1.7-2.0 %"),
+        *(not_worse(rank) for rank in CPU_RANKS[1:]),
+        departs(every(item(2, 22), Compare("test error (%)", "≤", 3), slang, over="L",
+                      note="issue 18's target; the notes' CPU guess is 2.5-4 %"),
+                all_of(written[0], written[2]),
+                "the CPU network (784-100-100-10, 30 epochs) against the paper's numbers for its 784-400-400-10 "
+                "at 400 epochs"),
         claim(item(2, 22), Compare("BBB control: median |log σ − log σ₀|", "≥", round(math.log(2), 4)),
               bbb_log_sigma_change, note="its variances trained, so it is not a MAP network in disguise"),
     ]
