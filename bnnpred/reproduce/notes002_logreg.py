@@ -30,7 +30,19 @@ from bnnpred.metrics import symmetric_kl
 from bnnpred.posteriors import Posterior
 from bnnpred.predictive import glm_latent
 from bnnpred.reproduce.base import Reproduction, Study, document
-from bnnpred.reproduce.claims import Claim, Compare, Trend, all_of, claim, every, item, items, lookup, standardised
+from bnnpred.reproduce.claims import (
+    Claim,
+    Compare,
+    Trend,
+    all_of,
+    claim,
+    departs,
+    every,
+    item,
+    items,
+    lookup,
+    standardised,
+)
 from bnnpred.reproduce.derived import large_files, scalars
 
 # set: (prior λ, minibatch M, training examples) — notes-002 Table 8 and §3.1 (USPS: 770 of 1,540)
@@ -64,25 +76,39 @@ PAPER_TABLE4 = {  # notes-002 Table 4 in TABLE4 order: negative ELBO, test NLL, 
     "usps_3vs5": ([0.210, 0.208, 0.210, 0.210, 0.206, 0.198], [0.133, 0.132, 0.133, 0.132, 0.132, 0.132],
                   [14.97, 13.53, 14.32, 14.92, 12.46, 7.55]),
 }
-PAPER = {  # notes-002 Tables 1, 6, 7 in METHODS order: negative ELBO per example, test NLL, raw symmetric KL
-    "australian": ([0.614, 0.613, 0.593, 0.574, 0.574, 0.569, 0.566, 0.560, 0.558, 0.559],
+PAPER = {  # notes-002 Tables 6 and 7 (Table 1's KL) in METHODS order: negative ELBO per example, test NLL, raw
+    # symmetric KL (its printed scale undone)
+    "australian": ([0.6139, 0.6125, 0.5933, 0.5744, 0.5743, 0.5690, 0.5659, 0.5601, 0.5583, 0.5589],
                    [0.3480, 0.3472, 0.3413, 0.3415, 0.3416, 0.3392, 0.3382, 0.3396, 0.3386, 0.3377],
                    [22398, 20301, 1946, 332, 313, 84, 17, 0.76, 0.0, 0.0]),
-    "breast_cancer": ([0.122, 0.121, 0.121, 0.112, 0.111, 0.111, 0.111, 0.111, 0.109, 0.109],
+    "breast_cancer": ([0.1217, 0.1208, 0.1205, 0.1117, 0.1111, 0.1114, 0.1107, 0.1107, 0.1086, 0.1087],
                       [0.0950, 0.0943, 0.0937, 0.0921, 0.0918, 0.0919, 0.0920, 0.0920, 0.0912, 0.0912],
                       [8.019, 9.071, 7.771, 0.911, 0.756, 0.842, 0.638, 0.637, 0.0017, 0.0]),
-    "a1a": ([0.384, 0.383, 0.383, 0.377, 0.376, 0.374, 0.373, 0.369, 0.368, 0.368],
+    "a1a": ([0.3838, 0.3833, 0.3828, 0.3766, 0.3759, 0.3744, 0.3732, 0.3686, 0.3678, 0.3679],
             [0.3390, 0.3389, 0.3385, 0.3386, 0.3385, 0.3386, 0.3386, 0.3386, 0.3385, 0.3386],
             [259.0, 220.8, 129.5, 30.5, 24.9, 17.3, 11.8, 1.41, 0.0, 0.0]),
-    "usps_3vs5": ([0.268, 0.268, 0.267, 0.210, 0.206, 0.198, 0.193, 0.189, 0.186, 0.186],
+    "usps_3vs5": ([0.2679, 0.2675, 0.2672, 0.2096, 0.2059, 0.1979, 0.1929, 0.1886, 0.1860, 0.1860],
                   [0.1390, 0.1388, 0.1383, 0.1325, 0.1325, 0.1317, 0.1314, 0.1309, 0.1300, 0.1301],
                   [76.8, 71.9, 70.8, 14.9, 12.5, 7.55, 4.48, 1.80, 0.01, 0.0]),
 }
-# the papers' standard errors over 20 splits, about constant over methods (Tables 6, 7); a1a (one split): item 8-9's
-# absolute tolerances instead
-PAPER_SE = {"australian": (0.0059, 0.0069), "breast_cancer": (0.0028, 0.0023), "usps_3vs5": (0.0025, 0.0020)}
-A1A_TOLERANCE = (0.003, 0.002)
-SE_TOLERANCE = 4  # item 9 at the CPU plan's 4 combined s.e. (notes-002 §6.3)
+PAPER_SE = {  # the s.e. over 20 splits of Tables 6 and 7's negative ELBO and NLL, in METHODS order; a1a (one split):
+    # items 8-9's absolute tolerances instead
+    "australian": ((0.0059, 0.0059, 0.0058, 0.0055, 0.0055, 0.0056, 0.0058, 0.0059, 0.0059, 0.0059),
+                   (0.0069, 0.0068, 0.0072, 0.0065, 0.0065, 0.0065, 0.0066, 0.0072, 0.0072, 0.0069)),
+    "breast_cancer": ((0.0028, 0.0028, 0.0028, 0.0029, 0.0028, 0.0028, 0.0028, 0.0028, 0.0029, 0.0029),
+                      (0.0024, 0.0023, 0.0024, 0.0023, 0.0023, 0.0023, 0.0023, 0.0023, 0.0023, 0.0024)),
+    "usps_3vs5": ((0.0029, 0.0029, 0.0028, 0.0025, 0.0024, 0.0024, 0.0023, 0.0022, 0.0022, 0.0022),
+                  (0.0020, 0.0020, 0.0020, 0.0019, 0.0019, 0.0019, 0.0019, 0.0020, 0.0020, 0.0020)),
+}
+EXACT = ("MF Exact", "FG Exact")  # item 8's methods; item 9's are the others (STOCHASTIC)
+A1A_TOLERANCE = {8: (0.002,), 9: (0.003, 0.002)}  # a1a's one split: items 8 (ELBO) and 9 (ELBO, NLL) as written
+SE_TOLERANCE = 3  # items 8-9: within 3 s.e. of the paper's tables (the paper's s.e.)
+# the CPU plan's relaxed tolerance (notes-002 §6.3 item 1: "tolerances relax to 4·SE"), taken of the paper's s.e.
+# combined with our mean's own over our splits
+CPU_SE_TOLERANCE = 4
+CPU_DEPARTURE = ("the notes' CPU plan relaxes items 8-16's tolerances to 4 s.e. (§6.3 item 1); our mean is over 3 "
+                 "splits (the plan's 5, the paper's 20: 1,500 epochs on 5 splits would take SLANG alone 2 h here) and "
+                 "USPS trains 500 epochs (the plan's 1,500), so its own s.e. is combined with the paper's")
 # item 9's KL part: "raw KL within max(3·SE, 30% relative) of the raw values", SE the paper's (notes-002 §5), over the
 # stochastic methods only (item 8 has the exact ones)
 STOCHASTIC = ("MF EF", "MF Hessian", "SLANG L=1", "SLANG L=2", "SLANG L=5", "SLANG L=10", "FG EF", "FG Hessian")
@@ -165,7 +191,8 @@ def make(r: Reproduction) -> str:
         "split); means over splits; the paper's value "
         "in brackets (negative ELBO per example in the paper's convention, test NLL, raw symmetric KL to FG Exact; "
         "notes-002 Tables 1, 6, 7). NLL: the GLM predictive with 2000 samples.", "",
-        *results_table(table, names, METHODS, PAPER), "", r.table([exact_claim(exact), *claims(table, names)]), "",
+        *results_table(table, names, METHODS, PAPER), "",
+        r.table([exact_claim(exact), *claims(table, names, relaxed=r.pick(quick=True, cpu=True, full=False))]), "",
         "## SLANG-OnlineEig (App. B, Table 4)", "",
         "The ablation that averages the new gradients' own top-L eigen-factor into U (eq. 18, each column's sign "
         "matched to the old one's) instead of taking the top-L part of the combined precision, with no diagonal "
@@ -200,8 +227,9 @@ def online_eig_claims(table: pd.DataFrame, names: list[str]) -> list[Claim]:
                   note=f"paper {paper}")]
 
 
-def claims(table: pd.DataFrame, names: list[str]) -> list[Claim]:
-    """notes-002 checklist items 9-13 on the means over splits (``table``: (set, method) x (metric, mean/sem))."""
+def claims(table: pd.DataFrame, names: list[str], relaxed: bool = True) -> list[Claim]:
+    """notes-002 checklist items 8 (the exact methods' ELBO) and 9-13 on the means over splits (``table``: (set,
+    method) x (metric, mean/sem)); ``relaxed``: the CPU plan's tolerances for items 8-9 (:func:`closeness`)."""
     def value(name: str, method: str, metric: str) -> float:
         return lookup(table, (name, method), (metric, "mean"))
 
@@ -212,14 +240,27 @@ def claims(table: pd.DataFrame, names: list[str]) -> list[Claim]:
     mean_field = ["MF EF", "MF Hessian", "MF Exact"]
     monotone = [n for n in names if n != "breast_cancer"]
     gated = [n for n in ("breast_cancer", "usps_3vs5") if n in names]
+    kl_units = kl_tolerance_units(table, names)
+
+    def kl_close(number: int, methods: Sequence[str], among: list[str]) -> Claim:  # item 9's KL part, for another
+        return every(item(2, number), Compare("|KL − paper's| / item 9's KL tolerance", "≤", 1),
+                     {f"{n} {m}": kl_units[f"{n} {m}"] for n in among for m in methods}, over="(set, method)")
+
+    ungated = ", ".join(f"{n} {value(n, 'SLANG L=10', 'kl') / value(n, 'FG EF', 'kl'):.3g}" for n in names
+                        if n not in gated)
     return [
-        *[every(item(2, 9), Compare(f"|{label} − paper's| / tolerance", "≤", 1), tolerance_units(table, names, metric,
-                                                                                              index),
-                over="(set, method)", note=f"tolerance {SE_TOLERANCE} combined s.e., a1a ±{A1A_TOLERANCE[index]}")
-          for index, (metric, label) in enumerate((("neg_elbo", "negative ELBO"), ("nll", "test NLL")))],
-        every(item(2, 9), Compare(f"|KL − paper's| / max({KL_TOLERANCE[0]} s.e., {KL_TOLERANCE[1]:.0%} of paper's)",
-                                  "≤", 1), kl_tolerance_units(table, names), over="(set, stochastic method)",
-              note="raw symmetric KL to FG Exact; s.e. the paper's, from Tables 6 and 7, none for a1a's one split"),
+        closeness(table, names, 8, "neg_elbo", relaxed),
+        *(closeness(table, names, 9, metric, relaxed) for metric in ("neg_elbo", "nll")),
+        departs(every(item(2, 9), Compare(f"|KL − paper's| / max({KL_TOLERANCE[0]} s.e., {KL_TOLERANCE[1]:.0%} of "
+                                          "paper's, half its printed digit)", "≤", 1), kl_units,
+                      over="(set, stochastic method)",
+                      note="raw symmetric KL to FG Exact; s.e. the paper's, from Tables 6 and 7, none for a1a's one "
+                           "split"),
+                every(item(2, 9), Compare(f"|KL − paper's| / max({KL_TOLERANCE[0]} s.e., {KL_TOLERANCE[1]:.0%} of "
+                                          "paper's)", "≤", 1), kl_tolerance_units(table, names, printed=False),
+                      over="(set, stochastic method)"),
+                "a cell printed as 0.0000 ± 0.0000 is a value below half its last digit, not an exact 0 that any "
+                "KL would miss"),
         every(item(2, 10), Compare("min mean-field KL / KL(SLANG L=1)", "≥", 2),
               {n: min(value(n, m, "kl") for m in mean_field) / value(n, "SLANG L=1", "kl") for n in names}, over="set",
               note="paper 4.2-8.5x"),
@@ -229,16 +270,43 @@ def claims(table: pd.DataFrame, names: list[str]) -> list[Claim]:
               {n: [value(n, m, "kl") for m in slang] for n in monotone}, over="set but Breast cancer"),
         claim(item(2, 11), Compare("Breast cancer: KL(SLANG L=10)", "<", "KL(SLANG L=1)"),
               (value("breast_cancer", "SLANG L=10", "kl"), value("breast_cancer", "SLANG L=1", "kl"))),
-        every(item(2, 11), Compare("negative ELBO of SLANG L=10", "≤", "SLANG L=1's"),
-              {n: (value(n, "SLANG L=10", "neg_elbo"), value(n, "SLANG L=1", "neg_elbo")) for n in names}, over="set"),
+        all_of(every(item(2, 11), Compare("negative ELBO of SLANG L=10", "≤", "SLANG L=1's"),
+                     {n: (value(n, "SLANG L=10", "neg_elbo"), value(n, "SLANG L=1", "neg_elbo")) for n in names},
+                     over="set"),
+               every(item(2, 11), Compare("KL(SLANG L=10)", "<", "KL(SLANG L=1)"),
+                     {n: (value(n, "SLANG L=10", "kl"), value(n, "SLANG L=1", "kl")) for n in names}, over="set"),
+               note="the rank changed the posterior"),
         all_of(every(item(2, 12), Compare("|negative ELBO of FG EF − FG Hessian's|", "≤", 0.004),
                      gaps("FG EF", "FG Hessian", "neg_elbo"), over="set"),
                every(item(2, 12), Compare("|test NLL of FG EF − FG Hessian's|", "≤", 0.0015),
-                     gaps("FG EF", "FG Hessian", "nll"), over="set")),
-        every(item(2, 13), Compare("KL(SLANG L=10) / KL(FG EF)", "≤", 3),
-              {n: value(n, "SLANG L=10", "kl") / value(n, "FG EF", "kl") for n in gated},
-              over="set of Breast cancer and USPS"),
+                     gaps("FG EF", "FG Hessian", "nll"), over="set"),
+               kl_close(12, ("FG EF", "FG Hessian"), names),
+               note="both full-Gaussian runs reached the exact posterior, so two that never moved do not pass"),
+        all_of(every(item(2, 13), Compare("KL(SLANG L=10) / KL(FG EF)", "≤", 3),
+                     {n: value(n, "SLANG L=10", "kl") / value(n, "FG EF", "kl") for n in gated},
+                     over="set of Breast cancer and USPS"),
+               kl_close(13, ("FG EF",), gated),
+               note=f"FG EF at its paper KL, so a diverged FG EF does not pass; ungated: {ungated or 'none run'}"),
     ]
+
+
+def closeness(table: pd.DataFrame, names: list[str], number: int, metric: str, relaxed: bool) -> Claim:
+    """notes-002 item 8 (the exact methods' negative ELBO) or 9 (the stochastic methods' ``metric``): within 3 of the
+    paper's s.e. of Tables 6 / 7 (a1a, one split: ``A1A_TOLERANCE``); ``relaxed``: the CPU plan's 4 s.e. combined
+    with our mean's, the notes' 3 paper s.e. beside it (:data:`CPU_DEPARTURE`)."""
+    index = ("neg_elbo", "nll").index(metric)
+    methods = EXACT if number == 8 else STOCHASTIC
+    label = "negative ELBO" if metric == "neg_elbo" else "test NLL"
+    a1a = A1A_TOLERANCE[number][index]
+
+    def within(scale: int, combined: bool) -> Claim:
+        return every(item(2, number), Compare(f"|{label} − paper's| / tolerance", "≤", 1),
+                     tolerance_units(table, names, metric, methods, scale, combined), over="(set, method)",
+                     note=f"tolerance {scale} {'combined' if combined else 'paper'} s.e., a1a ±{a1a}"
+                          + (", the exact methods" if number == 8 else ""))
+
+    as_written = within(SE_TOLERANCE, combined=False)
+    return departs(within(CPU_SE_TOLERANCE, combined=True), as_written, CPU_DEPARTURE) if relaxed else as_written
 
 
 def exact_claim(grad_norms: dict[str, float]) -> Claim:
@@ -248,28 +316,35 @@ def exact_claim(grad_norms: dict[str, float]) -> Claim:
                  over="set, exact method and split", note="the ELBO summed over the training set, the stricter reading")
 
 
-def tolerance_units(table: pd.DataFrame, names: list[str], metric: str, index: int) -> dict[str, float]:
-    """Per (set, method) cell, |ours − paper's| in units of item 9's tolerance (``SE_TOLERANCE`` combined standard
-    errors; a1a, one split: ``A1A_TOLERANCE``)."""
+def tolerance_units(table: pd.DataFrame, names: list[str], metric: str, methods: Sequence[str], scale: int,
+                    combined: bool) -> dict[str, float]:
+    """Per (set, method) cell, |ours − paper's| in units of ``scale`` of the paper's s.e. (``combined``: combined
+    with our mean's s.e. over splits); a1a, one split: item 9's absolute tolerance (item 8's for the exact methods)."""
+    index = ("neg_elbo", "nll").index(metric)
     units = {}
     for name in names:
-        for method, paper in zip(METHODS, PAPER[name][index], strict=True):
+        for method in methods:
+            column = list(METHODS).index(method)
             ours, se = lookup(table, (name, method), (metric, "mean")), lookup(table, (name, method), (metric, "sem"))
-            tolerance = A1A_TOLERANCE[index] if name == "a1a" else SE_TOLERANCE * math.hypot(PAPER_SE[name][index], se)
-            units[f"{name} {method}"] = abs(ours - paper) / tolerance
+            paper_se = PAPER_SE[name][index][column] if name != "a1a" else math.nan
+            tolerance = (A1A_TOLERANCE[8 if method in EXACT else 9][index] if name == "a1a"
+                         else scale * (math.hypot(paper_se, se) if combined else paper_se))
+            units[f"{name} {method}"] = abs(ours - PAPER[name][index][column]) / tolerance
     return units
 
 
-def kl_tolerance_units(table: pd.DataFrame, names: list[str]) -> dict[str, float]:
+def kl_tolerance_units(table: pd.DataFrame, names: list[str], printed: bool = True) -> dict[str, float]:
     """notes-002 #9's KL part per (set, stochastic method) cell: |our mean raw KL − the paper's| in units of max(3 ×
-    the paper's s.e., 30 % of the paper's value) (``KL_TOLERANCE``), as the notes write it, and never finer than the
-    tables' printing (``KL_PRINTED_HALF_UNIT``: a value printed as 0.0000 is below half its last digit)."""
+    the paper's s.e., 30 % of the paper's value) (``KL_TOLERANCE``), as the notes write it, and with ``printed``
+    never finer than the tables' printing (``KL_PRINTED_HALF_UNIT``: a value printed as 0.0000 is below half its
+    last digit)."""
     units = {}
     for name in names:
         for method in STOCHASTIC:
             index = list(METHODS).index(method)
             paper, se = PAPER[name][2][index], PAPER_KL_SE[name][index]
-            tolerance = max(KL_TOLERANCE[0] * se, KL_TOLERANCE[1] * paper, KL_PRINTED_HALF_UNIT[name])
+            tolerance = max(KL_TOLERANCE[0] * se, KL_TOLERANCE[1] * paper,
+                            KL_PRINTED_HALF_UNIT[name] if printed else 0.0)
             units[f"{name} {method}"] = standardised(abs(lookup(table, (name, method), ("kl", "mean")) - paper),
                                                      tolerance)
     return units
@@ -327,8 +402,11 @@ def shape_claims(names: list[str], weight_ratio: dict[str, float], offdiag_error
               over="set", note="trend reversal"),
         every(item(2, 14), Compare("bias variance MF / FG", "<", 0.1), {n: b[0][1] / b[-1][1] for n, b in bias.items()},
               over="set", note="paper 0.0007-0.078"),
-        every(item(2, 14), Trend("bias variance", "does not fall", "L = 1, 5, 10"),
-              {n: [bias[n][i][1] for i in (1, 2, 3)] for n in rising}, over="set but Breast cancer"),
+        all_of(every(item(2, 14), Trend("bias variance", "does not fall", "L = 1, 5, 10"),
+                     {n: [bias[n][i][1] for i in (1, 2, 3)] for n in rising}, over="set but Breast cancer"),
+               every(item(2, 14), Compare("bias variance at L = 10", ">", "at L = 1"),
+                     {n: (bias[n][3][1], bias[n][1][1]) for n in rising}, over="set but Breast cancer"),
+               note="it rises somewhere, so ranks that changed nothing do not pass"),
     ]
 
 
