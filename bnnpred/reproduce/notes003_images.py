@@ -2,7 +2,8 @@
 (§6 item 2): all 60,000 Fashion-MNIST training images, the documented substitute network (MLP 784-256-128-10 tanh
 for the 3c3d CNN), MNIST as the OOD set.
 
-Rows: MAP, BNN-KFAC (nn sampling from the Kronecker Laplace-GGN), GLM-KFAC, GLM-diag, "GLM-GGN-Full" (the last
+Rows: MAP, BNN-KFAC (nn sampling from the Kronecker Laplace-GGN, with the exact prior and with Ritter et al.'s
+dampening: notes-003 §6 A20, the better of the two held against the GLM), GLM-KFAC, GLM-diag, "GLM-GGN-Full" (the last
 layer's full covariance, the rest fixed at the MAP) and GP-GGN (M = 400 random training points); δ ∈ {0.01, 0.1, 1,
 10, 100} chosen per row and seed by validation NLL (the GP takes MAP's network, as in notes-004), three seeds; Fig
 5.10 re-evaluates the GP of each seed's MAP network at M ∈ {50, 100, 200, 400, 800} (``bnnpred eval``; M = 1600 was
@@ -28,10 +29,13 @@ from bnnpred.reproduce.claims import Claim, Compare, Verdict, all_of, claim, dep
 
 POSTERIORS: dict[str, tuple[str, ...]] = {  # one sweep over δ and seeds per posterior
     "kron": (),
+    # notes-003 §6 A20: BNN sampling "with both exact and ritter, and report the better one"
+    "kron_dampened": ("inference.dampen=true", "predictive.kinds=[nn]"),
     "diag": ("inference.structure=diag", "predictive.kinds=[glm]"),
     "last_layer": ("inference.structure=full", "inference.subset_of_weights=last_layer", "predictive.kinds=[glm]"),
 }
-ROWS = {("kron", "map"): "MAP", ("kron", "nn"): "BNN-KFAC", ("kron", "glm"): "GLM-KFAC", ("diag", "glm"): "GLM-diag",
+ROWS = {("kron", "map"): "MAP", ("kron", "nn"): "BNN-KFAC", ("kron_dampened", "nn"): "BNN-KFAC (Ritter et al.)",
+        ("kron", "glm"): "GLM-KFAC", ("diag", "glm"): "GLM-diag",
         ("last_layer", "glm"): "GLM-GGN-Full (last layer)", ("kron", "gp"): "GP-GGN"}  # the GP's M: the page text
 PAPER = {  # notes-003 Table 5.2 (3c3d, 60k images): accuracy %, NLL, ECE
     "BNN-KFAC": (91.39, 0.269, 0.172), "GLM-GGN-Full (last layer)": (85.60, 0.254, 0.061),
@@ -115,20 +119,36 @@ def spread(mean: float, sd: float, metric: str) -> str:
     return f"{mean:.{digits}f}" + ("" if np.isnan(sd) else f" ± {sd:.{digits}f}")
 
 
+SEEDS = 3  # notes-003 #13: "mean ± std over ≥ 3 seeds"
+# a GP that collapsed onto MAP (its tuned prior factor at the grid's top, 1000) moves the NLL by about its variance,
+# far below this; 100 latent samples of a GP that moved change it by more
+MOVED_NLL = 1e-3
+
+
+def better_bnn(s: pd.DataFrame) -> str:
+    """The BNN-KFAC row (exact prior or Ritter et al.'s dampening) with the lower mean test NLL: notes-003 §6 A20's
+    "report the better one", which the GLM's criteria are held against (the stricter comparison for the GLM)."""
+    rows = ("BNN-KFAC", "BNN-KFAC (Ritter et al.)")
+    return min(rows, key=lambda row: (np.isnan(lookup(s, row, "nll")), lookup(s, row, "nll")))
+
+
 def table_claims(s: pd.DataFrame, network: str = "ours the substitute MLP") -> list[Claim]:
     """notes-003 checklist item 13 (Table 5.2's pass criteria) on the test split's means over seeds (``s``: the rows
-    of :func:`stats`); ``network`` says, beside the paper's 3c3d, which network made them."""
-    glm, bnn, gp = "GLM-KFAC", "BNN-KFAC", ROWS["kron", "gp"]
+    of :func:`stats`, each with its number of seeds ``n``), the BNN row the better of the two (:func:`better_bnn`);
+    ``network`` says, beside the paper's 3c3d, which network made them."""
+    glm, bnn, gp = "GLM-KFAC", better_bnn(s), ROWS["kron", "gp"]
     acc, nll, ece = ({row: lookup(s, row, m) for row in ROWS.values()} for m in ("accuracy", "nll", "ece"))
-    # a GP that collapsed onto MAP (its tuned prior factor reaches 1000) would pass its ECE and accuracy criteria
-    moved = claim(item(3, 13), Compare("|NLL(GP-GGN) − NLL(MAP)|", ">", 0), abs(nll[gp] - nll["MAP"]),
-                  note="the GP is not MAP's copy")
+    # a GP that collapsed onto MAP would pass its ECE and accuracy criteria
+    moved = claim(item(3, 13), Compare("|NLL(GP-GGN) − NLL(MAP)|", ">", MOVED_NLL), abs(nll[gp] - nll["MAP"]),
+                  note="the GP is not MAP's copy: above a collapsed GP's Monte Carlo noise")
     return [
-        all_of(claim(item(3, 13), Compare("ECE(GLM-KFAC)", "<", "ECE(BNN-KFAC)"), (ece[glm], ece[bnn])),
+        every(item(3, 13), Compare("seeds", "≥", SEEDS), {row: lookup(s, row, "n") for row in ROWS.values()},
+              over="row", note="a run that failed its health checks leaves its seed out"),
+        all_of(claim(item(3, 13), Compare("ECE(GLM-KFAC)", "<", f"ECE({bnn})"), (ece[glm], ece[bnn])),
                claim(item(3, 13), Compare("ECE(GLM-KFAC)", "≤", 0.03), ece[glm])),
         claim(item(3, 13), Compare("accuracy(GLM-KFAC)", "≥", "accuracy(MAP)", margin=-0.5), (acc[glm], acc["MAP"]),
               note="pp"),
-        claim(item(3, 13), Compare("NLL(GLM-KFAC)", "≤", "NLL(BNN-KFAC)"), (nll[glm], nll[bnn])),
+        claim(item(3, 13), Compare("NLL(GLM-KFAC)", "≤", f"NLL({bnn})"), (nll[glm], nll[bnn])),
         all_of(claim(item(3, 13), Compare("ECE(GP-GGN)", "≤", 0.04), ece[gp]), moved),
         all_of(claim(item(3, 13), Compare("|accuracy(GP-GGN) − accuracy(MAP)|", "≤", 0.5), abs(acc[gp] - acc["MAP"]),
                      note="pp"), moved),
@@ -174,10 +194,10 @@ def ood_claims(s: pd.DataFrame, gaps: dict[str, float]) -> list[Claim]:
     """notes-003 checklist item 15 (Fig 5.9): OOD-AUC ordering (``s``: the rows of :func:`stats`), and OOD entropy
     above in-distribution entropy for every method (``gaps``: :func:`entropy_gaps`)."""
     auc = {row: lookup(s, row, "ood_auc") for row in ROWS.values()}
-    glm = "GLM-KFAC"
+    glm, bnn = "GLM-KFAC", better_bnn(s)
     return [
         claim(item(3, 15), Compare("OOD-AUC(GLM-KFAC)", "≥", "OOD-AUC(MAP)", margin=0.01), (auc[glm], auc["MAP"])),
-        claim(item(3, 15), Compare("OOD-AUC(GLM-KFAC)", "≥", "OOD-AUC(BNN-KFAC)"), (auc[glm], auc["BNN-KFAC"])),
+        claim(item(3, 15), Compare("OOD-AUC(GLM-KFAC)", "≥", f"OOD-AUC({bnn})"), (auc[glm], auc[bnn])),
         every(item(3, 15), Compare("mean OOD entropy − mean test entropy", ">", 0), gaps, over="method",
               note="nats"),
     ]
@@ -231,8 +251,9 @@ def gp_claims(by_m: pd.DataFrame, s: pd.DataFrame) -> list[Claim]:
     return [
         all_of(claim(item(3, 16), Compare(f"OOD-AUC(GP, M = {middle})", "≥", "OOD-AUC(MAP)"),
                      (lookup(mean, middle, "ood_auc"), map_auc)),
-               claim(item(3, 16), Compare(f"|NLL(GP, M = {middle}) − NLL(MAP)|", ">", 0),
-                     abs(lookup(mean, middle, "nll") - map_nll), note="the GP is not MAP's copy")),
+               claim(item(3, 16), Compare(f"|NLL(GP, M = {middle}) − NLL(MAP)|", ">", MOVED_NLL),
+                     abs(lookup(mean, middle, "nll") - map_nll),
+                     note="the GP is not MAP's copy: above a collapsed GP's Monte Carlo noise")),
         *coded,
     ]
 
@@ -270,7 +291,9 @@ def make(r: Reproduction) -> str:
         "(§6 item 2) for the paper's 3c3d CNN: MLP 784-256-128-10 tanh, Adam (lr 1e-3 ÷ (⌊epoch/10⌋ + 1), batch "
         "512, 10 epochs) at each δ ∈ {0.01, 0.1, 1, 10, 100}; a run that fails the numerical-health checks is "
         "left out of the choice and listed at the end. The Kronecker Laplace-GGN (KFLR) at the MAP gives "
-        "BNN-KFAC (100 sampled networks), GLM-KFAC (100 samples of the per-input logit Gaussian) and GP-GGN (M = 400 "
+        "BNN-KFAC (100 sampled networks; again from the posterior dampened as Ritter et al. do, notes-003 §6 A20: "
+        "the criteria hold the GLM against the better of the two by test NLL), GLM-KFAC (100 samples of the "
+        "per-input logit Gaussian) and GP-GGN (M = 400 "
         "random training points, per-class kernel, prior δ·N/M·factor tuned on validation, on MAP's network); the "
         "diagonal Laplace-GGN gives GLM-diag and the last layer's full-covariance Laplace-GGN (the rest fixed at the "
         "MAP) the \"GLM-GGN-Full\" row. δ is chosen per row and seed by validation NLL. Test metrics are means ± "
@@ -292,5 +315,5 @@ def make(r: Reproduction) -> str:
 
 STUDY = Study(name="notes003_images", title="notes-003 Table 5.2, Fig 5.9 and Fig 5.10 at reduced scale: "
               "all 60k Fashion-MNIST images, MAP / BNN / GLM-KFAC / GLM-diag / last-layer GLM / GP, MNIST OOD",
-              make=make, cpu_cost="about 2 h (45 runs; 15 GP re-evaluations, M = 800 about 9 min each on one core)",
+              make=make, cpu_cost="about 2 h (60 runs; 15 GP re-evaluations, M = 800 about 9 min each on one core)",
               items=items(3, 13, 15, 16))

@@ -52,8 +52,10 @@ QUICK = ("dataset.n_train=300", "dataset.n_test=200", "ood.n_test=100", "inferen
 
 
 NOTES003_SET = "fashion_mnist"  # notes-003 Table 5.2 / Figs 5.9-5.10 are Fashion-MNIST's, MNIST as OOD
-# notes-003's diagonal and last-layer rows on the same MAP networks (the fit cache hands each δ's network over)
-NOTES003_POSTERIORS = {name: overrides for name, overrides in notes003_images.POSTERIORS.items() if name != "kron"}
+# notes-003's diagonal and last-layer rows on the same MAP networks (the fit cache hands each δ's network over); its
+# Kronecker posteriors, exact and dampened, are this page's own
+NOTES003_POSTERIORS = {name: overrides for name, overrides in notes003_images.POSTERIORS.items()
+                       if name not in POSTERIORS}
 
 
 def sweep_all(r: Reproduction, sets: list[str]) -> tuple[pd.DataFrame, list[str]]:

@@ -193,7 +193,8 @@ def test_the_notes003_rows_on_the_same_networks_are_named_per_posterior_and_answ
                           for p, k in (("kron", "map"), ("kron", "nn"), ("kron", "glm"), ("kron", "gp"),
                                        ("kron_dampened", "nn"), ("diag", "glm"), ("last_layer", "glm"))])
     rows = notes004_table2.labelled(frame[frame["set"] == notes004_table2.NOTES003_SET], notes003_images.ROWS)
-    assert list(rows["row"]) == ["MAP", "BNN-KFAC", "GLM-KFAC", "GP-GGN", "GLM-diag", "GLM-GGN-Full (last layer)"]
+    assert list(rows["row"]) == ["MAP", "BNN-KFAC", "GLM-KFAC", "GP-GGN", "BNN-KFAC (Ritter et al.)", "GLM-diag",
+                                 "GLM-GGN-Full (last layer)"]
     assert list(rows["predictive"]) == list(rows["row"]) and (rows["accuracy"] == 90.0).all()
     table2 = notes004_table2.labelled(frame, notes004_table2.ROWS)
     assert sorted(set(table2["row"])) == sorted(notes004_table2.ROWS.values())
