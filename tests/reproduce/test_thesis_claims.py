@@ -21,31 +21,48 @@ NA = "not applicable"
 
 
 def test_importance_claims():
-    claims = thesis_fig5_6.importance_claims(1.0, 0.31, 20, 20, 2e-4, 1e-6, 1e-14)
-    # max |a| 0.31 > 0.2, but training is perfect and 0.31 < 0.5
-    assert verdicts(claims) == ["holds"] * 5
+    claims = thesis_fig5_6.importance_claims(1.0, 0.31, 20, 20, 2e-4, 1e-6, 1e-14, 0.05, 1e-4)
+    # max |a| 0.31 > 0.2, but training is perfect and 0.31 < 0.5; the ends (|a| ≥ 0.05) stand out of the middle
+    assert verdicts(claims) == ["holds"] * 6
     assert claims[1].text == "max |a_i| ≤ 0.2 or (training accuracy ≥ 1 and max |a_i| < 0.5)"
-    imperfect = thesis_fig5_6.importance_claims(0.999, 0.31, 19, 20, 2e-3, 1e-2, 3e-6)
-    assert verdicts(imperfect) == ["holds", "does not hold", "does not hold", "does not hold", "does not hold"]
-    assert imperfect[3].numbers == "2.00e-03 at gradient norm 0.01"
-    assert imperfect[4].numbers == "3.00e-06"
+    imperfect = thesis_fig5_6.importance_claims(0.999, 0.31, 19, 20, 2e-3, 1e-2, 3e-6, 0.05, 0.02)
+    assert verdicts(imperfect) == ["holds", "does not hold", "does not hold", "does not hold", "does not hold",
+                                   "does not hold"]
+    assert imperfect[4].numbers == "2.00e-03 at gradient norm 0.01"
+    assert imperfect[5].numbers == "3.00e-06"
     assert answered(claims) == declared("thesis_fig5_6")
 
 
+def test_the_importance_ends_are_no_pass_for_a_flat_predictor():
+    """a = y − σ(f) puts every 4 below 0 and every 9 above, so the labels at the ends hold for any predictor; a flat
+    one (σ(f) = 1/2: every |a_i| = 1/2) has ends that do not stand out of the middle, whose |a_i| are not ≈ 0."""
+    flat = thesis_fig5_6.importance_claims(0.5, 0.5, 20, 20, 2e-4, 1e-6, 1e-14, 0.5, 0.5)
+    assert verdicts(flat)[2:4] == ["does not hold", "does not hold"]
+    assert flat[2].numbers == "20; 20; 0.5 vs 0.5"
+
+
 def test_a_misclassified_images_rank_1_neighbour_must_have_the_wrong_class():
-    """notes-000 #20b: the first training image of the predicted class ranks first by κ for every misclassified test
-    image; no misclassified image is no verdict, never a pass."""
+    """notes-000 #20b: the first training image of the predicted class ranks first by κ for each of the two
+    misclassified test images, and the correct image's first is of its own class; no misclassified image is no
+    verdict, never a pass."""
     k, labels = torch.tensor([0.2, 0.9, 0.5, 0.7]), torch.tensor([1.0, 0.0, 1.0, 0.0])
     assert thesis_fig5_6.predicted_class_rank(k, labels, 0) == 1  # image 1, κ 0.9
     assert thesis_fig5_6.predicted_class_rank(k, labels, 1) == 3  # behind images 1 and 3
-    both = thesis_fig5_6.neighbour_claim({"test image 4": 1.0, "test image 9": 1.0})
-    assert both.text == ("rank by κ of the first training image of the predicted (wrong) class ≤ 1 on every "
-                         "misclassified test image")
+    ranks = {"correct test image 0": 1.0, "misclassified test image 4": 1.0, "misclassified test image 9": 1.0}
+    both = thesis_fig5_6.neighbour_claim(ranks)
+    assert both.text.startswith("rank by κ of the first training image of the predicted class ≤ 1 on every "
+                                "misclassified test image and misclassified test images ≥ 2 and ")
     assert (both.item.number, both.item.part, both.verdict.value) == (20, "b", "holds")
-    one = thesis_fig5_6.neighbour_claim({"test image 4": 1.0, "test image 9": 3.0})
-    assert (one.verdict.value, one.numbers) == ("does not hold", "1/2: test image 4: 1, test image 9: 3")
-    none = thesis_fig5_6.neighbour_claim({})
-    assert (none.verdict.value, none.numbers) == (NA, "no misclassified test image to check")
+    one = thesis_fig5_6.neighbour_claim({**ranks, "misclassified test image 9": 3.0})
+    assert (one.verdict.value, one.numbers.split(";")[0]) == (
+        "does not hold", "1/2: misclassified test image 4: 1, misclassified test image 9: 3")
+    # one misclassified image only: the notes' figure has two
+    assert thesis_fig5_6.neighbour_claim({"correct test image 0": 1.0, "misclassified test image 4": 1.0}
+                                         ).verdict.value == "does not hold"
+    # a kernel that ranks one (wrong-class) image first for every test image: the correct image's neighbour
+    assert thesis_fig5_6.neighbour_claim({**ranks, "correct test image 0": 2.0}).verdict.value == "does not hold"
+    none = thesis_fig5_6.neighbour_claim({"correct test image 0": 1.0})
+    assert none.verdict.value == NA and "no misclassified test image to check" in none.numbers
 
 
 def predictive_table(**changes: float) -> pd.DataFrame:
