@@ -4,6 +4,7 @@ notes-004 Fig. 4), each beside the papers' numbers with the pass criteria of the
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ from bnnpred.reproduce.claims import (
     Between,
     Claim,
     Compare,
+    Trend,
     Verdict,
     all_of,
     any_of,
@@ -34,6 +36,11 @@ from bnnpred.reproduce.derived import scalars
 from bnnpred.reproduce.grids import GRID_POINTS, grid_around, nearest_distance
 
 QUICK_MAP = ("inference.map.steps=300",)
+# notes-000 §8 #4's recommended grids (the thesis states none; they contain its 0.63, 0.1 and 0.13): δ x σ² for
+# Fig. 5.2, δ for Fig. 5.3
+FIG5_2_GRID = (31, 21)
+FIG5_3_GRID = (41,)
+ENDS = 3  # notes-000 #13d: the grid points at each end over which the evidence must fall off
 FAR = 2.0  # notes-004 item 5: grid points "more than 2 units from any training point"
 BOUNDARY_MARGIN = 0.5  # the grid on which B's 0.5-contour is compared with a straight one reaches this beyond the data
 BANANA_PAPER = {  # notes-003 Table 5.1 (no error bars in the thesis)
@@ -70,10 +77,11 @@ def fig5_2(r: Reproduction) -> str:
     figures.plot_evidence_2d(out / "fig5_2_evidence.png", sigma2s, deltas, panels,
                              star=(best["sigma2"], best["delta"]),
                              letters={"A": (a["sigma2"], a["delta"]), "B": (1.0, 100.0)})
-    for name, run in [("star", main), ("A", a_run), ("B", b_run)]:
-        predictive_drawings(r.figure_numbers(run, "predictive_glm"))["predictive_glm"](
-            out / f"fig5_2_predictive_{name}.png")
-    rows = fig5_2_claims(table, best, a, b_row, corner)
+    drawn = {name: r.figure_numbers(run, "predictive_glm") for name, run in [("star", main), ("A", a_run),
+                                                                              ("B", b_run)]}
+    for name, numbers in drawn.items():
+        predictive_drawings(numbers)["predictive_glm"](out / f"fig5_2_predictive_{name}.png")
+    rows = fig5_2_claims(table, best, a, b_row, corner, band_std(drawn["star"]))
     return "\n".join([
         "## Thesis Fig. 5.2: evidence over (σ², δ), Snelson with a gap",
         "",
@@ -99,12 +107,13 @@ def fig5_2(r: Reproduction) -> str:
 
 
 def fig5_2_claims(table: pd.DataFrame, best: pd.Series, a: pd.Series, b: pd.Series,
-                  corner: pd.Series) -> list[Claim]:
-    """notes-000 checklist items 11-12 on the evidence grid (``table``: one row per (δ, σ²)), its argmax ★ and the
-    rows of A (the train-ℓℓ argmax), B (δ = 100, σ² = 1) and the grid's (δ_min, σ²_min) corner. The notes' A is that
+                  corner: pd.Series, band: dict[str, float]) -> list[Claim]:
+    """notes-000 checklist items 11-12 on the evidence grid (``table``: one row per (δ, σ²)), its argmax ★, the rows
+    of A (the train-ℓℓ argmax), B (δ = 100, σ² = 1) and the grid's (δ_min, σ²_min) corner, and ★'s GLM predictive
+    std in the gap, outside the data and at the training inputs (``band``: :func:`band_std`). The notes' A is that
     corner (#11c: the train ℓℓ is largest there, above ★'s, its test ℓℓ below; #12: A overfits); the page reads the
     overfitting claims at the train-ℓℓ argmax, where an optimiser reaches the MAP, and carries them at the corner as
-    the notes write them."""
+    the notes write them. The argmax is read on this grid, coarser than the notes' (:data:`FIG5_2_GRID`)."""
     def above(what: str, row: pd.Series, key: str, op: str, number: int = 12, part: str = "") -> Claim:
         return claim(item(0, number, part), Compare(f"{what}: {key.split('_')[0]} ℓℓ", op, "★'s"),
                      (row[key], best[key]))
@@ -118,15 +127,18 @@ def fig5_2_claims(table: pd.DataFrame, best: pd.Series, a: pd.Series, b: pd.Seri
         above("the corner", corner, "test_ll_map", "<", 11, "c"))
     corner_note = "the notes' A is the (δ_min, σ²_min) corner, where the thesis MLP does not reach its MAP"
 
+    shape = (len(deltas), len(sigma2s))
     return [
-        claim(item(0, 11, "a"), Between("evidence argmax σ²", 0.03, 0.3), best["sigma2"],
-              note="data noise 0.09; thesis 0.1"),
-        claim(item(0, 11, "a"), Between("evidence argmax δ", 0.063, 6.3), best["delta"], note="thesis 0.63"),
+        *[on_grid(claim(item(0, 11, "a"), criterion, value, note=note), shape, FIG5_2_GRID)
+          for criterion, value, note in ((Between("evidence argmax σ²", 0.03, 0.3), best["sigma2"],
+                                          "data noise 0.09; thesis 0.1"),
+                                         (Between("evidence argmax δ", 0.063, 6.3), best["delta"], "thesis 0.63"))],
         claim(item(0, 11, "b"), Compare("test ℓℓ at the evidence argmax", "≥", "the grid's best", margin=-0.1),
               (best["test_ll_map"], table["test_ll_map"].max())),
         departs(all_of(claim(item(0, 11, "c"), Compare("A (the train-ℓℓ argmax): δ", "<", "★'s"),
                              (a["delta"], best["delta"])),
                        claim(item(0, 11, "c"), Compare("A: σ²", "<", "★'s"), (a["sigma2"], best["sigma2"])),
+                       above("A", a, "train_ll_map", ">", 11, "c"), above("A", a, "test_ll_map", "<", 11, "c"),
                        note="the train ℓℓ is largest in the weak-regularisation, low-noise corner"),
                 at_corner, corner_note),
         departs(all_of(above("A", a, "train_ll_map", ">"), above("A", a, "test_ll_map", "<"), note="A overfits"),
@@ -135,7 +147,40 @@ def fig5_2_claims(table: pd.DataFrame, best: pd.Series, a: pd.Series, b: pd.Seri
                 corner_note),
         all_of(above("B (δ = 100, σ² = 1)", b, "train_ll_map", "<"), above("B", b, "test_ll_map", "<"),
                note="B underfits"),
+        all_of(*[claim(item(0, 12), Compare(f"★'s GLM predictive std {where}", ">", "at the training inputs"),
+                       (band[key], band["data"])) for key, where in (("gap", "inside the gap"),
+                                                                     ("outside", "outside the data"))],
+               note="★'s band widens"),
     ]
+
+
+def band_std(numbers: dict[str, Any]) -> dict[str, float]:
+    """The mean std of a 1-D GLM predictive (:func:`~bnnpred.app.report.run_figures.predictive_figure_data`'s kept
+    numbers) on the grid points in the middle half of the training inputs' widest gap (``gap``), on those outside
+    the inputs' range (``outside``), and interpolated at the training inputs (``data``); NaN where a region has no
+    grid point."""
+    grid, X = np.asarray(numbers["grid"], dtype=float), np.sort(np.asarray(numbers["X"], dtype=float).ravel())
+    std = np.asarray(next(k for k in numbers["kinds"] if k["kind"] == "glm")["std"], dtype=float)
+    widest = int(np.argmax(np.diff(X)))
+    low, high = X[widest], X[widest + 1]
+    quarter = (high - low) / 4
+    regions = {"gap": (grid > low + quarter) & (grid < high - quarter), "outside": (grid < X[0]) | (grid > X[-1])}
+    return {**{key: float(std[inside].mean()) if inside.any() else float("nan") for key, inside in regions.items()},
+            "data": float(np.interp(X, grid, std).mean())}
+
+
+def on_grid(coded: Claim, shape: tuple[int, ...], notes: tuple[int, ...]) -> Claim:
+    """``coded``, read on this study's grid of ``shape`` points per axis, beside the criterion on the notes'
+    recommended grid of ``notes`` points (notes-000 §8 #4, which contains the thesis's optimum), not run: no
+    number."""
+    if shape == notes:
+        return coded
+    size = " x ".join(map(str, notes))
+    written = Claim(coded.item, f"{coded.text}, on the notes' recommended {size} grid", Verdict.not_applicable,
+                    f"no number: the notes' {size} grid was not run")
+    return departs(coded, written, f"the notes' recommended {size} grid (§8 #4) was not run: this one has "
+                                   f"{' x '.join(map(str, shape))} points (one MAP each), "
+                                   f"{np.prod(notes) / np.prod(shape):.1f} times fewer")
 
 
 # ------------------------------------------------------------------------------------- thesis Fig. 5.3
@@ -160,11 +205,12 @@ def fig5_3(r: Reproduction) -> str:
         "train log-lik": table["train_ll_map"].to_numpy(), "test log-lik": table["test_ll_map"].to_numpy(),
     }, marks={"★ evidence argmax": float(best["delta"])})
     rows = fig5_3_claims(table, best, low, high)
+    star_map = r.figure_numbers(main, "predictive_glm")
     a_errors = round((1 - metrics["A"]["train"]["glm"]["accuracy"]) * document(ends["A"])["run"]["n_train"])
     b_agreement = scalars(r.derived(ends["B"], "boundary_agreement", boundary_agreement,
                                     {"margin": BOUNDARY_MARGIN, "grid_points": GRID_POINTS}))["agreement"]
     rows += fig5_3_map_claims(a_errors, b_agreement,
-                              {name: -m["test"]["glm"]["nll"] for name, m in metrics.items()})
+                              {name: -m["test"]["glm"]["nll"] for name, m in metrics.items()}, band_shares(star_map))
     return "\n".join([
         "## Thesis Fig. 5.3: evidence over δ, two moons",
         "",
@@ -182,10 +228,13 @@ def fig5_3(r: Reproduction) -> str:
 
 
 def fig5_3_claims(table: pd.DataFrame, best: pd.Series, low: pd.Series, high: pd.Series) -> list[Claim]:
-    """notes-000 checklist item 13 on the evidence curve (``table``: one row per δ), its argmax ★ and its rows at
-    the smallest (A) and the largest δ (B)."""
+    """notes-000 checklist item 13 on the evidence curve (``table``: one row per δ, ascending), its argmax ★ and its
+    rows at the smallest (A) and the largest δ (B); (d)'s fall at both ends is read over the ``ENDS`` grid points
+    at each end, so that a curve flat there (whose ends sit below an interior argmax by noise) does not pass."""
+    evidence = table["log_marglik"].to_numpy()
     return [
-        claim(item(0, 13, "a"), Between("evidence argmax δ", 0.02, 2), best["delta"], note="thesis 0.13"),
+        on_grid(claim(item(0, 13, "a"), Between("evidence argmax δ", 0.02, 2), best["delta"], note="thesis 0.13"),
+                (len(table),), FIG5_3_GRID),
         claim(item(0, 13, "b"), Compare("test ℓℓ at the argmax", "≥", "the best test ℓℓ", margin=-0.05),
               (best["test_ll_map"], table["test_ll_map"].max())),
         all_of(claim(item(0, 13, "c"), Compare("train ℓℓ at the smallest δ", ">", -0.05), low["train_ll_map"]),
@@ -195,8 +244,26 @@ def fig5_3_claims(table: pd.DataFrame, best: pd.Series, low: pd.Series, high: pd
                      (low["test_ll_map"], best["test_ll_map"]))),
         all_of(*[claim(item(0, 13, "d"), Compare(f"log evidence at the {end} δ", "<", "★'s"),
                        (row["log_marglik"], best["log_marglik"]))
-                 for end, row in (("smallest", low), ("largest", high))], note="the evidence falls off at both ends"),
+                 for end, row in (("smallest", low), ("largest", high))],
+               claim(item(0, 13, "d"), Trend("log evidence", "strictly rises", f"the {ENDS} smallest δ"),
+                     list(evidence[:ENDS])),
+               claim(item(0, 13, "d"), Trend("log evidence", "strictly falls", f"the {ENDS} largest δ"),
+                     list(evidence[-ENDS:])),
+               note="the evidence falls off at both ends"),
     ]
+
+
+def band_shares(numbers: dict[str, Any]) -> dict[str, float]:
+    """The share of grid points with a GLM predictive probability in (0.2, 0.8) among the third of a 2-D map's grid
+    points nearest the training inputs (``near``) and the third furthest (``far``), from its kept numbers
+    (:func:`~bnnpred.app.report.run_figures.predictive_figure_data`)."""
+    xx, yy = np.meshgrid(*figures.as_array(numbers["axes"]), indexing="xy")
+    points = torch.tensor(np.stack([xx.ravel(), yy.ravel()], 1))
+    distance = nearest_distance(points, torch.as_tensor(np.asarray(numbers["X"], dtype=float)))
+    prob = np.asarray(next(k for k in numbers["kinds"] if k["kind"] == "glm")["prob"], dtype=float).ravel()
+    uncertain = (prob > 0.2) & (prob < 0.8)
+    near, far = distance <= np.quantile(distance, 1 / 3), distance >= np.quantile(distance, 2 / 3)
+    return {"near": float(uncertain[near].mean()), "far": float(uncertain[far].mean())}
 
 
 def boundary_agreement(run: Path) -> dict[str, float]:
@@ -212,16 +279,22 @@ def boundary_agreement(run: Path) -> dict[str, float]:
     return {"agreement": float((linear.predict(points.numpy()) == labels).mean())}
 
 
-def fig5_3_map_claims(a_errors: int, b_agreement: float, test_ll: dict[str, float]) -> list[Claim]:
+def fig5_3_map_claims(a_errors: int, b_agreement: float, test_ll: dict[str, float],
+                      band: dict[str, float]) -> list[Claim]:
     """notes-000 checklist item 14 on the GLM predictive maps: A's training errors (of 150), the share of the
-    grid on which a linear boundary agrees with B's (:func:`boundary_agreement`) and the test ℓℓ of ★, A and B."""
+    grid on which a linear boundary agrees with B's (:func:`boundary_agreement`), the test ℓℓ of ★, A and B, and ★'s
+    transition band far from and near the data (:func:`band_shares`)."""
     others = [test_ll.get(name, float("nan")) for name in ("A", "B")]
     return [
         claim(item(0, 14), Compare("A: training misclassifications", "≤", 2), a_errors, note="'almost zero'"),
         claim(item(0, 14), Compare("B: grid share where a linear boundary agrees with its 0.5-contour", "≥", 0.95),
               b_agreement),
         claim(item(0, 14), Compare("★'s GLM test ℓℓ", ">", "the better of A's and B's"),
-              (test_ll.get("★", float("nan")), max(others))),
+              (test_ll.get("★", float("nan")), float(np.max(others)))),
+        claim(item(0, 14), Compare("★: share of grid points with 0.2 < p < 0.8, the third furthest from the data", ">",
+                                   "the third nearest"),
+              (band.get("far", float("nan")), band.get("near", float("nan"))),
+              note="its transition band widens away from the data"),
     ]
 
 
@@ -369,9 +442,11 @@ def fig4_claims(table: pd.DataFrame, numbers: dict[str, float]) -> list[Claim]:
                      (numbers["nn_sharpness"], numbers["glm_sharpness"])),
                claim(item(4, 5), Compare("MAP − bnn test accuracy", "≥", 0.05), accuracy("map") - accuracy("nn")),
                note="bnn washed out"),
-        claim(item(4, 5), Compare(f"median glm epistemic variance further than {FAR:g} from the data", "≥",
-                                  "at the training inputs", factor=2),
-              (numbers["epistemic_far"], numbers["epistemic_data"])),
+        all_of(claim(item(4, 5), Compare(f"median glm epistemic variance further than {FAR:g} from the data", "≥",
+                                         "at the training inputs", factor=2),
+                     (numbers["epistemic_far"], numbers["epistemic_data"])),
+               claim(item(4, 5), Compare("median glm epistemic variance at the training inputs", ">", 0),
+                     numbers["epistemic_data"], note="a posterior that never moved has none anywhere")),
     ]
 
 

@@ -172,32 +172,79 @@ def test_evidence_claims_of_figs_5_2_and_5_3():
     a = table.loc[table["train_ll_map"].idxmax()]
     b = table[(table["delta"] == 100.0) & (table["sigma2"] == 1.0)].iloc[0]
     corner = table.iloc[0]  # (0.001, 0.001)
-    fig5_2 = toys.fig5_2_claims(table, best, a, b, corner)
-    # ★ = (0.4, 0.1); A = (0.001, 0.001) below ★ in δ and σ², train 0.499 > 0.1, test −0.199 < 0.2; B below ★
-    assert verdicts(fig5_2) == ["holds"] * 6
+    fig5_2 = toys.fig5_2_claims(table, best, a, b, corner, BAND)
+    # ★ = (0.4, 0.1); A = (0.001, 0.001) below ★ in δ and σ², train 0.499 > 0.1, test −0.199 < 0.2; B below ★; ★'s
+    # band wider in the gap (0.5) and outside the data (0.8) than at it (0.3)
+    assert verdicts(fig5_2) == ["holds"] * 7
     assert [c.as_written.verdict.value for c in fig5_2[3:5]] == ["holds", "holds"]  # A is the corner here
+    # the argmax is read on a 3 x 3 grid, not the notes' recommended 31 x 21: no number as written
+    assert (fig5_2[0].as_written.text.endswith("on the notes' recommended 31 x 21 grid"),
+            fig5_2[0].as_written.verdict.value) == (True, NA)
+    assert fig5_2[0].as_written.why.endswith("was not run: this one has 3 x 3 points (one MAP each), 72.3 times "
+                                             "fewer")
     # a train-ℓℓ argmax at ★'s σ² is not in the low-noise corner
-    off = toys.fig5_2_claims(table, best, table.iloc[1], b, corner)
+    off = toys.fig5_2_claims(table, best, table.iloc[1], b, corner, BAND)
     assert verdicts(off)[3] == "does not hold" and off[3].as_written.verdict.value == "does not hold"
     # the corner underfits (the page's MLP: train ℓℓ −25 there): A overfits as the page reads it, not as written
     stuck = corner.copy()
     stuck["train_ll_map"], stuck["test_ll_map"] = -25.3, -26.0
-    underfit = toys.fig5_2_claims(table, best, a, b, stuck)[4]
+    underfit = toys.fig5_2_claims(table, best, a, b, stuck, BAND)[4]
     assert (underfit.verdict.value, underfit.as_written.verdict.value) == ("holds", "does not hold")
-    curve = table[table["sigma2"] == 0.1].sort_values("delta")
-    fig5_3 = toys.fig5_3_claims(curve, best, curve.iloc[0], curve.iloc[-1])
-    # δ* = 0.4 ∈ [0.02, 2]; train ℓℓ 0.499 at the smallest δ; the evidence falls at both ends
+    # a posterior that never moved: the same std everywhere (the noise's) is no band that widens
+    assert verdicts(toys.fig5_2_claims(table, best, a, b, corner, dict.fromkeys(BAND, 0.3)))[-1] == "does not hold"
+    curve = evidence_curve([-3.0, -2.0, -1.0, 0.0, -0.5, -1.5, -2.5])
+    fig5_3 = toys.fig5_3_claims(curve, curve.iloc[3], curve.iloc[0], curve.iloc[-1])
+    # δ* = 0.1 ∈ [0.02, 2]; train ℓℓ −0.01 at the smallest δ; the evidence rises over the three smallest δ and falls
+    # over the three largest
     assert verdicts(fig5_3) == ["holds"] * 4
     assert answered([*fig5_2, *fig5_3]) == {("notes-000", n) for n in (11, 12, 13)}
+    # ends below an interior argmax, but flat there: the evidence does not fall off at them
+    flat = evidence_curve([-3.0, -3.0, -3.0, 0.0, -3.0, -3.0, -3.0])
+    assert verdicts(toys.fig5_3_claims(flat, flat.iloc[3], flat.iloc[0], flat.iloc[-1]))[3] == "does not hold"
+
+
+def evidence_curve(evidence: list[float]) -> pd.DataFrame:
+    """Fig. 5.3's curve over δ = 0.001, ..., 1000 (★ at 0.1 when the evidence peaks in the middle): train ℓℓ
+    falling with δ, test ℓℓ best at 0.1."""
+    deltas = [10.0 ** k for k in range(-3, 4)]
+    return pd.DataFrame({"delta": deltas, "log_marglik": evidence, "train_ll_map": [-0.01 * 10 ** (k / 3)
+                                                                                    for k in range(7)],
+                         "test_ll_map": [-0.3 - abs(k - 3) * 0.1 for k in range(7)]})
+
+
+BAND = {"gap": 0.5, "outside": 0.8, "data": 0.3}
+
+
+def test_band_numbers_read_the_gap_outside_and_the_data():
+    """★'s GLM std on a 1-D grid: the middle half of the widest gap, the grid beyond the inputs, and interpolated at
+    the inputs; the transition band's share of 2-D grid points far from and near the data."""
+    grid = np.linspace(-1.0, 7.0, 81)
+    X = np.array([0.0, 0.5, 1.0, 1.5, 4.0, 4.5, 5.0, 5.5, 6.0])  # the widest gap (1.5, 4)
+    std = 0.3 + 0.1 * np.abs(grid - 2.75) * ((grid > 1.5) & (grid < 4.0)) + 0.2 * ((grid < 0) | (grid > 6))
+    band = toys.band_std({"grid": grid.tolist(), "X": X.tolist(), "kinds": [{"kind": "glm", "std": std.tolist()}]})
+    assert band["data"] == pytest.approx(0.3)
+    assert band["outside"] == pytest.approx(0.5)
+    assert 0.3 < band["gap"] < 0.3 + 0.1 * 0.625 + 1e-12  # |x − 2.75| ≤ 0.625 in the gap's middle half
+    axes = [np.linspace(-3, 3, 31).tolist()] * 2
+    xx, yy = np.meshgrid(*map(np.asarray, axes), indexing="xy")
+    widening = 1 / (1 + np.exp(-xx / (0.2 + 0.3 * np.abs(yy))))  # the 0.5-contour x = 0, wider away from y = 0
+    X2 = [[-1.0, 0.0], [1.0, 0.0], [-0.5, 0.0], [0.5, 0.0]]
+    shares = toys.band_shares({"axes": axes, "X": X2, "kinds": [{"kind": "glm", "prob": widening.tolist()}]})
+    assert shares["far"] > shares["near"]
+    constant = 1 / (1 + np.exp(-xx / 0.5))
+    same = toys.band_shares({"axes": axes, "X": X2, "kinds": [{"kind": "glm", "prob": constant.tolist()}]})
+    assert same["far"] <= same["near"]
 
 
 def test_fig5_3_map_claims():
-    claims = toys.fig5_3_map_claims(1, 0.97, {"★": -0.26, "A": -1.6, "B": -0.5})
-    assert verdicts(claims) == ["holds"] * 3
-    # 3 training errors, a curved boundary (90 % linear agreement), ★ below B
-    assert verdicts(toys.fig5_3_map_claims(3, 0.9, {"★": -0.6, "A": -1.6, "B": -0.5})) == ["does not hold"] * 3
+    widens = {"far": 0.4, "near": 0.1}
+    claims = toys.fig5_3_map_claims(1, 0.97, {"★": -0.26, "A": -1.6, "B": -0.5}, widens)
+    assert verdicts(claims) == ["holds"] * 4
+    # 3 training errors, a curved boundary (90 % linear agreement), ★ below B, a band as wide far away as near
+    assert verdicts(toys.fig5_3_map_claims(3, 0.9, {"★": -0.6, "A": -1.6, "B": -0.5}, {"far": 0.1, "near": 0.1})) \
+        == ["does not hold"] * 4
     # B predicts one class everywhere: no contour to call straight; no runs at all
-    assert verdicts(toys.fig5_3_map_claims(0, float("nan"), {}))[1:] == [NA, NA]
+    assert verdicts(toys.fig5_3_map_claims(0, float("nan"), {}, {}))[1:] == [NA, NA, NA]
     assert answered(claims) == {("notes-000", 14)}
 
 
@@ -304,6 +351,9 @@ def test_banana_fig4_claims():
     assert verdicts(toys.fig4_claims(table.assign(accuracy=[0.93, 0.8, 0.904]), FIG4_NUMBERS))[0] == "does not hold"
     no_far_points = toys.fig4_claims(table, {**FIG4_NUMBERS, "epistemic_far": float("nan")})
     assert verdicts(no_far_points)[2] == NA
+    # a posterior that never moved: no epistemic variance anywhere, which "far ≥ 2 x data" alone passed
+    unmoved = toys.fig4_claims(table, {**FIG4_NUMBERS, "epistemic_far": 0.0, "epistemic_data": 0.0})
+    assert verdicts(unmoved)[2] == "does not hold"
 
 
 @pytest.mark.parametrize("depth", [0, 1])
