@@ -4,6 +4,7 @@ GLM predictive's uncertainty split checked in numbers (checklist items 6, 7, 8, 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,12 @@ BANANA_MARGIN = 2.0  # banana's inputs are standardised
 # ------------------------------------------------------------------------------------- Fig. 5.2, 1-D regression
 
 
+# notes-003 §3 E2 and §6 A1: the toys of §5.2 (Figs. 5.2, 5.3) use three hidden layers of 25 tanh units, Fig. 5.6
+# two of 50
+SECTION_5_2_NET = ("model.depth=3", "model.width=25")
+FIG5_6_NET = ("model.depth=2", "model.width=50")
+
+
 def home(r: Reproduction) -> Path:
     """The study's own folder of runs (toys' banana sweep has other settings: a shared folder would mix them)."""
     return r.runs / "notes003_structures"
@@ -37,14 +44,16 @@ def home(r: Reproduction) -> Path:
 
 def regression(r: Reproduction) -> str:
     """δ at the overfitting end of the evidence grid, its optimum ★ and the underfitting end, under each structure
-    (the thesis MLP on Snelson with a gap, σ² = 0.1)."""
-    grid = r.train_once(home(r) / "fig5_2_grid", "experiment=thesis_fig5_2", "selection.sigma2_grid=null",
-                        "likelihood.sigma2=0.1", quick=(*QUICK_MAP, "selection.delta_grid=[0.0001,1,100]"))
+    (§5.2's 3x25 tanh MLP on Snelson with a gap, σ² = 0.1)."""
+    grid = r.train_once(home(r) / "fig5_2_grid", "experiment=thesis_fig5_2", *SECTION_5_2_NET,
+                        "selection.sigma2_grid=null", "likelihood.sigma2=0.1",
+                        quick=(*QUICK_MAP, "selection.delta_grid=[0.0001,1,100]"))
     evidence = pd.read_csv(grid / "selection.csv").sort_values("delta")
     deltas = {"overfit": evidence["delta"].iloc[0], "★": evidence.loc[evidence["log_marglik"].idxmax(), "delta"],
               "underfit": evidence["delta"].iloc[-1]}
     runs = {(end, structure): r.train_once(home(r) / f"fig5_2_{end.replace('★', 'star')}_{structure}",
-                                           "experiment=thesis_fig5_2", "selection=none", "likelihood.sigma2=0.1",
+                                           "experiment=thesis_fig5_2", *SECTION_5_2_NET, "selection=none",
+                                           "likelihood.sigma2=0.1",
                                            f"prior.delta={delta}", f"inference.structure={structure}",
                                            "predictive.kinds=[closed]", quick=QUICK_MAP)
             for end, delta in deltas.items() for structure in STRUCTURES}
@@ -70,7 +79,8 @@ def regression(r: Reproduction) -> str:
     return "\n".join([
         "## Fig. 5.2: over- and underfitting under full, Kronecker and diagonal posteriors",
         "",
-        f"The thesis MLP (P = 2676) on Snelson with a gap (150 training points), σ² = 0.1; δ at the ends of the "
+        f"§5.2's 3x25 tanh MLP (P = {document(grid)['run']['n_params']}) on Snelson with a gap (150 training "
+        "points), σ² = 0.1; δ at the ends of the "
         f"evidence grid ({len(evidence)} δ in [{evidence['delta'].min():g}, {evidence['delta'].max():g}], full "
         f"posterior) and at its argmax ★ = {deltas['★']:.3g}; one MAP per δ shared by the three structures; the "
         "closed-form GLM predictive (its mean is the MAP's, so the MSEs agree across structures).",
@@ -161,15 +171,21 @@ def uncertainty_split(run: Path, margin: float) -> dict[str, float]:
             "confidence_beyond_2": float(np.maximum(p, 1 - p)[distance > 2].mean())}
 
 
+
+
 def moons(r: Reproduction) -> tuple[str, dict[str, float]]:
-    """Each structure's evidence-optimal δ on two moons (the thesis MLP), its GLM and NN predictives."""
-    runs = {structure: r.train_once(home(r) / f"fig5_3_{structure}", "experiment=thesis_fig5_3",
-                                    f"inference.structure={structure}", "predictive.kinds=[glm,nn]",
-                                    quick=(*QUICK_MAP, "selection.delta_grid=[0.01,1,100]"))
+    """Each structure's evidence-optimal δ on two moons (3x25 tanh), its GLM and NN predictives; and the full
+    posterior's on Fig. 5.6's 2x50 tanh, whose uncertainty split and training NLLs item 10 reads."""
+    moons_run = functools.partial(r.train_once, quick=(*QUICK_MAP, "selection.delta_grid=[0.01,1,100]"))
+    runs = {structure: moons_run(home(r) / f"fig5_3_{structure}", "experiment=thesis_fig5_3", *SECTION_5_2_NET,
+                                 f"inference.structure={structure}", "predictive.kinds=[glm,nn]")
             for structure in STRUCTURES}
+    fig5_6 = moons_run(home(r) / "fig5_6_full", "experiment=thesis_fig5_3", *FIG5_6_NET, "inference.structure=full",
+                       "predictive.kinds=[glm,nn]")
     metrics = {k: document(run)["metrics"] for k, run in runs.items()}
     train_acc = {k: m["train"]["glm"]["accuracy"] for k, m in metrics.items()}
     split = {k: kept_split(r, run, MOONS_MARGIN) for k, run in runs.items()}
+    fig5_6_train = document(fig5_6)["metrics"]["train"]
     xx, yy, means, points = surfaces(r, runs, MOONS_MARGIN)
     figures.plot_panels_2d(r.out / "fig5_3_structures.png", xx, yy, means, points["x"], points["y"],
                            title="two moons: GLM predictive mean per structure")
@@ -182,8 +198,9 @@ def moons(r: Reproduction) -> tuple[str, dict[str, float]]:
     page = "\n".join([
         "## Fig. 5.3: two moons under full, Kronecker and diagonal posteriors",
         "",
-        "The thesis MLP (P = 2701), 150 training points, noise 0.3; each structure at the δ its own Laplace "
-        "evidence picks on 21 δ in [0.01, 100]; GLM and NN sampling predictives, 1000 samples.",
+        f"3x25 tanh MLP (P = {document(runs['full'])['run']['n_params']}), 150 training points, noise 0.3; each "
+        "structure at the δ its own Laplace evidence picks on 21 δ in [0.01, 100]; GLM and NN sampling predictives, "
+        "1000 samples.",
         "",
         *lines,
         "",
@@ -191,8 +208,8 @@ def moons(r: Reproduction) -> tuple[str, dict[str, float]]:
         "",
         "![structures](fig5_3_structures.png)",
     ])
-    return page, {**split["full"], "nn_train_nll": metrics["full"]["train"]["nn"]["nll"],
-                  "glm_train_nll": metrics["full"]["train"]["glm"]["nll"]}
+    return page, {**kept_split(r, fig5_6, MOONS_MARGIN), "nn_train_nll": fig5_6_train["nn"]["nll"],
+                  "glm_train_nll": fig5_6_train["glm"]["nll"]}
 
 
 def moons_claims(train_acc: dict[str, float], far_confidence: dict[str, float]) -> list[Claim]:
@@ -291,8 +308,8 @@ def make(r: Reproduction) -> str:
         "\n".join(["## Figs. 5.5 / 5.6: the GLM predictive's aleatoric and epistemic parts, in numbers", "",
                    "Full posterior, GLM predictive (Kwon et al. 2020 split) on a 100 x 100 grid around the data "
                    f"(two moons ± {MOONS_MARGIN:g}, banana ± {BANANA_MARGIN:g} standardised units) and at the "
-                   "training inputs; two moons at its evidence-optimal δ, banana at the GLM's validation-NLL δ "
-                   "(seed 0).", "", r.table(decomposition)]),
+                   "training inputs, both on Fig. 5.6's 2x50 tanh MLP; two moons at its evidence-optimal δ, banana "
+                   "at the GLM's validation-NLL δ (seed 0).", "", r.table(decomposition)]),
     ]) + "\n"
 
 
