@@ -242,7 +242,7 @@ def claims(table: pd.DataFrame, names: list[str], relaxed: bool = True) -> list[
     gated = [n for n in ("breast_cancer", "usps_3vs5") if n in names]
     kl_units = kl_tolerance_units(table, names)
 
-    def kl_close(number: int, methods: Sequence[str], among: list[str]) -> Claim:  # item 9's KL part, for another
+    def kl_close(number: int, methods: Sequence[str], among: list[str]) -> Claim:  # item 9's KL tolerance, as `number`
         return every(item(2, number), Compare("|KL − paper's| / item 9's KL tolerance", "≤", 1),
                      {f"{n} {m}": kl_units[f"{n} {m}"] for n in among for m in methods}, over="(set, method)")
 
