@@ -170,5 +170,6 @@ def paired_se(r: Reproduction, first: Path, second: Path) -> float:
 
 STUDY = Study(name="notes002_mnist", title="SLANG paper (notes-002) Table 3: MNIST, SLANG L = 1, 8 and 32 against "
               "BBB on all 60,000 training images (CPU-scale MLP)", make=make,
-              cpu_cost="about 1.5 h on one core (4 runs of 30 epochs)", items=items(2, 22), full_scale=True,
-              keeps_traces=True)
+              cpu_cost="113 min on one core beside other studies (4 runs, measured 2026-11-27)", items=items(2, 22),
+              full_scale=True,
+              keeps_traces=True, from_records=True)

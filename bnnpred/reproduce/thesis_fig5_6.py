@@ -260,5 +260,6 @@ def neighbour_claim(ranks: dict[str, float]) -> Claim:
 
 
 STUDY = Study(name="thesis_fig5_6", title="thesis Fig. 5.6: MNIST 4 vs 9 explained by the Laplace-GGN kernel",
-              make=make, items=items(0, 19, 20), cpu_cost="over 1 h (float64 Adam and the L-BFGS finish; the first "
-              "run did not finish in 57 min on the shared 2 cores)")
+              make=make, items=items(0, 19, 20),
+              cpu_cost="65 min on one core beside another study (one float64 run: Adam, then the L-BFGS finish; "
+                       "measured 2026-11-27)", from_records=True)

@@ -18,7 +18,7 @@ from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.run_files import MANIFEST, RECORD
 from bnnpred.app.run_record import EVAL_FILES, RECORDED, TRACE
 from bnnpred.app.saved_runs import restore
-from bnnpred.errors import BnnpredError
+from bnnpred.errors import BnnpredError, MissingDataError
 from bnnpred.io import sha256_file, write_json
 from bnnpred.reproduce import reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier, document
@@ -233,10 +233,14 @@ def test_the_committed_records_stay_within_their_budget():
 @pytest.mark.parametrize("name", [name for name, study in reproduce_module.STUDIES.items()
                                   if study.from_records and (COMMITTED / name / "claims.json").is_file()])
 def test_every_committed_page_built_from_records_is_rebuilt_from_them_to_the_byte(tmp_path, name):
-    """A fresh clone: no run folder, the committed page and its records only; nothing trains."""
+    """A fresh clone: no run folder, the committed page and its records only; nothing trains. A page that redraws
+    images from the data (thesis_fig5_6 keeps their indices, not their pixels) needs the real data root."""
     shutil.copytree(COMMITTED / name, tmp_path / "outputs" / name)
     tier = Tier(json.loads((COMMITTED / name / "claims.json").read_text())["tier"])
-    reproduce([name], tier, tmp_path / "runs", tmp_path / "outputs", jobs=1, report_only=True)
+    try:
+        reproduce([name], tier, tmp_path / "runs", tmp_path / "outputs", jobs=1, report_only=True)
+    except MissingDataError as e:
+        pytest.skip(f"{name} redraws its images from the real data: {e}")
     for page in ("README.md", "claims.json"):
         assert (tmp_path / "outputs" / name / page).read_bytes() == (COMMITTED / name / page).read_bytes(), page
     assert not (tmp_path / "runs").exists()
