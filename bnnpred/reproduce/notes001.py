@@ -228,8 +228,10 @@ def late_elbo_gain(trace: pd.DataFrame) -> float:
     if before.empty or not np.isfinite(before["elbo"]).all():
         return float("nan")
     end = before.iloc[-1]
-    late = before[before["epoch"] <= 0.9 * end["epoch"]].iloc[-1]
-    return standardised(float(end["elbo"] - late["elbo"]), float(end["elbo"] - before.iloc[0]["elbo"]))
+    late = before[before["epoch"] <= 0.9 * end["epoch"]]
+    if late.empty:  # no row before the last tenth: no gain to read
+        return float("nan")
+    return standardised(float(end["elbo"] - late.iloc[-1]["elbo"]), float(end["elbo"] - before.iloc[0]["elbo"]))
 
 
 def log_sigma_at_first_decay(trace: pd.DataFrame) -> float:

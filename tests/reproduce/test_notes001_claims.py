@@ -135,6 +135,9 @@ def test_the_late_elbo_gain_is_read_before_the_first_decay():
                           "elbo": [-1.0, -0.6, -0.4, -0.3, -0.2, 5, 5, 5, 5, 5]})
     assert notes001.late_elbo_gain(trace) == pytest.approx(0.1 / 0.8)  # epoch 4 → 5 is the last tenth's row
     assert pd.isna(notes001.late_elbo_gain(trace.assign(elbo=float("nan"))))
+    # before the decay only epochs 1 and 1.05: no row before its last tenth to read a gain from
+    short = pd.DataFrame({"step": [10, 20, 40], "epoch": [1.0, 1.05, 4.0], "elbo": [-1.0, -0.9, -0.5]})
+    assert pd.isna(notes001.late_elbo_gain(short))
     # one pair of neighbours out of order is the one inversion allowed; an accuracy drop of 0.5 is not a point
     swapped = notes001.fig2_claims(multiplier_means({1: -0.64, 3: -0.55, 10: -0.56, 30: -0.5}, ACCURACY), {}, {})
     assert verdicts(swapped)[-2:] == ["holds", "holds"]
