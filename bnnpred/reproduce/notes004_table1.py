@@ -113,7 +113,7 @@ def claims(table: pd.DataFrame, sets: list[str], paper: dict[str, list[float]] |
         every(item(4, 6, "a"), Compare("glm diag NLL", "<", "bnn NLL"), pairs("glm diag", "bnn", sets), over="set"),
         at_least(item(4, 6, "b"), Compare("glm NLL", "≤", "MFVI NLL"), pairs("glm", "MFVI", sets), (6, 8), over="sets"),
         refinement_claim(pairs("glm refine", "glm", refined)),
-        *close_to_paper(nll, sets, paper, [(n, c) for n, c in table.index if n in sets]),
+        *close_to_paper(nll, sets, paper, set(table.index)),
         at_least(item(4, 6, "e"), Compare("bnn NLL", "≥", "every other column's"),
                  {n: (nll(n, "bnn"), others[n]) for n in sets}, (7, 8), over="sets", note="bnn the worst column"),
     ]
@@ -140,7 +140,7 @@ def refinement_claim(refined: dict[str, tuple[float, float]]) -> Claim:
 
 
 def close_to_paper(nll: Callable[[str, str], float], sets: list[str], paper: dict[str, list[float]] | None,
-                   ran: list[tuple[str, str]]) -> list[Claim]:
+                   ran: set[tuple[str, str]]) -> list[Claim]:
     """Criterion (d): MAP, bnn and glm test NLL within max(absolute, relative x paper) of the paper's, and the same for
     the soft columns (MFVI, glm refine, glm refine d) that ``ran`` ((set, column) pairs); no number without a paper
     table."""
@@ -148,7 +148,7 @@ def close_to_paper(nll: Callable[[str, str], float], sets: list[str], paper: dic
     criterion = Compare(f"|ours − paper| / max({absolute:g}, {relative:g} × paper)", "≤", 1)
     firm, soft = ("MAP", "bnn", "glm"), ("MFVI", "glm refine", "glm refine d")
     if paper is None:
-        return [claim(item(4, 6, "d"), criterion, math.nan, note=f"{', '.join(firm)}",
+        return [claim(item(4, 6, "d"), criterion, math.nan, note=", ".join(firm),
                       numbers="no number: the paper has no table for this network")]
     values = {(n, c): p for n in sets for c, p in zip(COLUMNS.values(), paper[n], strict=True)}
 

@@ -195,21 +195,20 @@ def fig5_3(r: Reproduction) -> str:
     ends = {name: r.train_once(runs / f"thesis_fig5_3_{name}", "experiment=thesis_fig5_3", "selection=none",
                                f"prior.delta={delta}", quick=QUICK_MAP)
             for name, delta in [("A", low["delta"]), ("B", high["delta"])]}
-    for name, run in [("star", main), *ends.items()]:
-        predictive_drawings(r.figure_numbers(run, "predictive_glm"))["predictive_glm"](
-            out / f"fig5_3_predictive_{name}.png")
+    drawn = {name: r.figure_numbers(run, "predictive_glm") for name, run in [("star", main), *ends.items()]}
+    for name, numbers in drawn.items():
+        predictive_drawings(numbers)["predictive_glm"](out / f"fig5_3_predictive_{name}.png")
     metrics = {name: document(run)["metrics"] for name, run in [("★", main), *ends.items()]}
     figures.plot_evidence_1d(out / "fig5_3_evidence.png", table["delta"].to_numpy(), {
         "log evidence / N": table["log_marglik_per_n"].to_numpy(),
         "train log-lik": table["train_ll_map"].to_numpy(), "test log-lik": table["test_ll_map"].to_numpy(),
     }, marks={"★ evidence argmax": float(best["delta"])})
     rows = fig5_3_claims(table, best, low, high)
-    star_map = r.figure_numbers(main, "predictive_glm")
     a_errors = round((1 - metrics["A"]["train"]["glm"]["accuracy"]) * document(ends["A"])["run"]["n_train"])
     b_agreement = scalars(r.derived(ends["B"], "boundary_agreement", boundary_agreement,
                                     {"margin": BOUNDARY_MARGIN, "grid_points": GRID_POINTS}))["agreement"]
-    rows += fig5_3_map_claims(a_errors, b_agreement,
-                              {name: -m["test"]["glm"]["nll"] for name, m in metrics.items()}, band_widths(star_map))
+    rows += fig5_3_map_claims(a_errors, b_agreement, {name: -m["test"]["glm"]["nll"] for name, m in metrics.items()},
+                              band_widths(drawn["star"]))
     return "\n".join([
         "## Thesis Fig. 5.3: evidence over δ, two moons",
         "",
