@@ -283,6 +283,12 @@ def departs(coded: Claim, as_written: Claim, why: str) -> Claim:
     return replace(coded, as_written=AsWritten(as_written.text, as_written.verdict, why))
 
 
+# "not MAP's copy": a posterior or GP that collapsed onto the MAP moves a predictive's test NLL by about its Monte Carlo
+# noise (a GP at its prior factor grid's top, 1000: by its variance), far below this; 100 samples of one that moved
+# change it by more
+MOVED_NLL = 1e-3
+
+
 LISTED = 8  # the numbers column lists each value of at most this many, else only failures
 
 

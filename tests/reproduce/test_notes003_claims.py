@@ -88,6 +88,11 @@ def test_image_ood_and_subset_claims():
     # the notes' grid reaches M = 3200: the trend and accuracy claims carry it as written, without a number
     assert [c.as_written.text.endswith("over M ∈ {50, …, 3200}") for c in gp[1:]] == [True, True]
     assert {c.as_written.verdict.value for c in gp[1:]} == {NA} and gp[0].as_written is None
+    # a grid without M = 400 (the quick tier's 10, 20): its middle M stands in, and the page says so
+    quick = notes003_images.gp_claims(by_m.assign(M=[10, 20, 30, 40]), s)[0]
+    assert quick.text.startswith("OOD-AUC(GP, M = 30) ≥ OOD-AUC(MAP)") and quick.verdict.value == "holds"
+    assert (quick.as_written.text, quick.as_written.verdict.value) == ("OOD-AUC(GP, M = 400) ≥ OOD-AUC(MAP)", NA)
+    assert "M = 30, the middle of the M run, stands in" in quick.as_written.why
 
 
 def test_a_gp_that_is_maps_copy_passes_none_of_its_criteria():

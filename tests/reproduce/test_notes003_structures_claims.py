@@ -56,14 +56,20 @@ def test_moons_and_banana_claims():
     assert verdicts(study.moons_claims({"full": 0.9}, far)) == ["holds", "holds"]
     assert verdicts(study.moons_claims({"full": 0.82}, {**far, "kron": 0.95})) == ["does not hold", "does not hold"]
     assert set(verdicts(study.moons_claims({}, {}))) == {NA}
-    assert verdicts(study.banana_claims({"full": 0.20, "kron": 0.21, "diag": 0.26})) == ["holds", "holds"]
+    moved = {"full": 0.25, "kron": 0.25, "diag": 0.25}  # the MAP's NLL at each structure's chosen runs
+    assert verdicts(study.banana_claims({"full": 0.20, "kron": 0.21, "diag": 0.26}, moved)) == ["holds", "holds"]
     # KFAC 0.015 better than full: an inversion beyond 0.01
-    assert verdicts(study.banana_claims({"full": 0.22, "kron": 0.205, "diag": 0.26})) == ["holds", "does not hold"]
+    assert verdicts(study.banana_claims({"full": 0.22, "kron": 0.205, "diag": 0.26}, moved)) == ["holds",
+                                                                                                  "does not hold"]
     # one inversion within 0.01 is allowed; two (each within 0.01, full above diag too) are not
-    assert verdicts(study.banana_claims({"full": 0.205, "kron": 0.20, "diag": 0.26})) == ["holds", "holds"]
-    two = study.banana_claims({"full": 0.300, "kron": 0.295, "diag": 0.290})
+    assert verdicts(study.banana_claims({"full": 0.205, "kron": 0.20, "diag": 0.26}, moved)) == ["holds", "holds"]
+    two = study.banana_claims({"full": 0.300, "kron": 0.295, "diag": 0.290}, moved)
     assert verdicts(two) == ["does not hold", "does not hold"] and "3 inversions" in two[1].numbers
-    assert set(verdicts(study.banana_claims({}))) == {NA}
+    # a posterior that never moved: every structure's GLM is its MAP (ties pass the order), or only diag's is
+    assert verdicts(study.banana_claims(moved, moved)) == ["holds", "does not hold"]
+    stuck = study.banana_claims({"full": 0.20, "kron": 0.21, "diag": 0.25}, moved)
+    assert verdicts(stuck) == ["holds", "does not hold"] and "diag: 0" in stuck[1].numbers
+    assert set(verdicts(study.banana_claims({}, {}))) == {NA}
 
 
 def test_decomposition_claims():
@@ -75,7 +81,7 @@ def test_decomposition_claims():
                                                                                                 "does not hold"]
     assert set(verdicts(study.decomposition_claims("moons", dict.fromkeys(split, math.nan)))) == {NA}
     every = [*study.regression_claims(mse_frame()), *study.moons_claims({"full": 0.9}, {"full": 0.8}),
-             *study.banana_claims({"full": 0.2, "kron": 0.21, "diag": 0.26}), *claims]
+             *study.banana_claims({"full": 0.2, "kron": 0.21, "diag": 0.26}, {}), *claims]
     assert answered(every) == declared("notes003_structures")
 
 
