@@ -29,6 +29,7 @@ from torch.func import jvp, vmap
 
 from bnnpred import metrics
 from bnnpred.curvature import kernel
+from bnnpred.curvature.chunks import DEFAULT_CHUNK_ELEMS
 from bnnpred.curvature.functional import FlatModel, SubsetModel
 from bnnpred.curvature.jacobians import iter_jacobians
 from bnnpred.curvature.kron import iter_layer_gradients, jacobian_layers
@@ -286,21 +287,41 @@ def _training_kernel(ctx: Context, subset: Tensor, per_class: bool) -> tuple[ker
     return feats, ctx.likelihood.hessian_sqrt(f_m), K
 
 
-def _conditioned(feats: kernel.Features, L: Tensor, K: Tensor, scale: float, per_class: bool) -> GPConditioning:
-    """:class:`GPConditioning` with ``chol(I + L K Lᵀ / scale)`` for ``L`` ``[M, C, C]`` and ``K`` ``[MC, MC]``."""
+def _sandwiched(L: Tensor, K: Tensor) -> Tensor:
+    """``L K Lᵀ`` ``[MC, MC]`` for ``L`` ``[M, C, C]`` (block diagonal) and a symmetric ``K`` ``[MC, MC]``."""
     M, C = L.shape[:2]
     LK = _apply_L(L, K.reshape(M, C, M * C)).reshape(M * C, M * C)
-    LKL = _apply_L(L, LK.T.reshape(M, C, M * C)).reshape(M * C, M * C)  # L (L K)ᵀ = L K Lᵀ (K symmetric)
-    B_mat = torch.eye(M * C, dtype=K.dtype, device=K.device) + LKL / scale
+    return _apply_L(L, LK.T.reshape(M, C, M * C)).reshape(M * C, M * C)  # L (L K)ᵀ = L K Lᵀ (K symmetric)
+
+
+def _conditioned(feats: kernel.Features, L: Tensor, K: Tensor, scale: float, per_class: bool) -> GPConditioning:
+    """:class:`GPConditioning` with ``chol(I + L K Lᵀ / scale)`` for ``L`` ``[M, C, C]`` and ``K`` ``[MC, MC]``."""
+    LKL = _sandwiched(L, K)
+    B_mat = torch.eye(LKL.shape[0], dtype=K.dtype, device=K.device) + LKL / scale
     return GPConditioning(feats, L, K, scale, robust_cholesky(B_mat, "GP matrix I + L K Lᵀ").factor, per_class)
+
+
+def _times_L(L: Tensor, K_xM: Tensor) -> Tensor:
+    """``L K_Mx`` ``[MC, bC]`` for the cross-kernels ``K_xM`` ``[b, C, MC]``."""
+    b, C = K_xM.shape[:2]
+    return _apply_L(L, K_xM.reshape(b * C, L.shape[0], C).permute(1, 2, 0)).reshape(-1, b * C)
+
+
+def query_chunk_elems(train_numbers: int) -> int:
+    """Numbers a chunk of predicted inputs' kernel features may hold, beside the M training points' ``train_numbers``:
+    an eighth of them (M = 800 on 3c3d: 100 images), at least the default. Each chunk's cross-kernel streams all of
+    the training features for ``2b`` flops per number (``b`` inputs): bound by memory at the default chunk (3c3d: 9
+    images), much less at 100 (bench/README.md, the GP's prior factor)."""
+    return max(DEFAULT_CHUNK_ELEMS, train_numbers // 8)
 
 
 def _gp_kernels(ctx: Context, X: Tensor, train_feats: kernel.Features,
                 per_class: bool) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
-    """Per chunk of ``X``: the latent mean ``[b, C]``, ``K(x, x)`` ``[b, C, C]`` and ``K(x, X_M)`` ``[b, C, MC]``
-    at the prior ``S₀ = Δ⁻¹``."""
+    """Per chunk of ``X`` (:func:`query_chunk_elems`): the latent mean ``[b, C]``, ``K(x, x)`` ``[b, C, C]`` and
+    ``K(x, X_M)`` ``[b, C, MC]`` at the prior ``S₀ = Δ⁻¹``."""
     shift = None if ctx.posterior is None else ctx.posterior.mean - ctx.theta
-    for rows, f, feats in kernel.iter_features(ctx.model, ctx.theta, X, 1 / ctx.prior_precision):
+    chunk = query_chunk_elems(kernel.n_numbers(train_feats))
+    for rows, f, feats in kernel.iter_features(ctx.model, ctx.theta, X, 1 / ctx.prior_precision, chunk):
         f = _shifted(ctx, X[rows], f, shift)
         K_xM = kernel.cross_kernel(feats, train_feats, per_class)
         yield f, kernel.self_kernel(feats, per_class), K_xM.reshape(len(f), f.shape[1], -1)
@@ -309,9 +330,8 @@ def _gp_kernels(ctx: Context, X: Tensor, train_feats: kernel.Features,
 def _gp_cov(cond: GPConditioning, K_xx: Tensor, K_xM: Tensor) -> Tensor:
     """``K** − K*M (K_MM + W⁻¹)⁻¹ K_M*`` ``[b, C, C]`` with ``(K + W⁻¹)⁻¹ = Lᵀ (I + L K Lᵀ)⁻¹ L``."""
     b, C = K_xx.shape[:2]
-    M = cond.L.shape[0]
-    LK = _apply_L(cond.L, K_xM.reshape(b * C, M, C).permute(1, 2, 0)).reshape(M * C, b * C) / cond.scale
-    V = torch.linalg.solve_triangular(cond.chol, LK, upper=False).T.reshape(b, C, M * C)
+    LK = _times_L(cond.L, K_xM) / cond.scale
+    V = torch.linalg.solve_triangular(cond.chol, LK, upper=False).T.reshape(b, C, -1)
     return K_xx / cond.scale - V @ V.mT
 
 
@@ -359,12 +379,13 @@ def gp_subset(
 
 def gp_bytes(model: FlatModel, theta: Tensor, x: Tensor, M: int, n_valid: int) -> int:
     """Memory the GP predictive holds at once on M training points like ``x`` ``[1, ...]``: their kernel features,
-    four ``MC x MC`` matrices (K, L K, L K Lᵀ and its Cholesky factor) and, when a prior factor is tuned, the
-    ``n_valid`` validation points' cross-kernels ``[n_valid, C, MC]``."""
+    a chunk of predicted inputs' (:func:`query_chunk_elems`), four ``MC x MC`` matrices (K, L K, L K Lᵀ and its
+    Cholesky factor; or K, L K Lᵀ, its eigenvectors and eigh's workspace) and, when a prior factor is tuned, the
+    ``n_valid`` validation points' projected cross-kernels ``[n_valid, C, MC]``."""
     _, f, feats = next(kernel.iter_features(model, theta, x, torch.ones_like(theta)))
-    per_point = sum(t.numel() for u in feats for t in vars(u).values() if isinstance(t, Tensor) and t.dim() > 1)
+    per_point = kernel.n_numbers(feats)
     C, item = f.shape[1], f.element_size()
-    return item * (M * per_point + 4 * (M * C) ** 2 + n_valid * C * M * C)
+    return item * (M * per_point + query_chunk_elems(M * per_point) + 4 * (M * C) ** 2 + n_valid * C * M * C)
 
 
 def check_gp_memory(model: FlatModel, theta: Tensor, x: Tensor, M: int, n_valid: int) -> None:
@@ -405,29 +426,53 @@ def _latent_predictive(likelihood: Likelihood, mean: Tensor, cov: Tensor, n_samp
     return likelihood.predict_samples(sample_gaussian_latent(mean, cov, n_samples, generator))
 
 
+def _latents_at_scales(ctx: Context, X: Tensor, feats: kernel.Features, L: Tensor, K: Tensor, scales: list[float],
+                      per_class: bool = False) -> tuple[Tensor, list[Tensor]]:
+    """:func:`gp_latent` at ``X`` conditioned on training points with features ``feats``, ``L`` ``[M, C, C]`` and
+    ``K`` ``[MC, MC]`` (:func:`_training_kernel`) under each prior scale ``s`` of ``scales``: the mean ``[B, C]`` and
+    a covariance ``[B, C, C]`` per scale.
+
+    One eigendecomposition ``L K Lᵀ = Q diag(λ) Qᵀ`` serves every scale: ``K**/s − K*M Lᵀ (I + L K Lᵀ/s)⁻¹ L K_M*/s²
+    = K**/s − Zᵀ diag(1 / (s (s + λ))) Z`` with ``Z = Qᵀ L K_M*`` ``[MC, C]`` per input, made once; a scale then
+    costs ``O(B C² MC)`` where :func:`gp_condition` costs a Cholesky factor and a triangular solve with ``B·C``
+    columns."""
+    lam, Q = torch.linalg.eigh(_sandwiched(L, K))
+    lam = lam.clamp_min(0)  # L K Lᵀ is positive semi-definite: rounding's negatives are 0
+    means, self_kernels, projected = [], [], []  # per chunk: f [b, C], K** [b, C, C], Z [b, C, MC]
+    for f, K_xx, K_xM in _gp_kernels(ctx, X, feats, per_class):
+        means.append(f)
+        self_kernels.append(K_xx)
+        projected.append((Q.T @ _times_L(L, K_xM)).T.reshape(*K_xx.shape[:2], -1))
+    del Q
+
+    def covariance(s: float) -> Tensor:
+        root = (s * (s + lam)).rsqrt()  # Zᵀ diag(w) Z as (Z √w)ᵀ (Z √w), a chunk at a time
+        return torch.cat([K_xx / s - (Z * root) @ (Z * root).mT for K_xx, Z in zip(self_kernels, projected,
+                                                                                  strict=True)])
+
+    return torch.cat(means), [covariance(s) for s in scales]
+
+
 def tuned_gp_condition(ctx: Context, subset: Tensor, factors: list[float], valid: tuple[Tensor, Tensor],
                        n_samples: int, seed: int, per_class: bool = False) -> GPConditioning:
     """The GP on a subset of M of the N training points with prior precision ``δ · N/M · factor``, the factor
-    chosen by validation NLL (notes-004 §2.4, the reference's subset GP with factors logspace(−1, 3, 13)); the
-    validation kernels are computed once."""
+    chosen by validation NLL (notes-004 §2.4, the reference's subset GP with factors logspace(−1, 3, 13)), every
+    factor's validation latent from one eigendecomposition (:func:`_latents_at_scales`); the chosen factor's
+    conditioning is :func:`gp_condition`'s."""
     X_valid, y_valid = valid
     if not len(X_valid):
         raise BnnpredError("predictive.gp_prior_factors picks a factor by validation NLL; the dataset has no "
                            "validation split")
     base = len(ctx.X_train) / len(subset)
     feats, L, K = _training_kernel(ctx, subset, per_class)
-    kernels = list(_gp_kernels(ctx, X_valid, feats, per_class))
-    mean = torch.cat([f for f, _, _ in kernels])
-    best: tuple[float, float, GPConditioning] | None = None
-    for factor in factors:
-        scaled = _conditioned(feats, L, K, base * factor, per_class)
-        cov = torch.cat([_gp_cov(scaled, K_xx, K_xM) for _, K_xx, K_xM in kernels])
+    mean, covs = _latents_at_scales(ctx, X_valid, feats, L, K, [base * factor for factor in factors], per_class)
+    nlls = []
+    for cov in covs:
         generator = torch.Generator(device=ctx.theta.device).manual_seed(seed)
-        nll = metrics.nll(_latent_predictive(ctx.likelihood, mean, cov, n_samples, generator), y_valid)
-        if best is None or nll < best[0]:
-            best = (nll, factor, scaled)
-    log.info("gp predictive: prior precision δ·N/M·%g chosen by validation NLL %.4f", best[1], best[0])
-    return best[2]
+        nlls.append(metrics.nll(_latent_predictive(ctx.likelihood, mean, cov, n_samples, generator), y_valid))
+    best = min(range(len(factors)), key=nlls.__getitem__)  # the first of equal NLLs, as before
+    log.info("gp predictive: prior precision δ·N/M·%g chosen by validation NLL %.4f", factors[best], nlls[best])
+    return _conditioned(feats, L, K, base * factors[best], per_class)
 
 
 def predictor(

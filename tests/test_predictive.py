@@ -126,6 +126,23 @@ def test_subset_gp_prior_factor_is_chosen_by_validation_nll():
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("per_class", [False, True])
+def test_every_prior_scale_from_one_eigendecomposition_equals_its_own_cholesky_conditioning(per_class, monkeypatch):
+    """The tuned GP's validation latents, every prior scale from one eigendecomposition of L K Lᵀ, equal
+    gp_condition's at each scale (its own Cholesky factor) to float64 rounding, over chunks of two inputs."""
+    ctx, X = laplace_context("categorical", n=20)
+    # chunks of two inputs of the 2-5-5-3 MLP (its layers' inputs and C = 3 output gradients each)
+    monkeypatch.setattr(predictive, "DEFAULT_CHUNK_ELEMS", 2 * (2 + 5 + 5 + 3 * (5 + 5 + 3)))
+    subset = torch.arange(0, 20, 2)
+    feats, L, K = predictive._training_kernel(ctx, subset, per_class)
+    scales = [0.01, 1.0, 300.0]
+    mean, covs = predictive._latents_at_scales(ctx, X, feats, L, K, scales, per_class)
+    for scale, cov in zip(scales, covs, strict=True):
+        expected_mean, expected_cov = gp_latent(ctx, X, gp_condition(ctx, subset, scale, per_class))
+        assert torch.equal(mean, expected_mean)
+        assert max_abs_error(cov, expected_cov) <= 1e-10 * float(expected_cov.abs().max())
+
+
 def test_nn_samples_in_small_batches_equal_one_network_call_per_sample(monkeypatch):
     """Batches of (sample, input) pairs are sized by the network's activations per input; any size gives the
     same draws."""

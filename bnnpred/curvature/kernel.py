@@ -91,6 +91,11 @@ def concat(chunks: list[Features]) -> Features:
     return out
 
 
+def n_numbers(feats: Features) -> int:
+    """The numbers ``feats`` hold in their per-input arrays (inputs, output gradients, Jacobian columns)."""
+    return sum(t.numel() for u in feats for t in vars(u).values() if isinstance(t, Tensor) and t.dim() > 1)
+
+
 def cross_kernel(f1: Features, f2: Features, per_class: bool = False) -> Tensor:
     """``K(X1, X2)`` ``[B1, C, B2, C]`` = ``J(X1) S₀ J(X2)ᵀ``."""
     spec = "bcq,dcq->bcd" if per_class else "bcq,dpq->bcdp"
