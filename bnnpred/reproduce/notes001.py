@@ -493,4 +493,4 @@ def make(r: Reproduction) -> str:
 STUDY = Study(name="notes001", title="Variational Laplace paper (notes-001): VL vs VI vs MAP where MAP overfits, the "
               "log-σ multiplier, fixed variances and the VL(H) ablation on Fashion-MNIST", make=make,
               cpu_cost="about 75 min with 2 jobs for 85 runs (measured); item 8's full σ² grid adds 12 runs (not yet "
-              "measured)", items=items(1, 6, 7, 8, 10), keeps_traces=True, from_records=True)
+              "measured)", items=items(1, 6, 7, 8, 10), keeps_traces=True)

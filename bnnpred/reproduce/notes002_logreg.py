@@ -462,4 +462,4 @@ def from_levels(heatmaps: dict[str, Any]) -> dict[str, np.ndarray]:
 STUDY = Study(name="notes002_logreg", title="SLANG paper (notes-002) Table 1: Bayesian logistic regression, "
               "SLANG against mean-field and full-Gaussian VI", make=make,
               cpu_cost="about 2 h beside two other studies (130 runs)",
-              items=items(2, 8, 9, 10, 11, 12, 13, 14, 15, 25), full_scale=True, from_records=True)
+              items=items(2, 8, 9, 10, 11, 12, 13, 14, 15, 25), full_scale=True)

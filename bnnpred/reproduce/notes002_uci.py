@@ -175,4 +175,4 @@ STUDY = Study(name="notes002_uci", title="SLANG paper (notes-002) Table 2: UCI r
               "standard splits", make=make,
               cpu_cost="about 2 h (320 runs with 2 jobs: splits 0-4 took 38 min, splits 5-19 71 min, 17 of them "
               "beside another study)",
-              items=items(2, 19, 20), from_records=True)
+              items=items(2, 19, 20))

@@ -7,4 +7,4 @@ from bnnpred.reproduce.notes004_table1 import make_for
 
 STUDY = Study(name="notes004_table1_1x50", title="GLM predictive paper (notes-004) App. B.3: Table 1's study with "
               "1x50 tanh", make=make_for(1), cpu_cost="about 1 h (525 runs, 58 min measured)", items=items(4, 6, 7),
-              full_scale=True, from_records=True)
+              full_scale=True)
