@@ -28,7 +28,7 @@ from bnnpred.app.report import figures
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.base import document as run_document
-from bnnpred.reproduce.claims import Claim, Compare, Verdict, departs, every, item, items, standardised
+from bnnpred.reproduce.claims import Claim, Compare, Verdict, all_of, departs, every, item, items, standardised
 from bnnpred.reproduce.notes002_logreg import BIAS_DELTA, SETS
 
 LOGREG_LR = {  # notes-002 Table 9: α = β per set and method
@@ -120,11 +120,22 @@ def at(frame: pd.DataFrame, name: str, method: str, epoch: float, column: str = 
     return float(nearest[column].mean())
 
 
+def mean_curve(frame: pd.DataFrame, name: str, method: str) -> pd.Series:
+    """The seed-averaged negative ELBO per epoch of one (set, method)."""
+    return frame[(frame["set"] == name) & (frame["method"] == method)].groupby("epoch")["neg_elbo"].mean()
+
+
+def curve_range(frame: pd.DataFrame, name: str, method: str) -> float:
+    """How far :func:`mean_curve` moved over the run (its largest minus its smallest value); NaN without a curve."""
+    curve = mean_curve(frame, name, method)
+    return float(curve.max() - curve.min()) if len(curve) else math.nan
+
+
 def settled_epoch(frame: pd.DataFrame, name: str, method: str, within: float = 0.01) -> float:
     """The first epoch from which the seed-averaged negative ELBO stays within ``within`` of its final value (the
     mean of its last tenth, which smooths the 8-draw estimate); ``inf`` if its last point is outside; NaN (no
     number) for a curve with a missing or non-finite value, which would otherwise "settle" at its first epoch."""
-    curve = frame[(frame["set"] == name) & (frame["method"] == method)].groupby("epoch")["neg_elbo"].mean()
+    curve = mean_curve(frame, name, method)
     if curve.empty or not np.isfinite(curve.to_numpy()).all():
         return math.nan
     final = curve.iloc[-max(1, len(curve) // 10):].mean()
@@ -183,9 +194,16 @@ def sets_claims(frame: pd.DataFrame, sets: tuple[str, ...], checkpoints: tuple[i
         every(item(2, 17), Compare("|negative ELBO of SLANG L=10 − FG Hessian's|", "<", 0.01),
               {n: abs(at(frame, n, "SLANG L=10", last) - at(frame, n, "FG Hessian", last)) for n in sets}, over="set",
               note=f"epoch {last}"),
-        every(item(2, 17), Compare("epoch SLANG L=10 settles (within 0.01 of its final value)", "≤", "MF Hessian's"),
-              {n: (settled_epoch(frame, n, "SLANG L=10"), settled_epoch(frame, n, "MF Hessian")) for n in sets},
-              over="set"),
+        # a flat curve "settles" at its first epoch, and two curves that never settle tie at inf: SLANG L=10's curve
+        # must have moved, and settled within the run
+        all_of(every(item(2, 17), Compare("epoch SLANG L=10 settles (within 0.01 of its final value)", "≤",
+                                          "MF Hessian's"),
+                     {n: (settled_epoch(frame, n, "SLANG L=10"), settled_epoch(frame, n, "MF Hessian")) for n in sets},
+                     over="set"),
+               every(item(2, 17), Compare("epoch SLANG L=10 settles", "≤", last),
+                     {n: settled_epoch(frame, n, "SLANG L=10") for n in sets}, over="set", note="within the run"),
+               every(item(2, 17), Compare("SLANG L=10 negative ELBO's range over the run", ">", 0.01),
+                     {n: curve_range(frame, n, "SLANG L=10") for n in sets}, over="set", note="it moved")),
     ]
 
 
@@ -210,13 +228,18 @@ def bnn(r: Reproduction, s: Scale) -> tuple[list[str], list[Claim]]:
         for method in [f"SLANG L={rank}" for rank in s.bnn_ranks[name]] + ["BBB"]:
             early, final = at(frame, name, method, s.early, "test_nll"), finals.loc[(name, method)]
             lines.append(f"| {name} | {method} | {early:.4f} | {final['mean']:.4f} ± {final['sem']:.4f} |")
-    return lines, bnn_claims(frame, finals, s.bnn_ranks, s.early)
+    return lines, bnn_claims(frame, finals, s.bnn_ranks, s.early, s.seeds)
 
 
-def bnn_claims(frame: pd.DataFrame, finals: pd.DataFrame, ranks: dict[str, tuple[int, ...]],
-               early: int) -> list[Claim]:
+NOTES_SEEDS = 10  # notes-002 #18: "20 MC, 500 epochs, 10 seeds"
+
+
+def bnn_claims(frame: pd.DataFrame, finals: pd.DataFrame, ranks: dict[str, tuple[int, ...]], early: int,
+               seeds: int = NOTES_SEEDS) -> list[Claim]:
     """notes-002 item 18: per (set, rank), SLANG's test log-loss of the mean network at epoch ``early`` below BBB's,
-    and its final one (``finals``: mean and s.e. over seeds per (set, method)) within 2 combined s.e. of BBB's."""
+    and its final one (``finals``: mean and s.e. over ``seeds`` seeds per (set, method)) within 2 combined s.e. of
+    BBB's; on fewer seeds than the notes' 10 the s.e. is looser (2 degrees of freedom at 3 seeds), so the final
+    criterion departs from the notes', which has no number without their seeds."""
     def final_z(name: str, method: str) -> float:
         ours, bbb = finals.loc[(name, method)], finals.loc[(name, "BBB")]
         return standardised(ours["mean"] - bbb["mean"], math.hypot(ours["sem"], bbb["sem"]))
@@ -227,11 +250,17 @@ def bnn_claims(frame: pd.DataFrame, finals: pd.DataFrame, ranks: dict[str, tuple
                           for n, m in pairs}, over="(set, rank)", note=f"epoch {early}")
     predictive = Claim(item(2, 18), f"SLANG test log-loss (20-sample predictive) < BBB's at epoch {early} on every "
                        "(set, rank)", Verdict.not_applicable, "not logged at that epoch")
+    final = every(item(2, 18), Compare("final test log-loss: (SLANG − BBB) / combined s.e.", "≤", 2),
+                  {f"{n} {m}": final_z(n, m) for n, m in pairs}, over="(set, rank)")
+    if seeds < NOTES_SEEDS:
+        final = departs(final, Claim(final.item, f"{final.text}, the s.e. over {NOTES_SEEDS} seeds",
+                                     Verdict.not_applicable, f"no number ({seeds} seeds run)"),
+                        f"{seeds} seeds (the CPU plan's cost), where the notes' s.e. is over {NOTES_SEEDS}: the s.e. "
+                        f"of {seeds} seeds is erratic, and its 2-s.e. band looser")
     return [
         departs(mean_network, predictive, "the trace logs the mean network's test log-loss each epoch, the "
                 "predictive's only at the end; the mean network's ignores the covariance"),
-        every(item(2, 18), Compare("final test log-loss: (SLANG − BBB) / combined s.e.", "≤", 2),
-              {f"{n} {m}": final_z(n, m) for n, m in pairs}, over="(set, rank)"),
+        final,
     ]
 
 

@@ -15,6 +15,7 @@ configs)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,18 @@ from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce import notes003_images
 from bnnpred.reproduce.base import Reproduction, Study, document, finished
-from bnnpred.reproduce.claims import Claim, Compare, Verdict, all_of, claim, departs, item, items, lookup
+from bnnpred.reproduce.claims import (
+    MOVED_NLL,
+    Claim,
+    Compare,
+    Verdict,
+    all_of,
+    claim,
+    departs,
+    item,
+    items,
+    lookup,
+)
 
 PAIRS = {"fashion_mnist": "mnist", "mnist": "fashion_mnist"}  # in-distribution set -> OOD set
 # one sweep over δ per posterior; each predictive of a sweep is a table row
@@ -139,32 +151,37 @@ def claims(stats: pd.DataFrame, paper: tuple[tuple[float, ...], ...] | None) -> 
     item 10 (its CPU analogue, soft) on either set, and one added claim filed under item 10: dampening recovers the
     bnn accuracy (within 1 point of MAP; notes-004 §7's expectation). Item 8 asks each criterion "on both datasets"
     (FMNIST and CIFAR-10, with the GP on M = 3200): each carries that as written (:func:`on_both`), which has no
-    number while CIFAR-10 has no copy here (:func:`cifar10`). Item 10's glm criteria (≥, ≤) would also pass a glm
-    predictive that is MAP's copy, so each asks too that glm's NLL differs from MAP's."""
+    number while CIFAR-10 has no copy here (:func:`cifar10`). The glm criteria of items 8b, 8e and 10 (≥, ≤, within
+    a band of the paper's) would also pass a glm predictive that is MAP's copy, so each asks too that glm's NLL
+    differs from MAP's by more than :data:`MOVED_NLL`."""
     acc, nll, ece, auc = ({row: lookup(stats, row, m) for row in ROWS.values()} for m in METRICS)
     bnn, ritter, glm, gp = "bnn predictive", "bnn (Ritter et al.)", "glm predictive", "gp predictive"
     others_ece = min((v for row, v in ece.items() if row != gp), default=float("nan"))
     item8 = paper is not None
-    absolute = [] if not item8 else [all_of(
+    # glm's criteria (≥, ≤, within a band) pass a glm predictive that is MAP's copy: each also asks that glm moved
+    not_map = claim(item(4, 10), Compare("|glm NLL − MAP NLL|", ">", MOVED_NLL), abs(nll[glm] - nll["MAP"]),
+                    note="glm is not MAP's copy: above a collapsed posterior's Monte Carlo noise")
+    absolute = [] if not item8 else [(all_of(
         *(claim(item(4, 8, "e"), Compare(f"|{row} accuracy − the paper's {table[0]:g}|", "≤", 1.5),
                 abs(acc[row] - table[0]), note="points") for row, table in zip(("MAP", glm), paper, strict=True)),
         *(claim(item(4, 8, "e"), Compare(f"|{row} NLL − the paper's {table[1]:g}|", "≤", 0.03),
-                abs(nll[row] - table[1])) for row, table in zip(("MAP", glm), paper, strict=True)))]
-    table2 = [
-        claim(item(4, 8, "a"), Compare("undampened bnn accuracy", "<", "MAP accuracy", margin=-5),
-              (acc[bnn], acc["MAP"]), note="points"),
-        all_of(claim(item(4, 8, "b"), Compare("glm accuracy", "≥", "MAP accuracy", margin=-0.2),
-                     (acc[glm], acc["MAP"]), note="points"),
-               claim(item(4, 8, "b"), Compare("glm NLL", "≤", "MAP NLL", margin=0.005), (nll[glm], nll["MAP"]))),
-        all_of(claim(item(4, 8, "c"), Compare("glm OOD-AUC", ">", "MAP OOD-AUC"), (auc[glm], auc["MAP"])),
-               claim(item(4, 8, "c"), Compare("glm OOD-AUC", ">", "dampened bnn OOD-AUC"), (auc[glm], auc[ritter]))),
-        claim(item(4, 8, "d"), Compare("gp ECE", "<", "the lowest ECE of the other four"), (ece[gp], others_ece)),
+                abs(nll[row] - table[1])) for row, table in zip(("MAP", glm), paper, strict=True))), "e")]
+    table2 = [  # the notes' criteria, each with the part whose glm criterion a copy of MAP would pass
+        (claim(item(4, 8, "a"), Compare("undampened bnn accuracy", "<", "MAP accuracy", margin=-5),
+               (acc[bnn], acc["MAP"]), note="points"), None),
+        (all_of(claim(item(4, 8, "b"), Compare("glm accuracy", "≥", "MAP accuracy", margin=-0.2),
+                      (acc[glm], acc["MAP"]), note="points"),
+                claim(item(4, 8, "b"), Compare("glm NLL", "≤", "MAP NLL", margin=0.005), (nll[glm], nll["MAP"]))), "b"),
+        (all_of(claim(item(4, 8, "c"), Compare("glm OOD-AUC", ">", "MAP OOD-AUC"), (auc[glm], auc["MAP"])),
+                claim(item(4, 8, "c"), Compare("glm OOD-AUC", ">", "dampened bnn OOD-AUC"), (auc[glm], auc[ritter]))),
+         None),
+        (claim(item(4, 8, "d"), Compare("gp ECE", "<", "the lowest ECE of the other four"), (ece[gp], others_ece)),
+         None),
         *absolute,
     ]
-    not_map = claim(item(4, 10), Compare("|glm NLL − MAP NLL|", ">", 0), abs(nll[glm] - nll["MAP"]),
-                    note="glm is not MAP's copy")
     return [
-        *(on_both(c) for c in (table2 if item8 else [])),
+        *(on_both(c, replace(not_map, item=item(4, 8, part)) if part else None)
+          for c, part in (table2 if item8 else [])),
         claim(item(4, 10), Compare("undampened bnn accuracy", "≤", "MAP accuracy", margin=-3), (acc[bnn], acc["MAP"]),
               note="points"),
         all_of(claim(item(4, 10), Compare("glm accuracy", "≥", "MAP accuracy", margin=-1), (acc[glm], acc["MAP"]),
@@ -176,13 +193,15 @@ def claims(stats: pd.DataFrame, paper: tuple[tuple[float, ...], ...] | None) -> 
     ]
 
 
-def on_both(coded: Claim) -> Claim:
-    """An item-8 claim on Fashion-MNIST beside the notes' criterion as written, "on both datasets" (FMNIST and
-    CIFAR-10; the GP on M = 3200), which has no number without CIFAR-10."""
-    written = Claim(coded.item, f"{coded.text}, on Fashion-MNIST and CIFAR-10", Verdict.not_applicable,
+def on_both(notes: Claim, guard: Claim | None = None) -> Claim:
+    """An item-8 criterion on Fashion-MNIST (``notes``, with ``guard`` where a degenerate method would pass it)
+    beside the notes' criterion as written, "on both datasets" (FMNIST and CIFAR-10; the GP on M = 3200), which has
+    no number without CIFAR-10."""
+    written = Claim(notes.item, f"{notes.text}, on Fashion-MNIST and CIFAR-10", Verdict.not_applicable,
                     "no CIFAR-10 number")
-    return departs(coded, written, "no CIFAR-10 copy on these machines: Fashion-MNIST only, the GP on the M the scale "
-                                   "line states")
+    why = ("no CIFAR-10 copy on these machines: Fashion-MNIST only, at the scale its section states (the GP's M, "
+           "the epochs, the δ grid and seeds; the paper's: M = 3200, 500 epochs, 16 δ, 5 seeds)")
+    return departs(notes if guard is None else all_of(notes, guard), written, why)
 
 
 def cifar10() -> Claim:
@@ -241,6 +260,9 @@ def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
     chosen = notes003_images.choose(runs)
     s = notes003_images.stats(chosen)
     by_m = notes003_images.gp_by_subset_size(r, chosen)
+    gp_m = finished(Path(runs["run_dir"].iloc[0])).config.predictive.gp_subset_size
+    at_m = by_m[by_m["M"] == notes003_images.NOTES_GP_M]
+    at_notes_m = at_m[list(METRICS)].mean() if len(at_m) else None  # Fig 5.10's re-evaluation at the notes' M
     by_m.drop(columns="folder").to_csv(r.out / "fig5_10_gp_by_m.csv", index=False)
     return [
         f"## notes-003 Table 5.2, Fig 5.9 and Fig 5.10 on the same networks ({NOTES003_SET}, OOD: "
@@ -254,7 +276,7 @@ def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
         "### Table 5.2 (notes-003 checklist item 13)", "", *notes003_images.table(chosen), "",
         r.table(notes003_images.table_claims(s, network=r.pick(
             quick="ours the same network at smoke scale", cpu="ours the same network trained for 30 epochs, not 500",
-            full="ours the same network and schedule"))), "",
+            full="ours the same network and schedule"), gp_m=gp_m, at_notes_m=at_notes_m)), "",
         "### Fig 5.9: OOD detection by predictive entropy (item 15)", "",
         f"![fig5.9]({notes003_images.fig5_9(r, chosen)})", "",
         r.table(notes003_images.ood_claims(s, notes003_images.entropy_gaps(chosen))), "",
@@ -264,6 +286,18 @@ def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
         *notes003_images.m_table(by_m), "", f"![fig5.10]({notes003_images.fig5_10(r, by_m)})", "",
         r.table(notes003_images.gp_claims(by_m, s)), "",
     ]
+
+
+def notes003_pending(r: Reproduction) -> list[str]:
+    """notes-003 items 13, 15 and 16 while :func:`notes003_section`'s sweeps are not whole: each not applicable, with
+    why (the table, figures and GP re-evaluations need every posterior's sweep on :data:`NOTES003_SET`)."""
+    why = (f"not run yet: notes-003's rows need the {', '.join(NOTES003_POSTERIORS)} sweeps on {NOTES003_SET} beside "
+           "this page's (Not yet run)")
+    rows = [("13", "Table 5.2's criteria on the 3c3d networks"), ("15", "Fig 5.9's OOD criteria on the 3c3d networks"),
+            ("16", "Fig 5.10's GP-against-M criteria on the 3c3d networks")]
+    return [f"## notes-003 Table 5.2, Fig 5.9 and Fig 5.10 on the same networks ({NOTES003_SET})", "",
+            r.table([Claim(item(3, int(number)), text, Verdict.not_applicable, f"no number ({why})")
+                     for number, text in rows]), ""]
 
 
 def make(r: Reproduction) -> str:
@@ -292,7 +326,7 @@ def make(r: Reproduction) -> str:
         "were made at.",
         "", *sections, "## CIFAR-10 (notes-004 item 8's second set)", "", r.table([cifar10()]), "",
         *(notes003_section(r, frame) if made(frame, NOTES003_SET, {**POSTERIORS, **NOTES003_POSTERIORS})
-                         else []), *pending_section(r, waiting),
+          else notes003_pending(r)), *pending_section(r, waiting),
     ])
 
 
@@ -300,5 +334,6 @@ STUDY = Study(name="notes004_table2", title="GLM predictive paper (notes-004) Ta
               "Fashion-MNIST / MNIST with OOD detection (MAP, bnn, dampened bnn, glm, gp); notes-003 Table 5.2 and "
               "Figs 5.9-5.10 on the same networks", make=make,
               cpu_cost="on one H100 about 25 min (estimated from its first 10 runs: a kron sweep of 5 δ 8.5 min with 4 "
-              "jobs, a dampened one 40 s); on CPU about 24 core-hours (not run)",
+              "jobs, a dampened one 40 s); on CPU 1.7-2.7 h a kron run with 2 threads (its MNIST records), about 24 "
+              "core-hours in all",
               items=(*items(4, 8, 10), *items(3, 13, 15, 16)), full_scale=True, from_records=True)

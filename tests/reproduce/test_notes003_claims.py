@@ -35,10 +35,14 @@ def test_snelson_claims():
     blr = ("Laplace-GGN, BLR", "VOGN (diagonal), BLR", "VOGGN (full), BLR")
     gap = dict(zip(blr, (0.3, 0.05, 0.4), strict=True)) | {"Laplace-GGN, GP": 0.3}
     claims = notes003.snelson_claims(gap, dict.fromkeys(gap, 0.1), {"laplace_ggn": 0.3, "vogn": 0.5, "voggn": 0.4},
-                                     1e-11, sigma=0.286)
+                                     {"mean": 1e-15, "std": 1e-11}, sigma=0.286)
     # (a) 0.3, 0.05, 0.4 against 1.5 · 0.1; (b) VOGN 0.05 < 0.3, VOGGN 0.4 ≥ 0.3; (c) 0.5 > 1.5σ; BLR = GP
     assert verdicts(claims) == ["holds", "does not hold", "holds", "does not hold", "holds", "does not hold", "holds"]
     assert claims[5].text == "training RMSE ≤ 1.5 × 0.286 on every method"
+    # the BLR and GP curves overlap in their means too, not only their stds
+    apart = notes003.snelson_claims(gap, dict.fromkeys(gap, 0.1), {"laplace_ggn": 0.3}, {"mean": 1e-3, "std": 1e-11},
+                                    sigma=0.286)
+    assert verdicts(apart)[-1] == "does not hold"
     assert answered(claims) | answered(notes003.wine_claims(by_delta([0] * 4, [0] * 4, [0] * 4))) == declared(
         "notes003")
 
@@ -66,6 +70,10 @@ def test_image_table_claims():
     # the GLM's NLL 0.41 beats the undampened BNN's 0.50 but not a dampened BNN at 0.40: held against the better
     assert verdicts(notes003_images.table_claims(image_stats(**{"BNN-KFAC (Ritter et al.)": {"nll": 0.40}})))[3] == \
         "does not hold"
+    # each criterion is held against the BNN row better on its own metric: an undampened BNN with the worse NLL
+    # (0.50) but the lower ECE (0.015) beats the GLM's 0.02
+    ece = notes003_images.table_claims(image_stats(**{"BNN-KFAC": {"ece": 0.015}}))[1]
+    assert ece.verdict.value == "does not hold" and ece.text.startswith("ECE(GLM-KFAC) < ECE(BNN-KFAC) and")
     # a seed left out (a run that failed its health checks): fewer than the notes' 3
     two = notes003_images.table_claims(image_stats().assign(n=[3, 3, 3, 2, 3, 3, 3]))[0]
     assert (two.verdict.value, two.numbers.split(":")[0]) == ("does not hold", "6/7")
@@ -76,6 +84,9 @@ def test_image_ood_and_subset_claims():
     gaps = dict.fromkeys(notes003_images.ROWS.values(), 0.3) | {"MAP": -0.01}
     ood = notes003_images.ood_claims(s, gaps)
     assert verdicts(ood) == ["holds", "holds", "does not hold"]  # 0.85 ≥ 0.81, ≥ 0.82; MAP's entropy gap < 0
+    # the GLM's OOD-AUC is held against the BNN row with the higher OOD-AUC, not the one with the better NLL
+    higher = notes003_images.ood_claims(image_stats(**{"BNN-KFAC": {"ood_auc": 0.90}}), gaps)[1]
+    assert (higher.text, higher.verdict.value) == ("OOD-AUC(GLM-KFAC) ≥ OOD-AUC(BNN-KFAC)", "does not hold")
     by_m = pd.DataFrame([{"seed": 0, "M": M, "accuracy": 85.0 - (0.6 if M == 50 else 0), "nll": 0.4, "ece": 0.02,
                           "ood_auc": 0.78 + 0.01 * i} for i, M in enumerate((50, 100, 200, 400))])
     gp = notes003_images.gp_claims(by_m, s)
@@ -93,6 +104,21 @@ def test_image_ood_and_subset_claims():
     assert quick.text.startswith("OOD-AUC(GP, M = 30) ≥ OOD-AUC(MAP)") and quick.verdict.value == "holds"
     assert (quick.as_written.text, quick.as_written.verdict.value) == ("OOD-AUC(GP, M = 400) ≥ OOD-AUC(MAP)", NA)
     assert "M = 30, the middle of the M run, stands in" in quick.as_written.why
+
+
+def test_a_gp_on_another_m_than_the_notes_carries_the_notes_row_at_m_400():
+    """notes-003 #13's GP-GGN row is M = 400: a table whose GP has another M (the 3c3d page's 800) departs from it,
+    and the notes' row is evaluated on the GP re-evaluated at M = 400 on the same networks, or has no number."""
+    s = image_stats()
+    assert [c.as_written for c in notes003_images.table_claims(s)[4:6]] == [None, None]
+    at_400 = pd.Series({"accuracy": 84.2, "ece": 0.05, "nll": 0.45, "ood_auc": 0.8})
+    ece, acc = notes003_images.table_claims(s, gp_m=800, at_notes_m=at_400)[4:6]
+    assert ece.text.startswith("ECE(GP-GGN, M = 800) ≤ 0.04") and ece.verdict.value == "holds"
+    # at M = 400: ECE 0.05 > 0.04, accuracy 0.8 pp below MAP's 85.0
+    assert [ece.as_written.verdict.value, acc.as_written.verdict.value] == ["does not hold", "does not hold"]
+    assert ece.as_written.text.startswith("ECE(GP-GGN, M = 400) ≤ 0.04") and "M = 800" in ece.as_written.why
+    unknown = notes003_images.table_claims(s, gp_m=800)[4:6]
+    assert {c.as_written.verdict.value for c in unknown} == {NA}
 
 
 def test_a_gp_that_is_maps_copy_passes_none_of_its_criteria():

@@ -96,7 +96,7 @@ def test_snelson_and_moons_claims():
     empty = t.iloc[:0]
     assert set(verdicts([*thesis_predictives.snelson_claims(empty), *thesis_predictives.moons_claims(empty),
                          thesis_predictives.learned_claim(empty, "thesis_fig5_5")[1]])) == {NA}
-    blr = thesis_predictives.blr_claims(BLR_NUMBERS)
+    blr = thesis_predictives.blr_claims(BLR_NUMBERS, 0.9)
     assert answered([*snelson, *moons, *blr]) == declared("thesis_predictives")
 
 
@@ -153,11 +153,14 @@ BLR_NUMBERS = {"max_noise": 0.5, "peak_offset": 0.01, "model_data": 0.05, "model
 def test_blr_claims_of_fig_5_5b():
     """notes-000 item 18: √Λ at most 0.5 and peaking on the 0.5-contour; the model std smaller at the data than far
     along the boundary, and small far from both."""
-    assert verdicts(thesis_predictives.blr_claims(BLR_NUMBERS)) == ["holds"] * 3
-    off_boundary = thesis_predictives.blr_claims({**BLR_NUMBERS, "peak_offset": 0.2, "model_far_band": 0.01})
+    assert verdicts(thesis_predictives.blr_claims(BLR_NUMBERS, 0.9)) == ["holds"] * 3
+    off_boundary = thesis_predictives.blr_claims({**BLR_NUMBERS, "peak_offset": 0.2, "model_far_band": 0.01}, 0.9)
     assert verdicts(off_boundary) == ["does not hold"] * 3
-    no_far_band = thesis_predictives.blr_claims({**BLR_NUMBERS, "model_far_band": float("nan")})
+    no_far_band = thesis_predictives.blr_claims({**BLR_NUMBERS, "model_far_band": float("nan")}, 0.9)
     assert verdicts(no_far_band) == ["holds", NA, NA]  # a grid without far boundary points gives no verdict
+    # a flat predictor at p = 0.5: √Λ = 0.5 everywhere, peaking "on the contour" at the first grid point
+    flat = thesis_predictives.blr_claims({**BLR_NUMBERS, "max_noise": 0.5, "peak_offset": 0.0}, 0.5)
+    assert verdicts(flat)[0] == "does not hold"
 
 
 def evidence_grid() -> pd.DataFrame:
