@@ -146,8 +146,8 @@ def test_lgva_and_oggn_nn_show_a_boundary_and_score_worse():
     assert (flat.verdict.value, flat.numbers) == ("does not hold", "0.53; 0.383; 0.54; 0.382")
 
 
-BLR_NUMBERS = {"max_noise": 0.5, "peak_offset": 0.01, "model_data": 0.05, "model_far_band": 0.4,
-               "model_far_confident": 0.02}
+BLR_NUMBERS = {"max_noise": 0.5, "peak_offset": 0.01, "model_data": 0.05, "model_data_band": 0.2,
+               "model_far_band": 0.4, "model_far_confident": 0.02}
 
 
 def test_blr_claims_of_fig_5_5b():
@@ -161,6 +161,9 @@ def test_blr_claims_of_fig_5_5b():
     # a flat predictor at p = 0.5: √Λ = 0.5 everywhere, peaking "on the contour" at the first grid point
     flat = thesis_predictives.blr_claims({**BLR_NUMBERS, "max_noise": 0.5, "peak_offset": 0.0}, 0.5)
     assert verdicts(flat)[0] == "does not hold"
+    # the training inputs are mostly confident (Λ ≈ 0, so √V ≈ 0 whatever Σ): those on the boundary band count too
+    near = thesis_predictives.blr_claims({**BLR_NUMBERS, "model_data_band": 0.5}, 0.9)
+    assert verdicts(near)[1] == "does not hold" and near[1].numbers == "0.05 vs 0.4; 0.5 vs 0.4"
 
 
 def evidence_grid() -> pd.DataFrame:
