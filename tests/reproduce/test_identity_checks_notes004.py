@@ -79,8 +79,12 @@ def test_a_ggn_without_the_softmax_cross_term_or_a_wrong_prior_treatment_does_no
     exact_samples = notes004.sample_covariance(posteriors["exact"], seed=0)
     swapped = {"exact": (exact_samples, dense["dampened"]),
                "dampened": (notes004.sample_covariance(posteriors["dampened"], seed=1), dense["exact"])}
-    exact_var, damped_var = notes004.weight_variances(posteriors["exact"].blocks, dense)
+    exact_var, damped_var = notes004.weight_variances(posteriors)
     assert float(((exact_var - damped_var) / damped_var).min()) > 1e-3  # so the swap below fails by far
+    # the library's marginal variances are the dense covariances' diagonals
+    weights = torch.cat([torch.arange(b.start, b.stop) for b in posteriors["exact"].blocks if b.dense is None])
+    for name, variance in zip(("exact", "dampened"), (exact_var, damped_var), strict=True):
+        torch.testing.assert_close(variance, dense[name].diagonal()[weights], rtol=1e-12, atol=0)
     variances = (damped_var, exact_var)
     claims = notes004.curvature_claims({"softmax": (full, diag * 1.01, no_cross)}, blocks, swapped,
                                        (dense["exact"], dense["dampened"]), variances)

@@ -54,7 +54,7 @@ from bnnpred.models.mlp import MLPConfig, build_mlp
 from bnnpred.posteriors import FullPosterior, Posterior
 from bnnpred.prediction import Prediction, RegPrediction
 from bnnpred.predictive import Context, GPSubset, PredictiveKind, predictor
-from bnnpred.reproduce.claims import Between, Claim, Compare, all_of, claim, every, item
+from bnnpred.reproduce.claims import Between, Claim, Compare, all_of, claim, departs, every, item
 from bnnpred.reproduce.identity_checks import relative_error
 from bnnpred.reproduce.identity_checks.shared import (
     Case,
@@ -326,10 +326,13 @@ def item7() -> list[Claim]:
              for kind in KINDS}
     radius = {kind: literal for kind, (literal, _) in radii.items()}
     damped = {kind: recipe_radius for kind, (_, recipe_radius) in radii.items()}
-    return [*fixed_point_claims(f"conf/inference/oggn.yaml: γ = {recipe.gamma:g}, ρ = {recipe.mean_gamma:g}", drift,
-                                errors, precision_note=identity_note(float(recipe.gamma))),
-            *fixed_point_claims(f"read literally: γ = ρ = {LITERAL_GAMMA:g}", literal_drift, literal_errors,
-                                note=stability_note(radius, early, damped, float(recipe.mean_gamma)))]
+    coded = fixed_point_claims(f"conf/inference/oggn.yaml: γ = {recipe.gamma:g}, ρ = {recipe.mean_gamma:g}", drift,
+                               errors, precision_note=identity_note(float(recipe.gamma)))
+    as_written = fixed_point_claims(f"read literally: γ = ρ = {LITERAL_GAMMA:g}", literal_drift, literal_errors,
+                                    note=stability_note(radius, early, damped, float(recipe.mean_gamma)))
+    why = ("the runner's OGGN recipe, the project's reading of the thesis's β = 0.999 as the old precision's weight "
+           "(conf/inference/oggn.yaml, run at γ = 1: the fixed point does not depend on γ), with its damped mean step")
+    return [departs(c, w, why) for c, w in zip(coded, as_written, strict=True)]
 
 
 # --------------------------------------------------------------------------------------------------------------
