@@ -12,6 +12,9 @@
 # undampened sweep's run comes first, then the dampened one, whose MAP the fit cache hands over (same worktree, same machine).
 # Commit the records (outputs/notes004_table2/runs/cpu/) and rebuild the page with
 # `bnnpred reproduce notes004_table2 --report-only` after each session. DRY=1 prints the plan and trains nothing.
+# Work beside it at low priority needs its autogroup lowered, not only `nice`: a job started with setsid has an
+# autogroup of its own, and Linux shares the cores between autogroups whatever their processes' nice values
+# (`echo 19 > /proc/PID/autogroup` for the other job; with `nice -n 19` alone it took half the run's throughput).
 set -u
 hours=${1:-2.5}
 commit=${COMMIT:-0d5ceb8}  # the code of the page's committed records (their code digest 4e2a6260aea30537)
