@@ -43,7 +43,7 @@ def test_every_declared_item_is_measured_and_holds_but_oggn_at_gamma_0999_read_l
                if c.as_written and c.as_written.verdict is Verdict.fails]
     assert len(failing) == 1 and failing[0][0] == "notes-000 #7" and "read literally" in failing[0][1]
     not_applicable = {str(c.item) for c in r.claims if c.verdict is Verdict.not_applicable}
-    assert not_applicable == (set() if data_present() else {"notes-000 #9", "notes-004 #11"})
+    assert not_applicable == (set() if data_present() else {"notes-000 #9", "notes-003 #2", "notes-004 #11"})
     assert page.count("\n## ") == len(identities.SECTIONS)
     assert not (tmp_path / "runs").exists()  # nothing trained
 

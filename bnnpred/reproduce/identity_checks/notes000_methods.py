@@ -30,7 +30,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Mapping
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +59,7 @@ from bnnpred.reproduce.identity_checks import relative_error
 from bnnpred.reproduce.identity_checks.shared import (
     Case,
     dense_ggn,
+    experiment_dataset_config,
     gaussian_case,
     output_jacobian,
     reference_jacobians,
@@ -78,7 +79,6 @@ LITERAL_GAMMA, OGGN_STEPS, PRECISION_STEPS = 0.999, 20, 5  # item 7
 MC_SAMPLES, REFERENCE_SAMPLES = 1000, 100_000  # item 8
 GAP = (1.5, 2.4)  # notes-000 §8 item 2
 BALANCE = 10  # item 10: |n₁ − n₀| ≤ 10
-ConfigT = TypeVar("ConfigT")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -431,18 +431,6 @@ def item8() -> list[Claim]:
 
 # --------------------------------------------------------------------------------------------------------------
 # Items 9 and 10: the toy data sets of Fig. 5.1
-
-
-def experiment_dataset_config(experiment: str, schema: type[ConfigT]) -> ConfigT:
-    """The ``dataset`` node of ``experiment=<experiment>`` at the default seed 0 as its config dataclass, which
-    must be a ``schema``."""
-    from bnnpred.app.compose import compose
-    from bnnpred.app.run_setup import typed
-
-    dataset = typed(compose([f"experiment={experiment}"])).dataset
-    if not isinstance(dataset, schema):
-        raise BnnpredError(f"experiment={experiment} loads a {type(dataset).__name__}, not a {schema.__name__}")
-    return dataset
 
 
 def snelson_numbers(data: Dataset, f_true: npt.NDArray[np.float64]) -> dict[str, float]:

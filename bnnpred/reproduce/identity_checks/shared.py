@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor, distributions
 
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Curvature, Structure, curvature
+from bnnpred.errors import BnnpredError
 from bnnpred.inference import Fit, Problem
 from bnnpred.inference.laplace_ggn import laplace_at
 from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood, Poisson
@@ -153,3 +155,18 @@ def gaussian_evidence(f: Tensor, J: Tensor, theta: Tensor, y: Tensor, sigma2: fl
     targets = J @ theta + (y - f)
     kernel = J @ J.T / delta + sigma2 * torch.eye(len(J), dtype=J.dtype)
     return float(distributions.MultivariateNormal(torch.zeros_like(targets), kernel).log_prob(targets))
+
+
+ConfigT = TypeVar("ConfigT")
+
+
+def experiment_dataset_config(experiment: str, schema: type[ConfigT]) -> ConfigT:
+    """The ``dataset`` node of ``experiment=<experiment>`` at the default seed 0 as its config dataclass, which
+    must be a ``schema``."""
+    from bnnpred.app.compose import compose
+    from bnnpred.app.run_setup import typed
+
+    dataset = typed(compose([f"experiment={experiment}"])).dataset
+    if not isinstance(dataset, schema):
+        raise BnnpredError(f"experiment={experiment} loads a {type(dataset).__name__}, not a {schema.__name__}")
+    return dataset
