@@ -447,8 +447,11 @@ def _latents_at_scales(ctx: Context, X: Tensor, feats: kernel.Features, L: Tenso
 
     def covariance(s: float) -> Tensor:
         root = (s * (s + lam)).rsqrt()  # Zᵀ diag(w) Z as (Z √w)ᵀ (Z √w), a chunk at a time
-        return torch.cat([K_xx / s - (Z * root) @ (Z * root).mT for K_xx, Z in zip(self_kernels, projected,
-                                                                                  strict=True)])
+        covs = []
+        for K_xx, Z in zip(self_kernels, projected, strict=True):
+            weighted = Z * root
+            covs.append(K_xx / s - weighted @ weighted.mT)
+        return torch.cat(covs)
 
     return torch.cat(means), [covariance(s) for s in scales]
 
