@@ -158,7 +158,6 @@ def claims(stats: pd.DataFrame, paper: tuple[tuple[float, ...], ...] | None) -> 
     bnn, ritter, glm, gp = "bnn predictive", "bnn (Ritter et al.)", "glm predictive", "gp predictive"
     others_ece = min((v for row, v in ece.items() if row != gp), default=float("nan"))
     item8 = paper is not None
-    # glm's criteria (≥, ≤, within a band) pass a glm predictive that is MAP's copy: each also asks that glm moved
     not_map = claim(item(4, 10), Compare("|glm NLL − MAP NLL|", ">", MOVED_NLL), abs(nll[glm] - nll["MAP"]),
                     note="glm is not MAP's copy: above a collapsed posterior's Monte Carlo noise")
     absolute = [] if not item8 else [(all_of(
