@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -45,15 +47,22 @@ def context(n_train: int) -> Context:
     return Context(model, Categorical(), theta, None, torch.full_like(theta, DELTA), X)
 
 
+@contextmanager
+def default_chunks() -> Iterator[None]:
+    """Predicted inputs in the default chunks (2^24 numbers), as before ``query_chunk_elems``."""
+    chunk, predictive.query_chunk_elems = predictive.query_chunk_elems, lambda n: DEFAULT_CHUNK_ELEMS
+    try:
+        yield
+    finally:
+        predictive.query_chunk_elems = chunk
+
+
 def before(ctx: Context, subset: torch.Tensor, valid: tuple[torch.Tensor, torch.Tensor]) -> tuple[float, list]:
     """The previous tuning: default chunks, a Cholesky factor and a triangular solve per factor."""
     base = len(ctx.X_train) / len(subset)
     feats, L, K = predictive._training_kernel(ctx, subset, True)
-    chunk, predictive.query_chunk_elems = predictive.query_chunk_elems, lambda n: DEFAULT_CHUNK_ELEMS
-    try:
+    with default_chunks():
         kernels = list(predictive._gp_kernels(ctx, valid[0], feats, True))
-    finally:
-        predictive.query_chunk_elems = chunk
     mean = torch.cat([f for f, _, _ in kernels])
     nlls, covs = [], []
     for factor in FACTORS:
@@ -73,11 +82,8 @@ def now(ctx: Context, subset: torch.Tensor, valid: tuple[torch.Tensor, torch.Ten
 def eigen_default_chunks(ctx: Context, subset: torch.Tensor,
                          valid: tuple[torch.Tensor, torch.Tensor]) -> tuple[float, list]:
     """``now`` in the default chunks: what the eigendecomposition saves alone."""
-    chunk, predictive.query_chunk_elems = predictive.query_chunk_elems, lambda n: DEFAULT_CHUNK_ELEMS
-    try:
+    with default_chunks():
         return now(ctx, subset, valid)
-    finally:
-        predictive.query_chunk_elems = chunk
 
 
 def nll(ctx: Context, mean: torch.Tensor, cov: torch.Tensor, y: torch.Tensor) -> float:
