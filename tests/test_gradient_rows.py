@@ -25,7 +25,8 @@ def draws(problem, S: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("kind", ["gaussian", "bernoulli", "categorical"])
 @pytest.mark.parametrize("bias", [True, False])
-def test_layer_factors_give_the_formed_rows_products(kind, bias):
+@pytest.mark.parametrize("columns", [2, 32])  # one product form per layer, then both (per_output)
+def test_layer_factors_give_the_formed_rows_products(kind, bias, columns):
     problem, _ = tiny_problem(kind, depth=2, n=7, d=3, width=4)
     torch.manual_seed(1)
     model = FlatModel(build_mlp(MLPConfig(depth=2, width=4, bias=bias), (3,), 3 if kind == "categorical" else 1))
@@ -33,10 +34,12 @@ def test_layer_factors_give_the_formed_rows_products(kind, bias):
     thetas = draws(problem, S=2)
     factored = per_example_rows(problem, thetas, problem.X, problem.y)
     assert isinstance(factored, LinearFactorRows) and factored.n_rows == 14
+    forms = {gradient_rows.per_output(layer, columns) for layer in factored.layers}
+    assert forms == ({False} if columns < gradient_rows.PER_OUTPUT_MIN_COLUMNS else {True, False})
     formed = DenseRows(gradient_rows._formed_rows(problem, thetas, problem.X, problem.y))
     gen = torch.Generator().manual_seed(4)
     P = problem.theta0.numel()
-    Q, V = torch.randn(P, 3, generator=gen), torch.randn(14, 2, generator=gen)
+    Q, V = torch.randn(P, columns, generator=gen), torch.randn(14, columns, generator=gen)
     torch.testing.assert_close(factored.dense(), formed.G, rtol=1e-12, atol=1e-12)
     for name, args in [("gram", ()), ("times", (Q,)), ("transpose_times", (V,)), ("square_norms", ()),
                        ("column_sums", ())]:

@@ -70,9 +70,10 @@ def test_the_new_factor_is_the_top_eigen_part_of_the_weighted_sum(eig, n_gradien
 
 @pytest.mark.parametrize("eig", [Eig.exact, Eig.randomized])
 @pytest.mark.parametrize("n_gradients", [5, 30])
-def test_the_step_carries_the_new_factors_gram_for_the_next_one(eig, n_gradients):
-    """The state's UᵀU (the eigenvalues Λ_L, no product) is the product's to 1e-12 in float64 after two steps, so the
-    next step's row Gram is the one it would form; OnlineEig's average has no such identity and carries none."""
+def test_the_step_carries_the_new_factors_gram_and_diagonal_for_the_next_one(eig, n_gradients):
+    """The state's UᵀU (the eigenvalues Λ_L, no product) and diag(U Uᵀ) are the products' to 1e-12 in float64 after
+    two steps, so the next step's row Gram and diagonal are the ones it would form; OnlineEig's average carries
+    neither."""
     gen = torch.Generator().manual_seed(4)
     state = SLANGState(mean=torch.zeros(P, dtype=torch.float64), U=torch.randn(P, 2, generator=gen).double(),
                        d=torch.ones(P, dtype=torch.float64), momentum=torch.zeros(P, dtype=torch.float64))
@@ -81,9 +82,10 @@ def test_the_step_carries_the_new_factors_gram_for_the_next_one(eig, n_gradients
         G = torch.randn(n_gradients, P, generator=gen).double()
         state = slang_step(state, DenseRows(G), torch.zeros(P).double(), torch.ones(P).double(), 0.1, 0.2, cfg, gen)
         torch.testing.assert_close(state.U_gram, state.U.T @ state.U, rtol=0, atol=1e-12)
+        torch.testing.assert_close(state.U_norms, (state.U * state.U).sum(1), rtol=0, atol=1e-12)
     online = slang_step(state, DenseRows(G), torch.zeros(P).double(), torch.ones(P).double(), 0.1, 0.2,
                         dataclasses.replace(cfg, update=Update.online_eig), gen)
-    assert online.U_gram is None
+    assert online.U_gram is None and online.U_norms is None
 
 
 @pytest.mark.parametrize("eig", [Eig.exact, Eig.randomized])

@@ -118,6 +118,7 @@ class SLANGState:
     t: int = 0
     posterior: LowRankDiagPosterior | None = None  # q at this state, factorised once per step
     U_gram: Tensor | None = None  # UᵀU [L, L] where known without the product (an eigen-factor's: diag Λ_L)
+    U_norms: Tensor | None = None  # diag(U Uᵀ) [P] where the step that made U measured it
 
     def q(self) -> LowRankDiagPosterior:
         """``N(mean, (U Uᵀ + diag d)⁻¹)``: the step's factorisation when there is one."""
@@ -135,6 +136,7 @@ class StackedRows:
     a: float
     b: float
     U_gram: Tensor | None = None  # UᵀU, when known
+    U_norms: Tensor | None = None  # diag(U Uᵀ), when known
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -163,7 +165,8 @@ class StackedRows:
 
     def column_square_norms(self) -> Tensor:
         """``diag(WᵀW)`` ``[P]``."""
-        return self.a**2 * square_row_norms(self.U) + self.b**2 * self.G.square_norms()
+        U_norms = square_row_norms(self.U) if self.U_norms is None else self.U_norms
+        return self.a**2 * U_norms + self.b**2 * self.G.square_norms()
 
 
 def square_row_norms(U: Tensor) -> Tensor:
@@ -215,15 +218,17 @@ class Precision:
     U: Tensor  # [P, L]
     d: Tensor  # [P]
     U_gram: Tensor | None = None  # UᵀU [L, L]
+    U_norms: Tensor | None = None  # diag(U Uᵀ) [P]
 
 
 def slang_precision(state: SLANGState, G: GradientRows, prior_precision: Tensor, beta: float, cfg: SLANGConfig,
                     generator: torch.Generator) -> Precision:
     """SLANG's new precision: the eigen-factor of ``(1−β) U Uᵀ + β GᵀG``, the diagonal matched (steps 1-2)."""
-    W = StackedRows(state.U, G, (1 - beta) ** 0.5, beta**0.5, state.U_gram)  # WᵀW = (1−β) U Uᵀ + β GᵀG
+    W = StackedRows(state.U, G, (1 - beta) ** 0.5, beta**0.5, state.U_gram, state.U_norms)  # (1−β) U Uᵀ + β GᵀG
     U, U_gram = eigen_factor(W, cfg, generator)
-    correction = (W.column_square_norms() - square_row_norms(U)).clamp_min(0)
-    return Precision(U, (1 - beta) * state.d + beta * prior_precision + correction, U_gram)
+    U_norms = square_row_norms(U)
+    correction = (W.column_square_norms() - U_norms).clamp_min(0)
+    return Precision(U, (1 - beta) * state.d + beta * prior_precision + correction, U_gram, U_norms)
 
 
 def online_eig_precision(state: SLANGState, G: GradientRows, prior_precision: Tensor, beta: float,
@@ -252,7 +257,7 @@ def slang_step(state: SLANGState, G: GradientRows, g_hat: Tensor, prior_precisio
     new = LowRankDiagPosterior(state.mean, new_precision.U, new_precision.d)
     mean = state.mean - alpha * new.cov_mv(direction)
     return SLANGState(mean=mean, U=new_precision.U, d=new_precision.d, momentum=momentum, t=t,
-                      posterior=new.shifted(mean), U_gram=new_precision.U_gram)
+                      posterior=new.shifted(mean), U_gram=new_precision.U_gram, U_norms=new_precision.U_norms)
 
 
 def step_sizes(cfg: SLANGConfig, t: int) -> tuple[float, float]:
@@ -288,7 +293,7 @@ class SLANGStep(Trainer):
                                 d=torch.full_like(mean, cfg.init_precision), momentum=torch.zeros_like(mean))
 
     def state(self) -> dict[str, Any]:
-        return {k: getattr(self.current, k) for k in ("mean", "U", "d", "momentum", "t", "U_gram")}
+        return {k: getattr(self.current, k) for k in ("mean", "U", "d", "momentum", "t", "U_gram", "U_norms")}
 
     def load(self, state: dict[str, Any]) -> None:
         self.current = SLANGState(**state)
