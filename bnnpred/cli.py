@@ -492,6 +492,10 @@ def reproduce_command(args: list[str]) -> None:
     parser.add_argument("--pdf", action="store_true",
                         help="also write each page figure as a PDF beside its PNG (vector copies for a paper; git "
                              "ignores them)")
+    parser.add_argument("--hours", type=float,
+                        help="a time budget: start a sweep, run or re-evaluation only when its earlier runs (its "
+                             "records and run folders) say that what it lacks ends within this many hours; a study "
+                             "stops before the first that does not (run it again to go on)")
     ns = parser.parse_args(args)
     if ns.pdf:
         from bnnpred.app.report import figures
@@ -502,7 +506,7 @@ def reproduce_command(args: list[str]) -> None:
     device_runs = "" if ns.device in (None, "cpu") else f"-{ns.device}"
     runs = Path(ns.runs or ("runs/reproduce-quick" if quick else "runs/reproduce") + device_runs)
     out = Path(ns.out or (runs / "outputs" if quick else "outputs/full" if tier is Tier.full else "outputs"))
-    for page in reproduce(ns.studies, tier, runs, out, ns.jobs, ns.report_only, ns.device):
+    for page in reproduce(ns.studies, tier, runs, out, ns.jobs, ns.report_only, ns.device, ns.hours):
         print(page)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from bnnpred.errors import BnnpredError, unknown_choice
 from bnnpred.io import read_json, write_json, write_text
 from bnnpred.reproduce.base import Reproduction, Study, Tier
+from bnnpred.reproduce.budget import Budget, OutOfTime
 from bnnpred.reproduce.claims import Verdict, claims_json
 
 log = logging.getLogger(__name__)
@@ -36,11 +37,13 @@ STUDIES: dict[str, Study] = _discover()
 
 
 def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, report_only: bool,
-              device: str | None = None) -> list[Path]:
+              device: str | None = None, hours: float | None = None) -> list[Path]:
     """Make the pages of ``names`` (all studies if empty) with their ``claims.json``, the index ``out/README.md``,
     the checklist index ``out/checklist.md`` and the verdicts table of the README beside ``out``; returns the
     pages. ``device`` (cpu, cuda) is where a study built from records trains and whose records its page reads;
-    by default the CPU, or when only rebuilding, the device its committed page was made from."""
+    by default the CPU, or when only rebuilding, the device its committed page was made from. With ``hours``,
+    training that its earlier runs say would not end inside that many hours (from now, for all the studies) is not
+    started: its study stops there, its page not rebuilt, and says what is left (:mod:`bnnpred.reproduce.budget`)."""
     for name in names:
         if name not in STUDIES:
             raise unknown_choice("study", name, STUDIES)
@@ -48,13 +51,19 @@ def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, re
     if tier is Tier.full and not any(s.full_scale for s in chosen):
         raise BnnpredError("none of these studies has a full (GPU) tier yet: their CPU tier is the papers' scale; "
                            "use --tier cpu")
-    pages = []
+    if hours is not None and (report_only or not hours > 0):
+        raise BnnpredError(f"--hours {hours:g}: give a positive budget for training, and none with --report-only "
+                           "(a rebuild trains nothing)")
+    budget, pages = Budget(hours), []
     for study in chosen:
         r = Reproduction(runs=runs, out=out / study.name, tier=tier, jobs=jobs, report_only=report_only,
                          device=device or (page_device(out / study.name) if report_only else "cpu"),
-                         from_records=study.from_records, keeps_traces=study.keeps_traces)
+                         from_records=study.from_records, keeps_traces=study.keeps_traces, budget=budget)
         try:
             pages.append(make_page(study, r))
+        except OutOfTime as e:
+            print(f"{study.name}: stopped before {e}. Its page is not rebuilt; what it finished is in its run "
+                  "folders (and records); the same command goes on from there.", flush=True)
         except BnnpredError as e:
             if not report_only or names:
                 raise

@@ -27,10 +27,11 @@ from bnnpred.app.records import export_record, export_records, kept_files, seed_
 from bnnpred.app.report.tables import UNRECORDED, check_code, find_runs
 from bnnpred.app.run_files import MANIFEST
 from bnnpred.app.run_index import INDEX, copy_relative, failed_keys, failed_runs
-from bnnpred.app.run_record import EVAL_FILES, RUN_FILES, FinishedRun, NotFinished, read_finished
+from bnnpred.app.run_record import EVAL_FILES, EVALS, RUN_FILES, FinishedRun, NotFinished, read_finished
 from bnnpred.app.saved_runs import eval_folder
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
+from bnnpred.reproduce.budget import Budget, held_keys, longest_seconds
 from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.reproduce.derived import FIGURE_DIGITS, FIGURE_GRID, compact, figure_data, kept, plain
 
@@ -64,6 +65,7 @@ class Reproduction:
     device: str = "cpu"  # where the runs are trained (device=...), and whose records the page reads
     from_records: bool = False
     keeps_traces: bool = False  # whether its records keep the runs' training traces (trace.csv): its page reads them
+    budget: Budget = field(default_factory=Budget)  # --hours: what its earlier runs say ends in time is started
     started: float = field(default_factory=time.time)
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
@@ -156,6 +158,7 @@ class Reproduction:
         if self.from_records and train and (record / MANIFEST).is_file():
             seed_from_record(record, run_dir)
         if train:
+            self._within_budget(run_dir, [[*overrides, *self._quick(quick), *self._device()]], [run_dir, record], 1)
             _bnnpred("train", *overrides, *self._quick(quick), *self._device(), f"hydra.run.dir={run_dir}")
             if self.from_records:
                 export_record(run_dir, record, self.recorded)
@@ -179,6 +182,8 @@ class Reproduction:
             for record in _sweep_made_by(records):
                 seed_from_record(record, self.run_of(record))
         if train:
+            self._within_budget(sweep_dir, expand_sweep([*overrides, *self._quick(quick), *self._device()]),
+                                [sweep_dir, records], self.jobs)
             _bnnpred("train", "-m", *overrides, *self._quick(quick), *self._device(), "hydra/launcher=joblib",
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
                      f"hydra.sweep.subdir={subdir}", failures_allowed=True)
@@ -226,12 +231,26 @@ class Reproduction:
 
         if not self.report_only and not self.made_elsewhere(run_dir):
             target = self.folder(run_dir)
+            if self.budget.bounded and not _evaluated(target, overrides):
+                others = [folder for sweep in (target.parent, Path(run_dir).parent)
+                          for folder in sweep.glob(f"*/{EVALS}/*")]  # its sweep's runs' re-evaluations
+                self.budget.allow(f"the re-evaluation of {target} ({' '.join(overrides)})", 1,
+                                  longest_seconds(others), 1)
             _bnnpred("eval", f"run_dir={target}", *overrides, *self._device())
             if self.from_records:
                 export_record(target, run_dir, self.recorded)
         folder = eval_folder(run_dir, predictive_overrides(list(overrides)))
         self.made_by[folder] = _made_by(document(folder, EVAL_FILES))
         return folder
+
+    def _within_budget(self, folder: Path, jobs: list[list[str]], holding: list[Path], workers: int) -> None:
+        """Return if the ``jobs`` (override lists) of the run or sweep ``folder`` that the ``holding`` folders (its
+        run folders and records) lack end inside the budget, from the longest earlier run there; else raise
+        :class:`~bnnpred.reproduce.budget.OutOfTime`."""
+        if not self.budget.bounded:
+            return
+        missing = {run_key(compose(job)) for job in jobs} - held_keys(holding)
+        self.budget.allow(str(folder), len(missing), longest_seconds(holding), min(workers, len(missing) or 1))
 
     def derived(self, read: Path, name: str, compute: Callable[[Path], Mapping[str, Any]],
                 inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -351,6 +370,14 @@ def _bnnpred(*args: str, failures_allowed: bool = False) -> None:
     result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if result.returncode != 0 and not (failures_allowed and result.returncode == 2):
         raise BnnpredError(f"'bnnpred {' '.join(args[:3])} ...' failed (exit {result.returncode}); see above")
+
+
+def _evaluated(run_dir: Path, overrides: Sequence[str]) -> bool:
+    """Whether the run in ``run_dir`` holds a finished re-evaluation with ``overrides``."""
+    try:
+        return (eval_folder(run_dir, predictive_overrides(list(overrides))) / MANIFEST).is_file()
+    except (NotFinished, OSError):
+        return False
 
 
 def _made_by(document: dict) -> tuple[str, str]:

@@ -71,9 +71,10 @@ def built(tmp_path_factory) -> Path:
     return home
 
 
-def build(tmp_path: Path, runs: str, report_only: bool = False, device: str | None = None) -> str:
+def build(tmp_path: Path, runs: str, report_only: bool = False, device: str | None = None,
+          hours: float | None = None) -> str:
     reproduce(["tiny"], Tier.cpu, tmp_path / runs, tmp_path / "outputs", jobs=1, report_only=report_only,
-              device=device)
+              device=device, hours=hours)
     return (tmp_path / "outputs" / "tiny" / "README.md").read_text()
 
 
@@ -218,6 +219,42 @@ def test_a_record_keeps_the_trace_only_where_the_page_reads_it_and_says_what_it_
     write_json(record / RECORD, {"absent": [*marker["absent"], "selection.csv"]})  # a record that dropped rows
     with pytest.raises(BnnpredError, match=r"record .*single is corrupt \(its record.json is unreadable\)"):
         verify_record(record)
+
+
+def test_a_budget_starts_only_what_the_earlier_runs_say_ends_in_time(tmp_path, made, capsys):
+    """``--hours``: on a fresh machine with one sweep record gone, the sweep's other run says how long the missing
+    one takes; a budget shorter than that trains nothing and leaves the page as it was, a longer one trains just
+    that run."""
+    shutil.rmtree(tmp_path / "runs")
+    shutil.rmtree(records(tmp_path) / "sweep" / "delta3.0")
+    page = tmp_path / "outputs" / "tiny" / "README.md"
+    page.write_text("the page as it was")
+    seconds = json.loads((records(tmp_path) / "sweep" / "delta1.0" / "metrics.json").read_text())["run"]["seconds"]
+    build(tmp_path, "elsewhere", hours=seconds / 3600 / 2)
+    out = capsys.readouterr().out
+    assert "tiny: stopped before " in out and "sweep: 1 run to make, about 1 min with 1 worker" in out, out
+    assert trained(tmp_path / "elsewhere") == [] and page.read_text() == "the page as it was"
+    assert build(tmp_path, "elsewhere", hours=1.0) == made
+    assert trained(tmp_path / "elsewhere") == [tmp_path / "elsewhere" / "tiny" / "sweep" / "delta3.0"]
+
+
+def test_a_budget_starts_nothing_that_no_earlier_run_can_time_and_nothing_when_all_is_held(tmp_path, made, capsys):
+    shutil.rmtree(tmp_path / "runs")
+    assert build(tmp_path, "elsewhere", hours=1e-9) == made  # every run held by its record: nothing to start
+    shutil.rmtree(tmp_path / "elsewhere")
+    shutil.rmtree(records(tmp_path) / "sweep")
+    build(tmp_path, "elsewhere", hours=1.0)
+    assert "sweep: 2 runs to make, and no earlier run of it says how long one takes; start it once without " \
+           "--hours" in capsys.readouterr().out
+    assert trained(tmp_path / "elsewhere") == []
+
+
+@pytest.mark.parametrize("args", [["--hours", "0"], ["--hours", "2", "--report-only"]])
+def test_a_budget_that_is_not_positive_or_with_a_rebuild_is_one_line(tmp_path, args):
+    out = bnnpred("reproduce", "identities", "--out", str(tmp_path / "outputs"), *args, cwd=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "give a positive budget for training, and none with --report-only" in out.stderr
+    assert not (tmp_path / "outputs").exists()
 
 
 COMMITTED = Path(__file__).resolve().parents[2] / "outputs"
