@@ -38,7 +38,7 @@ commands:
   train [-m] [group=option ...] [key=value ...]   train and evaluate one run (or sweep with -m); train --help
   eval run_dir=PATH [predictive=KIND] [predictive.n_samples=S ...]   re-evaluate a saved run (into PATH/evals/)
   report [DIR ...] [--out DIR] [--select-by valid_nll] [--evals]  tables over run directories (none: every page)
-  reproduce [STUDY ...] [--tier quick|cpu|full] [--report-only]     the papers' tables and figures
+  reproduce [STUDY ...] [--tier quick|cpu|full] [--report-only] [--hours H]   the papers' tables and figures
   data fetch|verify NAME [--root PATH] [--force]                    data files with checksums
   --version                                       the version, code digest and commit
   -sc install=bash                                shell completion: eval "$(bnnpred -sc install=bash)"
@@ -49,6 +49,7 @@ log = logging.getLogger("bnnpred")
 # on a cluster whose nodes cannot see it, progress and failures are left to the launcher's own logs).
 LEDGER_ENV = "BNNPRED_SWEEP_LEDGER"
 SWEEP_ENV = "BNNPRED_SWEEP_ID"
+STOPPED_FOR_TIME = 3  # the exit status of `reproduce --hours` when a study stopped before training that would not fit
 
 
 COMPLETION_FLAGS = ("-sc", "--shell-completion")
@@ -495,7 +496,8 @@ def reproduce_command(args: list[str]) -> None:
     parser.add_argument("--hours", type=float,
                         help="a time budget: start a sweep, run or re-evaluation only when its earlier runs (its "
                              "records and run folders) say that what it lacks ends within this many hours; a study "
-                             "stops before the first that does not (run it again to go on)")
+                             "stops before the first that does not (run it again to go on), and the command then "
+                             "exits with status 3")
     ns = parser.parse_args(args)
     if ns.pdf:
         from bnnpred.app.report import figures
@@ -506,8 +508,12 @@ def reproduce_command(args: list[str]) -> None:
     device_runs = "" if ns.device in (None, "cpu") else f"-{ns.device}"
     runs = Path(ns.runs or ("runs/reproduce-quick" if quick else "runs/reproduce") + device_runs)
     out = Path(ns.out or (runs / "outputs" if quick else "outputs/full" if tier is Tier.full else "outputs"))
-    for page in reproduce(ns.studies, tier, runs, out, ns.jobs, ns.report_only, ns.device, ns.hours):
+    made = reproduce(ns.studies, tier, runs, out, ns.jobs, ns.report_only, ns.device, ns.hours)
+    for page in made.pages:
         print(page)
+    if made.stopped:
+        print(f"stopped for time: {', '.join(made.stopped)} (exit status 3)")
+        sys.exit(STOPPED_FOR_TIME)
 
 
 def data_command(args: list[str]) -> None:

@@ -250,7 +250,7 @@ def test_the_kronecker_factors_resume_bit_for_bit(tmp_path, monkeypatch):
 
     cfg = LaplaceGGNConfig(structure=Structure.kron, kron_batch_size=2, map=MapConfig(steps=20, lr=1e-2))
     whole = fit_laplace_ggn(problem_in(tmp_path / "whole"), cfg)
-    real, calls = kron.layer_output_gradients, []
+    real, calls = kron.back_propagated, []
 
     def counting(*args, **kwargs):
         calls.append(1)
@@ -259,13 +259,13 @@ def test_the_kronecker_factors_resume_bit_for_bit(tmp_path, monkeypatch):
         return real(*args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(kron, "layer_output_gradients", counting)
+        patch.setattr(kron, "back_propagated", counting)
         with pytest.raises(Interrupted):
             fit_laplace_ggn(problem_in(tmp_path / "killed"), cfg)
     assert list((tmp_path / "killed" / "ckpt").glob("kron-*.pt"))
     resumed_calls = []
     with monkeypatch.context() as patch:
-        patch.setattr(kron, "layer_output_gradients", lambda *a, **k: resumed_calls.append(1) or real(*a, **k))
+        patch.setattr(kron, "back_propagated", lambda *a, **k: resumed_calls.append(1) or real(*a, **k))
         resumed = fit_laplace_ggn(problem_in(tmp_path / "killed"), cfg)
     assert len(resumed_calls) == 3  # 6 batches of 2; 3 were saved
     assert torch.equal(resumed.posterior.dense_precision(), whole.posterior.dense_precision())

@@ -13,7 +13,7 @@ from torch import nn
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.inference import gradient_rows
 from bnnpred.inference.gradient_rows import DenseRows, LinearFactorRows, linear_layers, per_example_rows
-from bnnpred.inference.slang import SLANGConfig, Update, fit_slang
+from bnnpred.inference.slang import Eig, SLANGConfig, Update, fit_slang
 from bnnpred.models.mlp import MLPConfig, build_mlp
 from tests.helpers import tiny_problem
 
@@ -26,7 +26,8 @@ def draws(problem, S: int) -> torch.Tensor:
 @pytest.mark.parametrize("kind", ["gaussian", "bernoulli", "categorical"])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("columns", [2, 32])  # one product form per layer, then both (per_output)
-def test_layer_factors_give_the_formed_rows_products(kind, bias, columns):
+@pytest.mark.parametrize("column_major", [False, True])  # Q as a QR factor comes (the randomised eigensolver)
+def test_layer_factors_give_the_formed_rows_products(kind, bias, columns, column_major):
     problem, _ = tiny_problem(kind, depth=2, n=7, d=3, width=4)
     torch.manual_seed(1)
     model = FlatModel(build_mlp(MLPConfig(depth=2, width=4, bias=bias), (3,), 3 if kind == "categorical" else 1))
@@ -40,6 +41,8 @@ def test_layer_factors_give_the_formed_rows_products(kind, bias, columns):
     gen = torch.Generator().manual_seed(4)
     P = problem.theta0.numel()
     Q, V = torch.randn(P, columns, generator=gen), torch.randn(14, columns, generator=gen)
+    if column_major:
+        Q, V = Q.T.contiguous().T, V.T.contiguous().T
     torch.testing.assert_close(factored.dense(), formed.G, rtol=1e-12, atol=1e-12)
     for name, args in [("gram", ()), ("times", (Q,)), ("transpose_times", (V,)), ("square_norms", ()),
                        ("column_sums", ())]:
@@ -110,10 +113,13 @@ def test_linear_layers_finds_every_parameter_of_an_mlp():
 
 
 @pytest.mark.parametrize("update", list(Update))
-def test_slang_takes_the_same_iterates_from_factors_and_formed_rows(monkeypatch, update):
-    """20 steps, K = 16 rows < P = 87 (the rows' Gram; OnlineEig's has no U columns), float64, 1e-10."""
+@pytest.mark.parametrize("eig", list(Eig))
+def test_slang_takes_the_same_iterates_from_factors_and_formed_rows(monkeypatch, update, eig):
+    """20 steps, K = 16 rows < P = 87 (the rows' Gram; OnlineEig's has no U columns), float64, 1e-10; the randomised
+    eigensolver's subspace vectors are column-major (QR's), the exact one's eigenvectors a flipped slice."""
     problem, _ = tiny_problem("categorical", depth=2, n=40, d=3, width=6)
-    cfg = SLANGConfig(rank=3, lr=0.1, iterations=20, batch_size=8, n_samples=2, log_every=20, update=update)
+    cfg = SLANGConfig(rank=3, lr=0.1, iterations=20, batch_size=8, n_samples=2, log_every=20, update=update, eig=eig,
+                      eig_iterations=30)
     factored = fit_slang(dataclasses.replace(problem, generator=torch.Generator().manual_seed(0)), cfg)
     monkeypatch.setattr(gradient_rows, "linear_layers", lambda model: None)
     formed = fit_slang(dataclasses.replace(problem, generator=torch.Generator().manual_seed(0)), cfg)

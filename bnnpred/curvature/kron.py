@@ -5,8 +5,8 @@ For a linear layer ``s = W a + b`` with ``W`` ``[out, in]`` flattened row-major,
 a_n aₙᵀ`` and ``B = (1/N) Σ_n G_n`` (one factor carries the 1/N, so the product estimates the sum; exact for one
 example). ``G_n`` is accumulated without Jacobians: back-propagating each row ``k`` of the factor ``L_n`` (``L_nᵀ
 L_n = Λ_n``) from the outputs gives ``g⁽ᵏ⁾ = J_sᵀ L_n[k]ᵀ`` and ``Σ_k g⁽ᵏ⁾ g⁽ᵏ⁾ᵀ = G_n``: one backward pass per
-row per batch (the rows of ``L_n`` as :func:`layer_output_gradients`' seeds; ``L_n`` with as many rows as ``Λ_n`` has
-rank, ``C − 1`` for the softmax). Both factors are symmetric products accumulated into one triangle
+row per batch (the rows of ``L_n`` as :func:`back_propagated`'s seeds, each row's gradients summed into ``B`` as its
+pass ends; ``L_n`` with as many rows as ``Λ_n`` has rank, ``C − 1`` for the softmax). Both factors are symmetric products accumulated into one triangle
 (:func:`bnnpred.curvature.syrk.gram_lower_`). A convolution is the same with
 every output position ``t`` as an example ("expand" KFAC, Grosse & Martens 2016): ``A = Σ_{n,t} a_{nt} a_{nt}ᵀ`` of
 the unfolded input patches, ``B = Σ_{n,t} G_{nt} / (N T)``. Bias blocks are exact and dense: ``Σ_n Σ_k (Σ_t
@@ -119,18 +119,19 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
     starts = range(done * batch_size, N, batch_size)
     for start in progress(starts, len(starts), "Kronecker factors (batches)", enabled=show_progress):
         rows = slice(start, min(start + batch_size, N))
-        # the rows of R J_s (RᵀR = Λ, r = rank Λ rows), back-propagated directly: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s
-        f, factors = layer_output_gradients(model, theta, X[rows], layers,
-                                            seeds=lambda f: likelihood.hessian_root(f))
-        loglik += likelihood.log_prob(f, y[rows]).sum()
-        for i, (layer, factor) in enumerate(zip(layers, factors, strict=True)):
-            a, g = factor.a, factor.g  # [B, I, T], [B, K, out, T]
-            gram_lower_(layer.weight.A, a)  # Σ_{b,t} a_bt a_btᵀ
-            positions[i] = g.shape[-1]
-            gram_lower_(layer.weight.B, g.flatten(0, 1))  # Σ_{b,k,t} g_bkt g_bktᵀ
-            if layer.bias is not None:
-                summed = g.sum(-1).flatten(0, 1)  # [B·K, out]
-                layer.bias.dense += summed.T @ summed
+        # the rows of R J_s (RᵀR = Λ, r = rank Λ rows), back-propagated directly: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s, each
+        # row's gradients summed into B as its pass ends (no [B, K, out, T] stack of them)
+        passes = back_propagated(model, theta, X[rows], layers, seeds=likelihood.hessian_root)
+        loglik += likelihood.log_prob(passes.f, y[rows]).sum()
+        for grads in passes.rows():
+            for i, (layer, g) in enumerate(zip(layers, grads, strict=True)):  # g [B, out, T]
+                positions[i] = g.shape[-1]
+                gram_lower_(layer.weight.B, g)  # Σ_{b,t} g_bt g_btᵀ
+                if layer.bias is not None:
+                    summed = g.sum(-1)  # [B, out]
+                    layer.bias.dense += summed.T @ summed
+        for layer, a in zip(layers, passes.inputs, strict=True):
+            gram_lower_(layer.weight.A, a)  # Σ_{b,t} a_bt a_btᵀ, a [B, I, T]
         done += 1
         if resume is not None and resume.due(at_boundary=True, last_step=False):
             resume.save({"step": done, "loglik": loglik, "positions": positions,
@@ -218,6 +219,37 @@ def iter_layer_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: lis
         yield (rows, *layer_output_gradients(model, theta, X[rows], layers))
 
 
+@dataclass
+class BackPropagated:
+    """One forward pass over a batch, whose seeds' rows are back-propagated one at a time by :meth:`rows`."""
+
+    f: Tensor  # outputs [B, C], detached
+    inputs: list[Tensor]  # each layer's input patches [B, I, T]
+    outputs: list[Tensor]  # each layer's outputs, in the graph to f
+    graph: Tensor  # f with its graph
+    seeds: Tensor  # [B, K, C]
+
+    def rows(self) -> Iterator[tuple[Tensor, ...]]:
+        """For each seed row ``k``: the gradient of ``Σ_c seeds[b, k, c] f_c`` at every layer's outputs, each ``[B,
+        out, T]`` (one backward pass; the graph is freed after the last)."""
+        K = self.seeds.shape[1]
+        for k in range(K):
+            grads = torch.autograd.grad(self.graph, self.outputs, grad_outputs=self.seeds[:, k], retain_graph=k < K - 1)
+            yield tuple(g.reshape(*g.shape[:2], -1) for g in grads)
+
+
+def back_propagated(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer],
+                    seeds: Callable[[Tensor], Tensor] | None = None) -> BackPropagated:
+    """The forward pass of :func:`layer_output_gradients` with its seeds (``seeds(f)`` ``[B, K, C]``, or the ``C``
+    outputs themselves), the backward passes left to :meth:`BackPropagated.rows`."""
+    with torch.enable_grad():  # back-propagation is the computation, also inside a caller's torch.no_grad()
+        f, captured = _forward_capturing(model, layers, theta, X)
+    rows = torch.eye(f.shape[1], dtype=f.dtype, device=f.device).expand(len(f), -1, -1) if seeds is None \
+        else seeds(f.detach())
+    inputs = [_patches(layer.module, a) for layer, (a, _) in zip(layers, captured, strict=True)]
+    return BackPropagated(f.detach(), inputs, [s for _, s in captured], f, rows)
+
+
 def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer] | None = None,
                            seeds: Callable[[Tensor], Tensor] | None = None) -> tuple[Tensor, list[LayerJacobian]]:
     """Outputs ``f`` ``[B, C]`` and the Jacobian factors of every supported layer (one forward and C backward
@@ -227,19 +259,11 @@ def layer_output_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: l
     that ``g`` holds ``Σ_c seeds[b, k, c] ∂f_c/∂s`` (``[B, K, out, T]``; e.g. the rows of ``Λ``'s square root).
     """
     layers = supported_layers(model) if layers is None else layers
-    with torch.enable_grad():  # back-propagation is the computation, also inside a caller's torch.no_grad()
-        f, captured = _forward_capturing(model, layers, theta, X)
-        outputs = [s for _, s in captured]
-        rows = torch.eye(f.shape[1], dtype=f.dtype, device=f.device).expand(len(f), -1, -1) if seeds is None \
-            else seeds(f.detach())
-        per_output = [torch.autograd.grad(f, outputs, grad_outputs=rows[:, k], retain_graph=k < rows.shape[1] - 1)
-                      for k in range(rows.shape[1])]
-    factors = []
-    for i, (layer, (a, _)) in enumerate(zip(layers, captured, strict=True)):
-        g = torch.stack([grads[i] for grads in per_output], dim=1)  # [B, K, out, ...]
-        factors.append(LayerJacobian(_patches(layer.module, a), g.reshape(*g.shape[:3], -1), layer.bias is not None,
-                                     layer.weight.start))
-    return f.detach(), factors
+    passes = back_propagated(model, theta, X, layers, seeds)
+    per_row = list(passes.rows())
+    return passes.f, [LayerJacobian(a, torch.stack([grads[i] for grads in per_row], dim=1), layer.bias is not None,
+                                    layer.weight.start)
+                      for i, (layer, a) in enumerate(zip(layers, passes.inputs, strict=True))]
 
 
 def jacobian_layers(model: FlatModel) -> list[Layer] | None:

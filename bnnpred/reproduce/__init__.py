@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bnnpred.errors import BnnpredError, unknown_choice
@@ -21,7 +22,7 @@ from bnnpred.reproduce.claims import Verdict, claims_json
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STUDIES", "Reproduction", "Study", "Tier", "checklist", "reproduce"]
+__all__ = ["STUDIES", "Made", "Reproduction", "Study", "Tier", "checklist", "reproduce"]
 
 
 def _discover() -> dict[str, Study]:
@@ -36,14 +37,24 @@ def _discover() -> dict[str, Study]:
 STUDIES: dict[str, Study] = _discover()
 
 
+@dataclass
+class Made:
+    """What :func:`reproduce` made: the pages written, and the studies the budget stopped (their pages as they
+    were)."""
+
+    pages: list[Path] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+
+
 def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, report_only: bool,
-              device: str | None = None, hours: float | None = None) -> list[Path]:
+              device: str | None = None, hours: float | None = None) -> Made:
     """Make the pages of ``names`` (all studies if empty) with their ``claims.json``, the index ``out/README.md``,
     the checklist index ``out/checklist.md`` and the verdicts table of the README beside ``out``; returns the
-    pages. ``device`` (cpu, cuda) is where a study built from records trains and whose records its page reads;
-    by default the CPU, or when only rebuilding, the device its committed page was made from. With ``hours``,
-    training that its earlier runs say would not end inside that many hours (from now, for all the studies) is not
-    started: its study stops there, its page not rebuilt, and says what is left (:mod:`bnnpred.reproduce.budget`)."""
+    pages and the studies stopped. ``device`` (cpu, cuda) is where a study built from records trains and whose
+    records its page reads; by default the CPU, or when only rebuilding, the device its committed page was made
+    from. With ``hours``, training that its earlier runs say would not end inside that many hours (from now, for
+    all the studies) is not started: its study stops there, its page left as it was, and says what is left
+    (:mod:`bnnpred.reproduce.budget`)."""
     for name in names:
         if name not in STUDIES:
             raise unknown_choice("study", name, STUDIES)
@@ -54,15 +65,16 @@ def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, re
     if hours is not None and (report_only or not hours > 0):
         raise BnnpredError(f"--hours {hours:g}: give a positive budget for training, and none with --report-only "
                            "(a rebuild trains nothing)")
-    budget, pages = Budget(hours), []
+    budget, made = Budget(hours), Made()
     for study in chosen:
         r = Reproduction(runs=runs, out=out / study.name, tier=tier, jobs=jobs, report_only=report_only,
                          device=device or (page_device(out / study.name) if report_only else "cpu"),
                          from_records=study.from_records, keeps_traces=study.keeps_traces, budget=budget)
         try:
-            pages.append(make_page(study, r))
+            made.pages.append(make_page(study, r))
         except OutOfTime as e:
-            print(f"{study.name}: stopped before {e}. Its page is not rebuilt; what it finished is in its run "
+            made.stopped.append(study.name)
+            print(f"{study.name}: stopped before {e}. Its page is left as it was; what it finished is in its run "
                   "folders (and records); the same command goes on from there.", flush=True)
         except BnnpredError as e:
             if not report_only or names:
@@ -71,7 +83,7 @@ def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, re
     write_text(out / "README.md", index(out))
     checklist(out)
     update_readme(out)
-    return pages
+    return made
 
 
 def make_page(study: Study, r: Reproduction) -> Path:

@@ -31,7 +31,7 @@ from bnnpred.app.run_record import EVAL_FILES, EVALS, RUN_FILES, FinishedRun, No
 from bnnpred.app.saved_runs import eval_folder
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
-from bnnpred.reproduce.budget import Budget, held_keys, longest_seconds
+from bnnpred.reproduce.budget import Budget, OutOfTime, held_keys, longest_evaluation, longest_seconds
 from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.reproduce.derived import FIGURE_DIGITS, FIGURE_GRID, compact, figure_data, kept, plain
 
@@ -175,15 +175,24 @@ class Reproduction:
         the folder the page reads (its records for a study built from records, :meth:`mirror`). A run that fails
         (a broken fit, the health checks) fails alone: it is left out of the page's tables, which lists it with
         its reason (:meth:`failures_section`); a sweep with no finished run is an error, or with ``missing_ok``
-        when only rebuilding the page, None (a campaign that has not reached it yet: the study lists it)."""
+        when only rebuilding the page or when the budget does not start it, None (a campaign that has not reached
+        it yet: the study lists it); a sweep the budget does not start is read as far as its records go."""
         records = self.record_of(sweep_dir, (*overrides, *self._quick(quick)), multirun=True)
         train = not self.report_only and not self.made_elsewhere(records)
         if self.from_records and train and records.is_dir():
             for record in _sweep_made_by(records):
                 seed_from_record(record, self.run_of(record))
+        skipped = False
         if train:
-            self._within_budget(sweep_dir, expand_sweep([*overrides, *self._quick(quick), *self._device()]),
-                                [sweep_dir, records], self.jobs)
+            try:
+                self._within_budget(sweep_dir, expand_sweep([*overrides, *self._quick(quick), *self._device()]),
+                                    [sweep_dir, records], self.jobs)
+            except OutOfTime as e:
+                if not missing_ok:
+                    raise
+                print(f"+ not started, the page lists what it lacks: {e}", flush=True)  # a campaign's later sweep
+                train, skipped = False, True
+        if train:
             _bnnpred("train", "-m", *overrides, *self._quick(quick), *self._device(), "hydra/launcher=joblib",
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
                      f"hydra.sweep.subdir={subdir}", failures_allowed=True)
@@ -195,7 +204,7 @@ class Reproduction:
         made_by = _sweep_made_by(read)
         if made_by and self.from_records:
             self._read(read)
-        if not made_by and missing_ok and self.report_only:
+        if not made_by and missing_ok and (self.report_only or skipped):
             return None
         if not made_by:
             raise BnnpredError(f"no finished runs in {read}; run the study without --report-only first")
@@ -234,8 +243,8 @@ class Reproduction:
             if self.budget.bounded and not _evaluated(target, overrides):
                 others = [folder for sweep in (target.parent, Path(run_dir).parent)
                           for folder in sweep.glob(f"*/{EVALS}/*")]  # its sweep's runs' re-evaluations
-                self.budget.allow(f"the re-evaluation of {target} ({' '.join(overrides)})", 1,
-                                  longest_seconds(others), 1)
+                self.budget.allow(f"{target} ({' '.join(overrides)})", 1, longest_evaluation(others), 1,
+                                  unit="re-evaluation")
             _bnnpred("eval", f"run_dir={target}", *overrides, *self._device())
             if self.from_records:
                 export_record(target, run_dir, self.recorded)

@@ -11,10 +11,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bnnpred.app.report.tables import find_runs
 from bnnpred.app.run_files import MANIFEST
-from bnnpred.app.run_index import failed_keys
 from bnnpred.io import read_json
 
 
@@ -40,20 +40,22 @@ class Budget:
             return math.inf
         return self.hours * 3600 - (time.monotonic() - self.started)
 
-    def allow(self, what: str, missing: int, seconds_per_run: float | None, workers: int) -> None:
-        """Return if ``missing`` runs of ``what``, each at most ``seconds_per_run`` (the longest earlier run; None
-        when none is known), ``workers`` at a time, end inside the budget; else raise :class:`OutOfTime` saying
-        why."""
+    def allow(self, what: str, missing: int, seconds_per_run: float | None, workers: int,
+              unit: str = "run") -> None:
+        """Return if ``missing`` runs (or other ``unit``s) of ``what``, each at most ``seconds_per_run`` (the longest
+        earlier one; None when none is known), ``workers`` at a time, end inside the budget; else raise
+        :class:`OutOfTime` saying why."""
         if missing == 0 or self.hours is None:
             return
-        runs = f"{missing} run{'s' * (missing != 1)}"
+        workers = max(1, min(workers, missing))
+        runs = f"{missing} {unit}{'s' * (missing != 1)}"
         if seconds_per_run is None:
-            raise OutOfTime(f"{what}: {runs} to make, and no earlier run of it says how long one takes; start it "
+            raise OutOfTime(f"{what}: {runs} to make, and no earlier {unit} of it says how long one takes; start it "
                             "once without --hours")
-        need = math.ceil(missing / max(1, workers)) * seconds_per_run
+        need = math.ceil(missing / workers) * seconds_per_run
         if need > self.left():
             raise OutOfTime(f"{what}: {runs} to make, about {hours(need)} with {workers} worker"
-                            f"{'s' * (workers != 1)} (its longest earlier run took {hours(seconds_per_run)}), "
+                            f"{'s' * (workers != 1)} (its longest earlier {unit} took {hours(seconds_per_run)}), "
                             f"{hours(max(0.0, self.left()))} of the {self.hours:g} h budget left")
 
 
@@ -62,22 +64,36 @@ def hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{math.ceil(seconds / 60):.0f} min"
 
 
-def _runs(folders: Iterable[Path]) -> list[Path]:
-    """The finished runs (or re-evaluations) under the existing ``folders``: those with a manifest."""
-    return [run for folder in folders if Path(folder).is_dir() for run in find_runs([Path(folder)])
-            if (run / MANIFEST).is_file()]
+def _documents(folders: Iterable[Path]) -> list[dict[str, Any]]:
+    """The ``metrics.json`` of the finished runs (or re-evaluations) under the existing ``folders``: those with a
+    manifest and a readable document (others are skipped, as the pages' readers skip them)."""
+    documents = []
+    for run in (run for folder in folders if Path(folder).is_dir() for run in find_runs([Path(folder)])):
+        try:
+            if (run / MANIFEST).is_file():
+                documents.append(read_json(run / "metrics.json"))
+        except (OSError, ValueError):
+            continue
+    return [d for d in documents if isinstance(d, dict) and isinstance(d.get("run"), dict)]
 
 
 def held_keys(folders: Iterable[Path]) -> set[str]:
-    """The run keys of the finished runs under ``folders`` and of the jobs their indexes list as failed (a sweep
-    started again does not train those either)."""
-    folders = list(folders)
-    return ({read_json(run / "metrics.json")["run"].get("key") for run in _runs(folders)}
-            | {key for folder in folders for key in failed_keys(folder)})
+    """The run keys of the finished runs under ``folders`` (a failed one is trained again, so it is not held)."""
+    return {d["run"].get("key") for d in _documents(folders)}
 
 
 def longest_seconds(folders: Iterable[Path]) -> float | None:
-    """The longest wall time (``run.seconds``) of the finished runs or re-evaluations under ``folders``, of any code;
-    None if there are none."""
-    seconds = [read_json(run / "metrics.json")["run"].get("seconds") for run in _runs(folders)]
-    return max((float(s) for s in seconds if s is not None), default=None)
+    """The longest wall time (``run.seconds``) of the finished runs under ``folders``, of any code; None if there
+    are none."""
+    return max((float(d["run"]["seconds"]) for d in _documents(folders) if d["run"].get("seconds") is not None),
+               default=None)
+
+
+def longest_evaluation(folders: Iterable[Path]) -> float | None:
+    """The longest time of the re-evaluations in ``folders``: the sum of their predictives' ``seconds`` (a
+    re-evaluation's ``run.seconds`` is its run's training time); None if there are none."""
+    totals = [sum(float(value) for split in d.get("metrics", {}).values() if isinstance(split, dict)
+                  for metrics in split.values() if isinstance(metrics, dict)
+                  for key, value in metrics.items() if key in ("seconds", "ood_seconds") and value is not None)
+              for d in _documents(folders)]
+    return max(totals, default=None)

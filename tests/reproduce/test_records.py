@@ -4,6 +4,7 @@ record that fails its checksum, misses a field or was made by other code is refu
 this code's result; the records of a CPU and of a GPU are kept apart."""
 
 import csv
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 import bnnpred.reproduce as reproduce_module
+from bnnpred import cli
 from bnnpred.app.records import export_record, seed_from_record, verify_record
 from bnnpred.app.report.tables import collect, find_runs
 from bnnpred.app.run_evaluation import predictors
@@ -20,7 +22,7 @@ from bnnpred.app.run_record import EVAL_FILES, RECORDED, TRACE
 from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError, MissingDataError
 from bnnpred.io import sha256_file, write_json
-from bnnpred.reproduce import reproduce
+from bnnpred.reproduce import budget, reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier, document
 from bnnpred.reproduce.derived import compact, digest, kept, plain, tensors
 from tests.helpers import TINY, bnnpred
@@ -230,9 +232,11 @@ def test_a_budget_starts_only_what_the_earlier_runs_say_ends_in_time(tmp_path, m
     page = tmp_path / "outputs" / "tiny" / "README.md"
     page.write_text("the page as it was")
     seconds = json.loads((records(tmp_path) / "sweep" / "delta1.0" / "metrics.json").read_text())["run"]["seconds"]
-    build(tmp_path, "elsewhere", hours=seconds / 3600 / 2)
+    made_ = reproduce(["tiny"], Tier.cpu, tmp_path / "elsewhere", tmp_path / "outputs", jobs=1, report_only=False,
+                      hours=seconds / 3600 / 2)
     out = capsys.readouterr().out
     assert "tiny: stopped before " in out and "sweep: 1 run to make, about 1 min with 1 worker" in out, out
+    assert made_.stopped == ["tiny"] and made_.pages == []
     assert trained(tmp_path / "elsewhere") == [] and page.read_text() == "the page as it was"
     assert build(tmp_path, "elsewhere", hours=1.0) == made
     assert trained(tmp_path / "elsewhere") == [tmp_path / "elsewhere" / "tiny" / "sweep" / "delta3.0"]
@@ -242,11 +246,49 @@ def test_a_budget_starts_nothing_that_no_earlier_run_can_time_and_nothing_when_a
     shutil.rmtree(tmp_path / "runs")
     assert build(tmp_path, "elsewhere", hours=1e-9) == made  # every run held by its record: nothing to start
     shutil.rmtree(tmp_path / "elsewhere")
+    shutil.rmtree(next((records(tmp_path) / "single" / "evals").iterdir()))  # the single run's re-evaluation
+    build(tmp_path, "elsewhere", hours=1.0)
+    assert "(predictive.kinds=[nn] predictive.n_samples=5): 1 re-evaluation to make, and no earlier " \
+           "re-evaluation of it says how long one takes" in capsys.readouterr().out
+    shutil.rmtree(tmp_path / "elsewhere")
     shutil.rmtree(records(tmp_path) / "sweep")
     build(tmp_path, "elsewhere", hours=1.0)
     assert "sweep: 2 runs to make, and no earlier run of it says how long one takes; start it once without " \
            "--hours" in capsys.readouterr().out
     assert trained(tmp_path / "elsewhere") == []
+
+
+def test_a_re_evaluation_is_timed_by_its_predictives_not_by_its_runs_training(made, tmp_path):
+    evaluation = next((records(tmp_path) / "single" / "evals").iterdir())
+    document_ = json.loads((evaluation / "metrics.json").read_text())
+    predictives = sum(m["seconds"] for split in document_["metrics"].values() for m in split.values())
+    assert budget.longest_evaluation([evaluation]) == pytest.approx(predictives) and predictives > 0
+    assert document_["run"]["seconds"] == budget.longest_seconds([records(tmp_path) / "single"])  # the run's
+
+
+def later(r: Reproduction) -> str:
+    """A campaign's page whose second sweep may not be made yet (``missing_ok``)."""
+    r.sweep(r.runs / "tiny" / "sweep", "delta${prior.delta}", *RUN, "predictive.kinds=[map,glm]", "prior.delta=1,3")
+    second = r.sweep(r.runs / "tiny" / "later", "delta${prior.delta}", *RUN, "prior.delta=5", missing_ok=True)
+    return "# later\n\n" + ("later: not yet run" if second is None else "later: made")
+
+
+def test_a_budget_leaves_a_campaigns_sweep_it_cannot_time_for_the_page_to_list(tmp_path, made, monkeypatch,
+                                                                                 capsys):
+    monkeypatch.setattr(reproduce_module, "STUDIES", {"tiny": dataclasses.replace(STUDY, make=later)})
+    shutil.rmtree(tmp_path / "runs")
+    made_ = reproduce(["tiny"], Tier.cpu, tmp_path / "elsewhere", tmp_path / "outputs", jobs=1, report_only=False,
+                      hours=1.0)
+    assert made_.stopped == [] and "later: not yet run" in made_.pages[0].read_text()
+    assert "+ not started, the page lists what it lacks: " in capsys.readouterr().out
+    assert trained(tmp_path / "elsewhere") == []
+
+
+def test_the_command_stopped_by_its_budget_exits_with_status_3(monkeypatch, capsys):
+    monkeypatch.setattr(reproduce_module, "reproduce", lambda *args: reproduce_module.Made(stopped=["tiny"]))
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["reproduce", "tiny", "--hours", "1"])
+    assert stop.value.code == cli.STOPPED_FOR_TIME == 3 and "stopped for time: tiny" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args", [["--hours", "0"], ["--hours", "2", "--report-only"]])
