@@ -6,8 +6,8 @@ a_n aₙᵀ`` and ``B = (1/N) Σ_n G_n`` (one factor carries the 1/N, so the pro
 example). ``G_n`` is accumulated without Jacobians: back-propagating each row ``k`` of the factor ``L_n`` (``L_nᵀ
 L_n = Λ_n``) from the outputs gives ``g⁽ᵏ⁾ = J_sᵀ L_n[k]ᵀ`` and ``Σ_k g⁽ᵏ⁾ g⁽ᵏ⁾ᵀ = G_n``: one backward pass per
 row per batch (the rows of ``L_n`` as :func:`back_propagated`'s seeds, each row's gradients summed into ``B`` as its
-pass ends; ``L_n`` with as many rows as ``Λ_n`` has rank, ``C − 1`` for the softmax). Both factors are symmetric products accumulated into one triangle
-(:func:`bnnpred.curvature.syrk.gram_lower_`). A convolution is the same with
+pass ends; ``L_n`` with as many rows as ``Λ_n`` has rank, ``C − 1`` for the softmax). Both factors are symmetric
+products accumulated into one triangle (:func:`bnnpred.curvature.syrk.gram_lower_`). A convolution is the same with
 every output position ``t`` as an example ("expand" KFAC, Grosse & Martens 2016): ``A = Σ_{n,t} a_{nt} a_{nt}ᵀ`` of
 the unfolded input patches, ``B = Σ_{n,t} G_{nt} / (N T)``. Bias blocks are exact and dense: ``Σ_n Σ_k (Σ_t
 g⁽ᵏ⁾_{nt})(Σ_t g⁽ᵏ⁾_{nt})ᵀ``.
