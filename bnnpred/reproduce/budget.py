@@ -60,8 +60,10 @@ class Budget:
 
 
 def hours(seconds: float) -> str:
-    """``1.25 h`` or ``12 min``."""
-    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{math.ceil(seconds / 60):.0f} min"
+    """``1.25 h``, ``12 min`` or ``40 s``."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def _documents(folders: Iterable[Path]) -> list[dict[str, Any]]:
