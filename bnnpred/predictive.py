@@ -130,11 +130,13 @@ def map_predictive(ctx: Context, X: Tensor) -> Prediction:
 
 def nn_samples(ctx: Context, X: Tensor, thetas: Tensor) -> Tensor:
     """``f(X; θ_s)`` ``[S, B, C]`` for parameter draws ``θ_s`` ``[S, P]``, in batches of (sample, input) pairs whose
-    activations hold about ``MAX_ACTIVATIONS`` numbers."""
-    forward = vmap(ctx.model, in_dims=(0, None))
+    activations hold about ``MAX_ACTIVATIONS`` numbers (one draw at a time, not under ``vmap``, when a batch holds
+    one: e.g. an image network's, which runs channels last then)."""
     pairs = max(1, MAX_ACTIVATIONS // activations_per_input(ctx.model, ctx.theta, X[:1]))
     x_step = min(len(X), pairs)
     s_step = max(1, pairs // max(1, x_step))
+    batched = vmap(ctx.model, in_dims=(0, None))
+    forward = batched if s_step > 1 else lambda draws, inputs: ctx.model(draws[0], inputs).unsqueeze(0)
     with torch.no_grad():
         return torch.cat(
             [

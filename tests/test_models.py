@@ -89,3 +89,30 @@ def test_variational_laplace_refuses_the_relu_image_networks():
     network = build_model(cfg.model, (3, 32, 32), 10)
     with pytest.raises(BnnpredError, match="the network uses ReLU; use a softplus network"):
         OmegaConf.to_object(cfg.inference).check_network(network)
+
+
+@pytest.mark.parametrize("name", ["3c3d", "allcnnc"])
+def test_an_image_network_runs_channels_last_on_the_cpu_as_the_same_function(name):
+    """FlatModel restrides a convolutional network's 4-d weights and images to channels last on the CPU (its
+    convolutions and poolings' vectorised kernels): the layers see channels-last tensors, the outputs and θ's
+    gradient are the default layout's to 1e-12 in float64, and under vmap (whose wrapped tensors keep the default
+    layout) it runs in the default format and agrees too."""
+    torch.manual_seed(0)
+    module = build_model(compose([f"model={name}"]).model, (3, 16, 16), 10).double()
+    model = FlatModel(module)
+    theta, X = model.theta(), torch.randn(4, 3, 16, 16, dtype=torch.float64)
+    seen = []
+    hook = next(m for m in module.modules() if isinstance(m, nn.Conv2d)).register_forward_hook(
+        lambda m, i, out: seen.append(out.is_contiguous(memory_format=torch.channels_last)))
+    with torch.enable_grad():
+        theta_cl, theta_ref = theta.clone().requires_grad_(True), theta.clone().requires_grad_(True)
+        out = model(theta_cl, X)
+        hook.remove()
+        ref = torch.func.functional_call(module, model.unflatten(theta_ref), (X,))  # the default layout
+        grad_cl = torch.autograd.grad(out.square().sum(), theta_cl)[0]
+        grad_ref = torch.autograd.grad(ref.square().sum(), theta_ref)[0]
+    assert seen == [True]
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(grad_cl, grad_ref, rtol=1e-10, atol=1e-12)
+    batched = torch.func.vmap(model, in_dims=(0, None))(torch.stack([theta, 2 * theta]), X)
+    torch.testing.assert_close(batched[0], ref.detach(), rtol=1e-12, atol=1e-12)

@@ -17,6 +17,10 @@ class FlatModel:
     The order of ``θ`` is ``module.named_parameters()``; buffers are taken from the module as they are. The module
     is in eval mode, a deterministic function of ``θ`` (batch-norm layers use their running statistics); trainers
     switch it to train mode with :meth:`training`, where batch norm normalises by the batch and updates them.
+
+    A convolutional network runs on the CPU in the channels-last memory format (its 4-d weights and images
+    restrided per call, ``θ``'s layout unchanged): the same function, whose convolutions and poolings take
+    vectorised kernels there (3c3d, bench/README.md: a forward pass 2x, a training step 1.4-1.6x faster).
     """
 
     def __init__(self, module: nn.Module):
@@ -26,6 +30,7 @@ class FlatModel:
         self.shapes = [p.shape for _, p in named]
         self.sizes = [p.numel() for _, p in named]
         self.buffers = dict(module.named_buffers())
+        self.convolutional = any(isinstance(m, nn.Conv2d) for m in module.modules())
 
     @property
     def n_params(self) -> int:
@@ -68,7 +73,14 @@ class FlatModel:
 
     def __call__(self, theta: Tensor, X: Tensor) -> Tensor:
         """Outputs ``f(X; θ)`` ``[B, C]`` for inputs ``X`` ``[B, ...]``."""
-        return functional_call(self.module, {**self.unflatten(theta), **self.buffers}, (X,))
+        return self._call({**self.unflatten(theta), **self.buffers}, X)
+
+    def _call(self, params: dict[str, Tensor], X: Tensor) -> Tensor:
+        """The module at ``params`` on ``X``, channels last where that is faster (see the class docstring)."""
+        if self.convolutional and X.dim() == 4 and X.device.type == "cpu" and not _transformed():
+            params = {n: p.to(memory_format=torch.channels_last) if p.dim() == 4 else p for n, p in params.items()}
+            X = X.to(memory_format=torch.channels_last)  # restrided even with one channel, where both layouts agree
+        return functional_call(self.module, params, (X,))
 
     def outputs_and_jacobians(self, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
         """``f`` ``[B, C]`` and per-example Jacobians ``J`` ``[B, C, P]`` at ``θ``.
@@ -85,6 +97,12 @@ class FlatModel:
         return f, J
 
 
+def _transformed() -> bool:
+    """Whether a ``torch.func`` transform (``vmap``, ``grad``, ``jacrev``) is running: its wrapped tensors keep the
+    default memory format."""
+    return torch._C._functorch.peek_interpreter_stack() is not None
+
+
 class SubsetModel(FlatModel):
     """The network as a function of some of its parameters ``θ_S`` ``[P_S]`` (those called ``names``, contiguous in
     ``θ`` order), the others held at their values in ``θ*`` (the last-layer Laplace's model: notes-003 GLM-GGN-Full
@@ -92,7 +110,7 @@ class SubsetModel(FlatModel):
     reach only the chosen parameters."""
 
     def __init__(self, model: FlatModel, theta_star: Tensor, names: list[str]):
-        self.module, self.buffers = model.module, model.buffers
+        self.module, self.buffers, self.convolutional = model.module, model.buffers, model.convolutional
         positions = [model.names.index(n) for n in names]
         if positions != list(range(positions[0], positions[0] + len(positions))):
             raise ValueError(f"the parameters {names} are not contiguous in θ order")
@@ -104,7 +122,7 @@ class SubsetModel(FlatModel):
         self.fixed = {n: v for n, v in model.unflatten(theta_star).items() if n not in self.names}
 
     def __call__(self, theta: Tensor, X: Tensor) -> Tensor:
-        return functional_call(self.module, {**self.fixed, **self.unflatten(theta), **self.buffers}, (X,))
+        return self._call({**self.fixed, **self.unflatten(theta), **self.buffers}, X)
 
     def theta(self) -> Tensor:
         raise TypeError("a SubsetModel's parameters are θ*[start:stop]; it does not read the module's")
