@@ -1,8 +1,8 @@
 """3c3d on the CPU in the channels-last memory format (``FlatModel`` restrides a convolutional network's 4-d weights
 and images per call) against the default format, side by side in one process (issue 35): a forward pass over 512
 images, 30 steps of the MAP trainer (Adam, batch 128) beside a plain PyTorch loop, the nn predictive (10 draws over
-500 images) and the Kronecker fit over 256 images. The default format is the same code with
-``FlatModel.convolutional`` set False. Random images of Fashion-MNIST's shape (the costs do not depend on the
+500 images) and the Kronecker fit over 256 images. The default format is the same code with ``FlatModel``'s
+``channels_last`` off. Random images of Fashion-MNIST's shape (the costs do not depend on the
 pixels), float32, the best of ``--repeats`` alternating runs.
 
     python bench/channels_last.py [--threads 2] [--repeats 3]
@@ -20,7 +20,6 @@ import torch
 from image_path import bnnpred_trainer, plain_loop
 from kron_3c3d import network, random_images
 
-from bnnpred.curvature import functional
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.kron import kron_ggn
 from bnnpred.likelihoods import Categorical
@@ -37,27 +36,17 @@ def seconds(fn: Callable[[], object]) -> float:
 
 def stages(X: torch.Tensor, y: torch.Tensor, channels_last: bool) -> dict[str, float]:
     """Each stage's seconds with the channels-last path on or off."""
-    made = functional.FlatModel.__init__
-
-    def init(self: FlatModel, module: torch.nn.Module) -> None:  # the trainer builds its own FlatModel
-        made(self, module)
-        self.convolutional = self.convolutional and channels_last
-
-    functional.FlatModel.__init__ = init
-    try:
-        model = FlatModel(network())
-        theta = model.theta()
-        draws = theta + 0.01 * torch.randn(10, theta.numel(), generator=torch.Generator().manual_seed(1))
-        ctx = Context(model, Categorical(), theta, None, torch.ones_like(theta), X[:500])
-        with torch.no_grad():
-            forward = seconds(lambda: model(theta, X[:512]))
-        return {"forward, 512 images": forward,
-                "MAP trainer, per step": bnnpred_trainer(X, y, STEPS) / STEPS,
-                "nn predictive, 10 draws x 500 images": seconds(lambda: nn_samples(ctx, X[:500], draws)),
-                "Kronecker fit, 256 images": seconds(lambda: kron_ggn(model, Categorical(), theta, X[:256], y[:256],
-                                                                      show_progress=False))}
-    finally:
-        functional.FlatModel.__init__ = made
+    model = FlatModel(network(), channels_last=channels_last)
+    theta = model.theta()
+    draws = theta + 0.01 * torch.randn(10, theta.numel(), generator=torch.Generator().manual_seed(1))
+    ctx = Context(model, Categorical(), theta, None, torch.ones_like(theta), X[:500])
+    with torch.no_grad():
+        forward = seconds(lambda: model(theta, X[:512]))
+    return {"forward, 512 images": forward,
+            "MAP trainer, per step": bnnpred_trainer(X, y, STEPS, channels_last=channels_last) / STEPS,
+            "nn predictive, 10 draws x 500 images": seconds(lambda: nn_samples(ctx, X[:500], draws)),
+            "Kronecker fit, 256 images": seconds(lambda: kron_ggn(model, Categorical(), theta, X[:256], y[:256],
+                                                                  show_progress=False))}
 
 
 def main() -> None:

@@ -42,7 +42,7 @@ def context(n_train: int) -> Context:
     gen = torch.Generator().manual_seed(0)
     X = torch.rand(n_train, 1, 28, 28, generator=gen)
     torch.manual_seed(0)
-    model = FlatModel(build_3c3d(C3D3Config(), (1, 28, 28), 10))
+    model = FlatModel(build_3c3d(C3D3Config(), (1, 28, 28), 10), channels_last=True)  # as the runner builds it
     theta = model.theta().detach()
     return Context(model, Categorical(), theta, None, torch.full_like(theta, DELTA), X)
 

@@ -67,12 +67,13 @@ def plain_loop(X: torch.Tensor, y: torch.Tensor, steps: int, batch: int = BATCH)
     return synchronised(X.device)(loop)
 
 
-def bnnpred_trainer(X: torch.Tensor, y: torch.Tensor, steps: int, batch: int = BATCH) -> float:
+def bnnpred_trainer(X: torch.Tensor, y: torch.Tensor, steps: int, batch: int = BATCH,
+                    channels_last: bool = True) -> float:
     """Seconds of ``steps`` steps of bnnpred's MAP trainer (the flat-parameter call, the prior, the schedule, the
     loop's bookkeeping) on 3c3d, batches of ``batch`` of ``X`` ``[N, 1, 28, 28]``, ``y`` ``[N]``
-    (``N >= steps · batch``), on their device, without its one-off closing pass over the training set. The problem's
-    set-up is not timed."""
-    model = FlatModel(network(X.device))
+    (``N >= steps · batch``), on their device, without its one-off closing pass over the training set; channels last
+    on the CPU as the runner builds it, unless ``channels_last`` is False. The problem's set-up is not timed."""
+    model = FlatModel(network(X.device), channels_last=channels_last)
     theta = model.theta()
     n = steps * batch
     problem = Problem(model=model, likelihood=Categorical(), X=X[:n], y=y[:n],
@@ -102,7 +103,7 @@ def throughput(steps: int, repeats: int) -> None:
 
 def fit_and_predict(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor, n_fit: int,
                     n_test: int) -> dict[str, float]:
-    model = FlatModel(network())
+    model = FlatModel(network(), channels_last=True)  # as the runner builds it
     theta = model.theta()
     start = time.perf_counter()
     blocks, _ = kron_ggn(model, Categorical(), theta, X[:n_fit], y[:n_fit])

@@ -67,7 +67,7 @@ def epoch(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor, n_fit: int, n_
 
 
 def ours(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor, n_fit: int, n_test: int) -> dict[str, float]:
-    model = FlatModel(network())
+    model = FlatModel(network(), channels_last=True)  # as the runner builds it
     theta = model.theta()
     start = time.perf_counter()
     blocks, _ = kron_ggn(model, Categorical(), theta, X[:n_fit], y[:n_fit])

@@ -70,7 +70,7 @@ def ours(device: torch.device, sizes: Sizes) -> dict[str, tuple[float, str]]:
                                                       per_step),
            "3c3d training step, bnnpred MAP trainer": (bnnpred_trainer(X, y, sizes.steps, sizes.batch) / sizes.steps,
                                                        per_step)}
-    model = FlatModel(network(device))
+    model = FlatModel(network(device), channels_last=True)  # as the runner builds it
     theta = model.theta()
     kron_ggn(model, Categorical(), theta, X[:sizes.batch], y[:sizes.batch], show_progress=False)  # warm-up
     blocks: list = []

@@ -58,7 +58,7 @@ def setup(cfg: Config) -> Setup:
     check_targets(data)
     check_task(cfg, data)
     module = build_model(cfg.model, data.input_shape, data.output_dim).to(device=device, dtype=dtype)
-    model = FlatModel(module)
+    model = FlatModel(module, channels_last=True)  # bnnpred's own networks run channels last on the CPU
     log.info("model %s: P = %d parameters", cfg.model.name, model.n_params)
     check_full_covariance_fits(cfg, model, dtype)
     X_ood = ood_inputs(cfg, data, device, dtype)

@@ -18,19 +18,21 @@ class FlatModel:
     is in eval mode, a deterministic function of ``θ`` (batch-norm layers use their running statistics); trainers
     switch it to train mode with :meth:`training`, where batch norm normalises by the batch and updates them.
 
-    A convolutional network runs on the CPU in the channels-last memory format (its 4-d weights and images
-    restrided per call, ``θ``'s layout unchanged): the same function, whose convolutions and poolings take
-    vectorised kernels there (3c3d, bench/README.md: a forward pass 2x, a training step 1.4-1.6x faster).
+    With ``channels_last`` (the networks bnnpred builds, which allow it) a convolutional network runs on the CPU in
+    the channels-last memory format (its 4-d weights and images restrided per call, ``θ``'s layout unchanged): the
+    same function, whose convolutions and poolings take vectorised kernels there (3c3d, bench/README.md: a forward
+    pass 1.7x, a training step 1.3x faster). Off by default: a network written with ``.view`` on a convolution's
+    output cannot run so.
     """
 
-    def __init__(self, module: nn.Module):
+    def __init__(self, module: nn.Module, channels_last: bool = False):
         self.module = module.eval()
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self.names = [n for n, _ in named]
         self.shapes = [p.shape for _, p in named]
         self.sizes = [p.numel() for _, p in named]
         self.buffers = dict(module.named_buffers())
-        self.convolutional = any(isinstance(m, nn.Conv2d) for m in module.modules())
+        self.channels_last = channels_last and any(isinstance(m, nn.Conv2d) for m in module.modules())
 
     @property
     def n_params(self) -> int:
@@ -73,14 +75,15 @@ class FlatModel:
 
     def __call__(self, theta: Tensor, X: Tensor) -> Tensor:
         """Outputs ``f(X; θ)`` ``[B, C]`` for inputs ``X`` ``[B, ...]``."""
-        return self._call({**self.unflatten(theta), **self.buffers}, X)
+        return self._call(self.unflatten(theta), X)
 
     def _call(self, params: dict[str, Tensor], X: Tensor) -> Tensor:
-        """The module at ``params`` on ``X``, channels last where that is faster (see the class docstring)."""
-        if self.convolutional and X.dim() == 4 and X.device.type == "cpu" and not _transformed():
+        """The module at ``params`` (and its buffers) on ``X``, channels last where asked and faster (see the class
+        docstring; not under a ``torch.func`` transform, whose wrapped tensors keep the default layout)."""
+        if self.channels_last and X.dim() == 4 and X.device.type == "cpu" and not _transformed():
             params = {n: p.to(memory_format=torch.channels_last) if p.dim() == 4 else p for n, p in params.items()}
             X = X.to(memory_format=torch.channels_last)  # restrided even with one channel, where both layouts agree
-        return functional_call(self.module, params, (X,))
+        return functional_call(self.module, {**params, **self.buffers}, (X,))
 
     def outputs_and_jacobians(self, theta: Tensor, X: Tensor) -> tuple[Tensor, Tensor]:
         """``f`` ``[B, C]`` and per-example Jacobians ``J`` ``[B, C, P]`` at ``θ``.
@@ -110,7 +113,7 @@ class SubsetModel(FlatModel):
     reach only the chosen parameters."""
 
     def __init__(self, model: FlatModel, theta_star: Tensor, names: list[str]):
-        self.module, self.buffers, self.convolutional = model.module, model.buffers, model.convolutional
+        self.module, self.buffers, self.channels_last = model.module, model.buffers, model.channels_last
         positions = [model.names.index(n) for n in names]
         if positions != list(range(positions[0], positions[0] + len(positions))):
             raise ValueError(f"the parameters {names} are not contiguous in θ order")
@@ -122,7 +125,7 @@ class SubsetModel(FlatModel):
         self.fixed = {n: v for n, v in model.unflatten(theta_star).items() if n not in self.names}
 
     def __call__(self, theta: Tensor, X: Tensor) -> Tensor:
-        return self._call({**self.fixed, **self.unflatten(theta), **self.buffers}, X)
+        return self._call({**self.fixed, **self.unflatten(theta)}, X)
 
     def theta(self) -> Tensor:
         raise TypeError("a SubsetModel's parameters are θ*[start:stop]; it does not read the module's")

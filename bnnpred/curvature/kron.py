@@ -124,13 +124,13 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
         passes = back_propagated(model, theta, X[rows], layers, seeds=likelihood.hessian_root)
         loglik += likelihood.log_prob(passes.f, y[rows]).sum()
         for grads in passes.rows():
-            for i, (layer, g) in enumerate(zip(layers, grads, strict=True)):  # g [B, out, T]
-                positions[i] = g.shape[-1]
+            for layer, g in zip(layers, grads, strict=True):  # g [B, out, T]
                 gram_lower_(layer.weight.B, g)  # Σ_{b,t} g_bt g_btᵀ
                 if layer.bias is not None:
                     summed = g.sum(-1)  # [B, out]
                     layer.bias.dense += summed.T @ summed
-        for layer, a in zip(layers, passes.inputs, strict=True):
+        for i, (layer, a) in enumerate(zip(layers, passes.inputs, strict=True)):
+            positions[i] = a.shape[-1]
             gram_lower_(layer.weight.A, a)  # Σ_{b,t} a_bt a_btᵀ, a [B, I, T]
         done += 1
         if resume is not None and resume.due(at_boundary=True, last_step=False):
@@ -231,7 +231,7 @@ class BackPropagated:
 
     def rows(self) -> Iterator[tuple[Tensor, ...]]:
         """For each seed row ``k``: the gradient of ``Σ_c seeds[b, k, c] f_c`` at every layer's outputs, each ``[B,
-        out, T]`` (one backward pass; the graph is freed after the last)."""
+        out, T]`` (one backward pass; the graph is freed after the last, so the rows can be gone through once)."""
         K = self.seeds.shape[1]
         for k in range(K):
             grads = torch.autograd.grad(self.graph, self.outputs, grad_outputs=self.seeds[:, k], retain_graph=k < K - 1)
