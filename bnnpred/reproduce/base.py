@@ -259,7 +259,7 @@ class Reproduction:
         if not self.budget.bounded:
             return
         missing = {run_key(compose(job)) for job in jobs} - held_keys(holding)
-        self.budget.allow(str(folder), len(missing), longest_seconds(holding), min(workers, len(missing) or 1))
+        self.budget.allow(str(folder), len(missing), longest_seconds(holding), workers)
 
     def derived(self, read: Path, name: str, compute: Callable[[Path], Mapping[str, Any]],
                 inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
