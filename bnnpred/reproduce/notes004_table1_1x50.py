@@ -6,5 +6,5 @@ from bnnpred.reproduce.claims import items
 from bnnpred.reproduce.notes004_table1 import make_for
 
 STUDY = Study(name="notes004_table1_1x50", title="GLM predictive paper (notes-004) App. B.3: Table 1's study with "
-              "1x50 tanh", make=make_for(1), cpu_cost="about 1 h (525 runs, 58 min measured)", items=items(4, 6, 7),
-              full_scale=True)
+              "1x50 tanh", make=make_for(1), cpu_cost="54 min with 2 jobs (525 runs, measured 2026-11-27)",
+              items=items(4, 6, 7), full_scale=True, from_records=True)
