@@ -70,13 +70,14 @@ def _documents(folders: Iterable[Path]) -> list[dict[str, Any]]:
     """The ``metrics.json`` of the finished runs (or re-evaluations) under the existing ``folders``: those with a
     manifest and a readable document (others are skipped, as the pages' readers skip them)."""
     documents = []
-    for run in (run for folder in folders if Path(folder).is_dir() for run in find_runs([Path(folder)])):
+    for run in find_runs([Path(folder) for folder in folders if Path(folder).is_dir()]):
         try:
-            if (run / MANIFEST).is_file():
-                documents.append(read_json(run / "metrics.json"))
+            document = read_json(run / "metrics.json") if (run / MANIFEST).is_file() else None
         except (OSError, ValueError):
             continue
-    return [d for d in documents if isinstance(d, dict) and isinstance(d.get("run"), dict)]
+        if isinstance(document, dict) and isinstance(document.get("run"), dict):
+            documents.append(document)
+    return documents
 
 
 def held_keys(folders: Iterable[Path]) -> set[str]:
