@@ -35,38 +35,41 @@ def append(folder: Path, **row: Any) -> Path:
 def failed_runs(folder: Path) -> list[dict[str, str]]:
     """The rows of ``folder/index.csv`` whose job failed and whose run folder was not finished by a later job:
     ``{"run_dir", "overrides", "message"}`` each, in order (none without an index)."""
-    path = Path(folder) / INDEX
-    if not path.is_file():
-        return []
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    last = {row["run_dir"]: row for row in rows}  # the latest job of each run folder decides
+    last = {row["run_dir"]: row for row in _rows(Path(folder) / INDEX)}  # the latest job of each run folder decides
     return [{"run_dir": r["run_dir"], "overrides": r["overrides"], "message": r["message"]}
             for r in last.values() if r["status"] == "failed"]
 
 
 def failed_keys(folder: Path) -> set[str]:
     """The run keys of the jobs in ``folder/index.csv`` whose latest job failed (none without an index)."""
-    path = Path(folder) / INDEX
-    if not path.is_file():
-        return set()
-    with open(path, newline="") as f:
-        last = {row["run_dir"]: row for row in csv.DictReader(f)}
+    last = {row["run_dir"]: row for row in _rows(Path(folder) / INDEX)}
     return {row["key"] for row in last.values() if row["status"] == "failed"}
 
 
 def copy_relative(sweep_dir: Path, to: Path) -> Path:
-    """``sweep_dir``'s index written to ``to/index.csv`` with each run folder named relative to the sweep (a run's
-    record is committed, and must name no machine's paths); returns the copy."""
-    with open(Path(sweep_dir) / INDEX, newline="") as f:
-        rows = list(csv.DictReader(f))
+    """``sweep_dir``'s index merged into ``to/index.csv`` with each run folder named relative to the sweep (a run's
+    record is committed, and must name no machine's paths): the rows ``to`` holds already (jobs of other machines,
+    of a campaign continued there) and the sweep's that it lacks, in the order they ended; returns the copy."""
+    to = Path(to)
+    rows = _rows(to / INDEX)
+    for row in _rows(Path(sweep_dir) / INDEX):
+        folder = Path(row["run_dir"])
+        relative = {**row, "run_dir": str(folder.relative_to(sweep_dir)) if folder.is_relative_to(sweep_dir)
+                    else folder.name}
+        if relative not in rows:
+            rows.append(relative)
     lines = io.StringIO()
     writer = csv.DictWriter(lines, fieldnames=COLUMNS, extrasaction="raise")
     writer.writeheader()
-    for row in rows:
-        folder = Path(row["run_dir"])
-        writer.writerow({**row, "run_dir": str(folder.relative_to(sweep_dir)) if folder.is_relative_to(sweep_dir)
-                         else folder.name})
+    writer.writerows(sorted(rows, key=lambda row: row["ended"]))
     to.mkdir(parents=True, exist_ok=True)
     (to / INDEX).write_text(lines.getvalue())
     return to / INDEX
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    """The rows of an index (none if it does not exist)."""
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
