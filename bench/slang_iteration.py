@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
 import torch
+from laplace_full import gemm_rate
 
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.data.images import MNISTConfig, load_images
@@ -113,6 +114,7 @@ def main() -> None:
         update_table()
     problem, source = mnist_problem()
     epochs = epoch_seconds(problem)
+    print(f"one thread's float32 GEMM rate: {gemm_rate(2048, 2048, torch.float32) / 1e9:.0f} GFLOP/s")
     print(f"one epoch, 784-100-100-10 on {source} (10k, M = 100): "
           + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in epochs.items())
           + "; SLANG / BBB: " + ", ".join(f"{name} {seconds / epochs['BBB']:.1f}" for name, seconds in epochs.items()
