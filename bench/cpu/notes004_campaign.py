@@ -5,10 +5,12 @@ A run (60k images, 30 epochs, a posterior and its predictives) takes one to thre
 digest: a change to the computing code changes every run key), in a git worktree at that commit, and its record is
 written into this checkout's ``outputs/`` as soon as it ends. One δ at a time, every posterior of the set in turn
 (``POSTERIORS``; on notes-003's set its diagonal and last-layer ones too), so that the later posteriors take the δ's
-MAP network from the fit cache instead of training it again (the cache, like the run folders, stays on the machine).
-A run is started only when the records of its posterior say that it ends inside the budget, so a session's end kills
-nothing half-done; a run killed anyway leaves no record (runs commit atomically) and, on the same machine, resumes
-from its checkpoints first of all. Runs whose records exist are skipped.
+MAP network from the fit cache instead of training it again (the cache, like the run folders, stays on the machine);
+Fig 5.10's re-evaluations of a network (the GP on other M) are made right after its run, where its posterior is.
+A run is started only when the records of its posterior at the campaign's commit say that it ends inside the budget,
+so a session's end kills nothing half-done; a run killed anyway leaves no record (runs commit atomically) and, on the
+same machine, resumes from its checkpoints, first of all. Runs whose records exist are skipped; a failed run stops
+the campaign and leaves the records as they were.
 
     .venv/bin/python bench/cpu/notes004_campaign.py SET [--hours H] [--commit C]   # from the checkout's root
 
@@ -23,22 +25,34 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from bnnpred.app.compose import predictive_overrides
 from bnnpred.app.records import export_records
 from bnnpred.app.run_index import INDEX, copy_relative
 from bnnpred.app.runner import CHECKPOINTS
+from bnnpred.app.saved_runs import eval_folder
 from bnnpred.errors import BnnpredError
+from bnnpred.reproduce import notes003_images
 from bnnpred.reproduce import notes004_table2 as study
+from bnnpred.reproduce.budget import longest_evaluation
 
 RECORDS = Path("outputs/notes004_table2/runs/cpu/notes004_table2")
 TIERS = {"cpu": study.CPU, "quick": study.QUICK}  # each with its δ list, which the campaign replaces by one δ
+GP_M = {"cpu": notes003_images.GP_M, "quick": notes003_images.QUICK_GP_M}  # Fig 5.10's re-evaluations per tier
 ORDER = (100.0, 1000.0, 10.0, 1.0, 0.1)  # the middle of the grid first: a set cut short still brackets its optimum
-GUESS = {"training": 3600.0, "kron": 3600.0}  # seconds, until records exist; a posterior's stages otherwise 1200
+# seconds, until the commit has records: the network's training, a posterior's stages after it (others: 1200), one
+# re-evaluation; from the MNIST records at 0d5ceb8 (training 2,900-3,400 s; kron's stages 2,900-4,400 s)
+GUESS = {"training": 3600.0, "kron": 4500.0, "evaluation": 600.0}
+
+
+class Refused(Exception):
+    """Bad input or state: one line, exit status 2."""
 
 
 def plan(name: str, deltas: tuple[float, ...]) -> list[tuple[float, str, tuple[str, ...]]]:
@@ -47,41 +61,61 @@ def plan(name: str, deltas: tuple[float, ...]) -> list[tuple[float, str, tuple[s
     return [(delta, posterior, overrides) for delta in deltas for posterior, overrides in posteriors.items()]
 
 
+def reevaluated(name: str, posterior: str) -> bool:
+    """Whether the page re-evaluates the runs of set ``name`` and ``posterior``: notes-003 Fig 5.10's GP against M,
+    of the networks behind Table 5.2's MAP row on its set."""
+    mapped = {p for (p, _), row in notes003_images.ROWS.items() if row == "MAP"}
+    return name == study.NOTES003_SET and posterior in mapped
+
+
+def evaluations(run: Path, tier: str) -> list[tuple[str, ...]]:
+    """Fig 5.10's re-evaluations of the run (or record) in ``run``: the GP on each M of the tier's grid but the
+    run's own."""
+    return [notes003_images.gp_overrides(M) for M in GP_M[tier] if M != notes003_images.own_gp(run)]
+
+
+def lacking(run: Path, wanted: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The re-evaluations of ``wanted`` that the run (or record) in ``run`` does not hold."""
+    return [o for o in wanted if not (eval_folder(run, predictive_overrides(list(o))) / "metrics.json").is_file()]
+
+
 def recorded_runs(records: Path) -> list[dict]:
-    """The ``run`` blocks of the records under ``records`` (their re-evaluations left out; none if it is absent)."""
+    """The ``run`` blocks of the records under ``records`` (none if it is absent): their re-evaluations and the
+    dot-folders an interrupted export leaves are not records."""
     return [json.loads(p.read_text())["run"] for p in sorted(records.glob("**/metrics.json"))
-            if "evals" not in p.relative_to(records).parts]
+            if not any(part == "evals" or part.startswith(".") for part in p.relative_to(records).parts)]
 
 
-def campaign_commit(records: Path) -> str | None:
-    """The commit of the set's records; None without records; an error if they name several."""
-    commits = {run["commit"] for run in recorded_runs(records)}
-    if len(commits) > 1:
-        raise BnnpredError(f"the records under {records} name several commits ({', '.join(sorted(commits))}); a set "
-                           "is one campaign at one commit: move the others' records aside")
-    return commits.pop() if commits else None
+def training(run: dict) -> float | None:
+    """The seconds a recorded run spent training its network (0 when it came from the fit cache), or None when the
+    record cannot say: a run resumed mid-training counts only its last process in ``seconds``."""
+    trained = run.get("training") or {}
+    if trained.get("from_fit_cache"):
+        return 0.0
+    seconds = trained.get("seconds", 0.0)
+    return seconds if seconds < run["seconds"] else None
 
 
-def estimate(records: Path, name: str, posterior: str, map_here: bool) -> float:
-    """Seconds a run of ``posterior`` on set ``name`` takes: the longest of the set's CPU records of the posterior
-    after its MAP network (the other sets' while the set has none; :data:`GUESS` while no set has one), and, unless
-    the δ's network is in this machine's fit cache (``map_here``), the longest training of the set's records (the
-    other sets', a guess)."""
-    def training(run: dict) -> float:  # the seconds its own training took (none when its network was cached)
-        trained = run["training"] or {}
-        return 0.0 if trained.get("from_fit_cache") else trained.get("seconds", 0.0)
+def estimate(records: Path, commit: str, posterior: str, map_here: bool) -> float:
+    """Seconds a run of ``posterior`` takes at ``commit``: the longest of its CPU records of that commit (on any set)
+    after its MAP network, and, unless the δ's network is in this machine's fit cache (``map_here``), the longest
+    training of those records; :data:`GUESS` where there are none (records of other code time other code)."""
+    def of_commit(posteriors: str) -> list[dict]:
+        return [run for folder in sorted(records.glob(f"*/{posteriors}")) for run in recorded_runs(folder)
+                if run["commit"] == commit and training(run) is not None]
 
-    def nearest(posteriors: str) -> list[dict]:  # the set's records, else every set's
-        for sets in (name, "*"):
-            runs = [run for folder in sorted(records.glob(f"{sets}/{posteriors}")) for run in recorded_runs(folder)]
-            if runs:
-                return runs
-        return []
-
-    after = max((run["seconds"] - training(run) for run in nearest(posterior)), default=GUESS.get(posterior, 1200.0))
+    after = max((run["seconds"] - training(run) for run in of_commit(posterior)),
+                default=GUESS.get(posterior, 1200.0))
     if map_here:
         return after
-    return after + max((seconds for run in nearest("*") if (seconds := training(run))), default=GUESS["training"])
+    return after + max((t for run in of_commit("*") if (t := training(run))), default=GUESS["training"])
+
+
+def evaluation_estimate(records: Path, name: str, posterior: str, count: int) -> float:
+    """Seconds ``count`` re-evaluations of a run take: each the longest of the set's recorded ones of the posterior,
+    else a guess."""
+    longest = longest_evaluation(records.glob(f"{name}/{posterior}/*/evals/*"))
+    return count * (GUESS["evaluation"] if longest is None else longest)
 
 
 def subdir(delta: float) -> str:
@@ -89,20 +123,21 @@ def subdir(delta: float) -> str:
     return f"delta{float(delta)}"
 
 
-def train(worktree: Path, runs: Path, name: str, posterior: str, overrides: tuple[str, ...], tier: str,
-          delta: float, threads: int) -> int:
-    """Train one run with the worktree's code into ``runs/notes004_table2/SET/POSTERIOR/deltaδ`` (the fit cache in
-    ``runs/fit_cache``); returns its exit status. The worktree's own ``runs/`` is named relative to it: the overrides
-    go into the sweep's index, which is committed and must name no machine's paths."""
+def bnnpred(worktree: Path, workdir: Path, *args: str) -> int:
+    """``bnnpred ARGS`` with the worktree's code, in ``workdir`` (its ``runs/`` and fit cache, ``runs/fit_cache``,
+    relative to it: the overrides go into the committed index, which must name no machine's paths)."""
+    command = [sys.executable, "-m", "bnnpred.cli", *args, "device=cpu", "progress=true"]
+    return subprocess.run(command, cwd=workdir, env={**os.environ, "PYTHONPATH": str(worktree)}).returncode
+
+
+def train_args(name: str, posterior: str, overrides: tuple[str, ...], tier: str, delta: float,
+               threads: int) -> list[str]:
+    """``train -m`` of one run into ``runs/notes004_table2/SET/POSTERIOR/deltaδ``."""
     fixed = [o for o in TIERS[tier] if not o.startswith("prior.delta=")]
-    runs = runs.relative_to(worktree) if runs.is_relative_to(worktree) else runs
-    cache = [] if runs == Path("runs") else [f"fit_cache={runs}/fit_cache"]  # the config's default: runs/fit_cache
-    command = [sys.executable, "-m", "bnnpred.cli", "train", "-m", "experiment=notes004_table2", f"dataset={name}",
-               f"ood={study.PAIRS[name]}", *overrides, *fixed, f"prior.delta={float(delta)}", "device=cpu",
-               f"threads={threads}", "hydra/launcher=joblib", "hydra.launcher.n_jobs=1", *cache,
-               f"hydra.sweep.dir={runs}/notes004_table2/{name}/{posterior}", "hydra.sweep.subdir=delta${prior.delta}",
-               "progress=true"]
-    return subprocess.run(command, cwd=worktree, env={**os.environ, "PYTHONPATH": str(worktree)}).returncode
+    return ["train", "-m", "experiment=notes004_table2", f"dataset={name}", f"ood={study.PAIRS[name]}", *overrides,
+            *fixed, f"prior.delta={float(delta)}", f"threads={threads}", "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=1", f"hydra.sweep.dir=runs/notes004_table2/{name}/{posterior}",
+            "hydra.sweep.subdir=delta${prior.delta}"]
 
 
 def record(sweep: Path, to: Path) -> int:
@@ -110,53 +145,95 @@ def record(sweep: Path, to: Path) -> int:
     machine's jobs); returns how many records were written."""
     written = export_records(sweep, to, "cpu")
     if (sweep / INDEX).is_file():
-        copy_relative(sweep, to)
+        copy_relative(sweep, to, merge=True)
     return len(written)
 
 
-def fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+def git(*args: str, cwd: Path = Path(".")) -> str:
+    """A git command's output; :class:`Refused` with git's own message if it fails."""
+    out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise Refused(f"git {' '.join(args)}: {(out.stderr.strip().splitlines() or ['failed'])[-1]}")
+    return out.stdout.strip()
 
 
-def main(argv: list[str] | None = None) -> int:
+def campaign_commit(records: Path, given: str | None) -> str:
+    """The short hash of the one commit of the set's records, which ``given`` (any spelling) must name if both
+    exist; :class:`Refused` if the records name several, disagree with ``given``, or neither exists."""
+    commits = {git("rev-parse", "--short", f"{run['commit']}^{{commit}}") for run in recorded_runs(records)}
+    if len(commits) > 1:
+        raise Refused(f"the records under {records} name several commits ({', '.join(sorted(commits))}); a set is "
+                      "one campaign at one commit: move the others' records aside")
+    stated = git("rev-parse", "--short", f"{given}^{{commit}}") if given else None
+    if commits and stated and stated not in commits:
+        raise Refused(f"{records.name}'s records were made at {commits.pop()}, not {stated}: one set, one commit "
+                      "(drop --commit)")
+    if not commits and not stated:
+        raise Refused(f"no CPU records of {records.name} under {records.parent}: name the commit its campaign runs at "
+                      "with --commit")
+    return stated or commits.pop()
+
+
+def ready_worktree(worktree: Path, commit: str) -> None:
+    """Make the worktree at ``commit`` (detached) if absent; :class:`Refused` if one is there at another commit or
+    with uncommitted changes to the package (its runs would name another commit)."""
+    if not worktree.is_dir():
+        git("worktree", "add", "--detach", str(worktree), commit)
+    at = git("rev-parse", "--short", "HEAD", cwd=worktree)
+    if at != commit or git("status", "--porcelain", "--", "bnnpred", cwd=worktree):
+        raise Refused(f"{worktree} is at {at}{' with uncommitted changes' if at == commit else ''}, not at {commit}: "
+                      "give --worktree a clean checkout of the campaign's commit, or remove it")
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("set", choices=sorted(study.PAIRS))
     parser.add_argument("--hours", type=float, default=2.5, help="the budget (default 2.5)")
     parser.add_argument("--commit", help="the commit to run at (default: the set's records')")
     parser.add_argument("--worktree", type=Path, help="a checkout at that commit (default: ../campaign-COMMIT)")
-    parser.add_argument("--runs", type=Path, help="the run folders and fit cache (default: the worktree's runs/)")
+    parser.add_argument("--workdir", type=Path, help="where the runs/ and the fit cache are (default: the worktree)")
     parser.add_argument("--deltas", type=float, nargs="+", default=ORDER)
     parser.add_argument("--tier", choices=sorted(TIERS), default="cpu", help="quick: a tiny size, for tests")
     parser.add_argument("--records", type=Path, default=RECORDS)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dry", action="store_true", help="print the plan from the estimates; train nothing")
     args = parser.parse_args(argv)
-    try:
-        recorded_commit = campaign_commit(args.records / args.set)
-    except BnnpredError as e:
-        return fail(str(e))
-    commit = args.commit or recorded_commit
-    if commit is None:
-        return fail(f"no CPU records of {args.set} under {args.records}: name the commit its campaign runs at with "
-                    "--commit")
-    if recorded_commit not in (None, commit):
-        return fail(f"{args.set}'s records were made at {recorded_commit}, not {commit}: one set, one commit "
-                    f"(drop --commit)")
+    if not (math.isfinite(args.hours) and args.hours > 0):
+        raise Refused(f"--hours {args.hours}: give a positive number of hours")
+    if args.threads < 1:
+        raise Refused(f"--threads {args.threads}: give at least 1")
+    if any(not (math.isfinite(d) and d > 0) for d in args.deltas) or len(set(args.deltas)) < len(args.deltas):
+        raise Refused(f"--deltas {' '.join(map(str, args.deltas))}: give distinct positive prior precisions")
+    if args.tier != "cpu" and args.records.resolve() == RECORDS.resolve():
+        raise Refused(f"--tier {args.tier} would write its small runs among the campaign's records: give --records")
+    return args
+
+
+def campaign(args: argparse.Namespace) -> int:
+    commit = campaign_commit(args.records / args.set, args.commit)
     worktree = (args.worktree or Path("..") / f"campaign-{commit}").resolve()
-    if not args.dry and not worktree.is_dir():
-        subprocess.run(["git", "worktree", "add", str(worktree), commit], check=True, capture_output=True)
-    runs = (args.runs or worktree / "runs").resolve()
+    if not args.dry:
+        ready_worktree(worktree, commit)
+    workdir = (args.workdir or worktree).resolve()
     deadline = clock = time.monotonic()
     deadline += args.hours * 3600
-    networks = set()  # the δ whose MAP network this invocation has trained (or, dry, plans to)
+    networks, started = set(), False  # the δ whose MAP network this invocation has trained (or, dry, plans to)
+    own_m = next(int(o.split("=")[1]) for o in TIERS[args.tier] if o.startswith("predictive.gp_subset_size="))
     for delta, posterior, overrides in plan(args.set, tuple(args.deltas)):
-        sweep, to = runs / "notes004_table2" / args.set / posterior, args.records / args.set / posterior
+        relative = Path("runs") / "notes004_table2" / args.set / posterior
+        sweep, to = workdir / relative, args.records / args.set / posterior
         if (to / subdir(delta) / "metrics.json").is_file():
+            wanted = evaluations(to / subdir(delta), args.tier) if reevaluated(args.set, posterior) else []
+            if missing := lacking(to / subdir(delta), wanted):
+                print(f"notes004_campaign: {posterior} δ={delta:g}'s record lacks {len(missing)} of its "
+                      f"re-evaluations ({' '.join(missing[0])} …); only the machine with its posterior can make "
+                      "them: remove the record to train the run again", file=sys.stderr, flush=True)
             continue
-        resumed = (sweep / subdir(delta) / CHECKPOINTS).is_dir()
+        resumed = (sweep / subdir(delta) / CHECKPOINTS).is_dir() and not started  # a run cut short goes first
         here = delta in networks or any(sweep.parent.glob(f"*/{subdir(delta)}/metrics.json"))
-        need = 0.0 if resumed else estimate(args.records, args.set, posterior, here)  # a run cut short goes first
+        count = len(set(GP_M[args.tier]) - {own_m}) if reevaluated(args.set, posterior) else 0
+        need = 0.0 if resumed else (estimate(args.records, commit, posterior, here)
+                                    + evaluation_estimate(args.records, args.set, posterior, count))
         clock = clock if args.dry else time.monotonic()
         if clock + need > deadline:
             print(f"notes004_campaign: {posterior} δ={delta:g} not started: about {need:.0f} s, "
@@ -164,14 +241,33 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(f"notes004_campaign: {time.strftime('%FT%T', time.gmtime())} {args.set} {posterior} δ={delta:g} "
               f"({'resumed from its checkpoints' if resumed else f'about {need:.0f} s'}) at {commit}", flush=True)
-        networks.add(delta)
+        started = True
         if args.dry:
+            networks.add(delta)
             clock += need
             continue
-        status = train(worktree, runs, args.set, posterior, overrides, args.tier, delta, args.threads)
-        print(f"notes004_campaign: exit status {status}; {record(sweep, to)} records of {args.set} {posterior} "
-              f"written to {to}", flush=True)
+        status = bnnpred(worktree, workdir, *train_args(args.set, posterior, overrides, args.tier, delta,
+                                                        args.threads))
+        run = relative / subdir(delta)
+        wanted = evaluations(workdir / run, args.tier) if status == 0 and reevaluated(args.set, posterior) else []
+        for evaluation in lacking(workdir / run, wanted):
+            status = status or bnnpred(worktree, workdir, "eval", f"run_dir={run}", *evaluation,
+                                       f"threads={args.threads}")
+        if status != 0:
+            print(f"notes004_campaign: {posterior} δ={delta:g} failed (exit status {status}; its log is in "
+                  f"{sweep / subdir(delta)}); the records are left as they were", file=sys.stderr, flush=True)
+            return 1
+        networks.add(delta)
+        print(f"notes004_campaign: {record(sweep, to)} records of {args.set} {posterior} written to {to}", flush=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return campaign(arguments(argv))
+    except (Refused, BnnpredError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -46,12 +46,13 @@ def failed_keys(folder: Path) -> set[str]:
     return {row["key"] for row in last.values() if row["status"] == "failed"}
 
 
-def copy_relative(sweep_dir: Path, to: Path) -> Path:
-    """``sweep_dir``'s index merged into ``to/index.csv`` with each run folder named relative to the sweep (a run's
-    record is committed, and must name no machine's paths): the rows ``to`` holds already (jobs of other machines,
-    of a campaign continued there) and the sweep's that it lacks, in the order they ended; returns the copy."""
+def copy_relative(sweep_dir: Path, to: Path, merge: bool = False) -> Path:
+    """``sweep_dir``'s index written to ``to/index.csv`` with each run folder named relative to the sweep (a run's
+    record is committed, and must name no machine's paths); with ``merge``, after the rows ``to`` holds already
+    (the jobs of the machines that made its other runs: a campaign continued run by run elsewhere), those it lacks,
+    all in the order they ended; returns the copy."""
     to = Path(to)
-    rows = _rows(to / INDEX)
+    rows = _rows(to / INDEX) if merge else []
     for row in _rows(Path(sweep_dir) / INDEX):
         folder = Path(row["run_dir"])
         relative = {**row, "run_dir": str(folder.relative_to(sweep_dir)) if folder.is_relative_to(sweep_dir)

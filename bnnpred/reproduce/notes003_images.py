@@ -25,7 +25,7 @@ from bnnpred.app.report import figures, run_figures
 from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.app.run_record import EVAL_FILES
 from bnnpred.errors import BnnpredError
-from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.base import Reproduction, Study, document, finished
 from bnnpred.reproduce.claims import (
     MOVED_NLL,
     Claim,
@@ -64,6 +64,7 @@ QUICK = ("dataset.n_train=300", "dataset.n_test=200", "ood.n_test=100", "inferen
 # 0.4, 0.4, 0.9, 2.5 and ~9 min for M = 50 ... 800 (2026-11-25); the CPU page stops at 800 (M = 1600, about four
 # times M = 800's time per seed, was not run)
 GP_M = (50, 100, 200, 400, 800)
+QUICK_GP_M = (10, 20)
 NOTES_M = (50, 100, 200, 400, 800, 1600, 3200)  # notes-003 #16's grid, "M ∈ {50, …, 3200}"
 
 
@@ -258,14 +259,27 @@ def fig5_9(r: Reproduction, chosen: pd.DataFrame) -> str:
     return path.name
 
 
+def gp_overrides(M: int) -> tuple[str, str]:
+    """``bnnpred eval`` overrides of Fig 5.10's re-evaluation of a network with the GP on ``M`` training points."""
+    return "predictive.kinds=[gp]", f"predictive.gp_subset_size={M}"
+
+
+def own_gp(run_dir: Path) -> int | None:
+    """The M of the GP predictive the run (or record) in ``run_dir`` made itself; None if it made none. Fig 5.10
+    reads that M from the run rather than re-evaluating it (the same network, points and prior factors)."""
+    predictive = finished(Path(run_dir)).config.predictive
+    return predictive.gp_subset_size if "gp" in predictive.kinds else None
+
+
 def gp_by_subset_size(r: Reproduction, chosen: pd.DataFrame) -> pd.DataFrame:
-    """Each seed's MAP network re-evaluated with the GP on M random training points (``bnnpred eval``): one row
-    per (seed, M) with the test metrics and the folder of the re-evaluation."""
+    """Each seed's MAP network with the GP on M random training points: one row per (seed, M) with the test
+    metrics and the folder they are read from (the run's own GP at its M, a re-evaluation, ``bnnpred eval``, at
+    each other M)."""
     runs = chosen[(chosen["row"] == "MAP") & (chosen["split"] == "test")]
     rows = []
     for seed, run_dir in zip(runs["seed"], runs["run_dir"], strict=True):
-        for M in r.pick(quick=(10, 20), cpu=GP_M):
-            folder = r.evaluate(run_dir, "predictive.kinds=[gp]", f"predictive.gp_subset_size={M}")
+        for M in r.pick(quick=QUICK_GP_M, cpu=GP_M):
+            folder = run_dir if M == own_gp(run_dir) else r.evaluate(run_dir, *gp_overrides(M))
             test = document(folder, EVAL_FILES)["metrics"]["test"]["gp"]
             rows.append({"seed": seed, "M": M, "folder": str(folder), **{m: test[m] for m in METRICS}})
     frame = pd.DataFrame(rows)

@@ -1,5 +1,6 @@
 """bench/cpu/notes004_campaign.py (issue 38): a set of notes004_table2 continued on the CPU one δ at a time, each run
-started only when earlier records say it ends inside the budget, its record written as it ends, at one commit."""
+started only when earlier records of its commit say it ends inside the budget, its record written as it ends, at
+one commit, in a worktree at that commit."""
 
 import csv
 import json
@@ -19,11 +20,16 @@ def campaign(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
                           timeout=600, env={**os.environ, **(env or {})})
 
 
+def commit(of: str = "HEAD") -> str:
+    return subprocess.run(["git", "rev-parse", "--short", of], cwd=REPO, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def fake_record(records: Path, posterior: str, delta: float, seconds: float, training: dict | None,
-                commit: str = "c0ffee0") -> None:
-    folder = records / "mnist" / posterior / f"delta{delta}"
+                at: str | None = None, name: str = "mnist") -> None:
+    folder = records / name / posterior / f"delta{delta}"
     folder.mkdir(parents=True)
-    (folder / "metrics.json").write_text(json.dumps({"run": {"commit": commit, "seconds": seconds,
+    (folder / "metrics.json").write_text(json.dumps({"run": {"commit": at or commit(), "seconds": seconds,
                                                              "training": training}}))
 
 
@@ -31,53 +37,110 @@ def plan_lines(out: str) -> list[str]:
     return [line.split(" ", 2)[2] for line in out.splitlines() if line.startswith("notes004_campaign: 2")]
 
 
-def test_the_plan_skips_recorded_runs_and_times_each_from_the_records(tmp_path):
-    records = tmp_path / "records"
+def test_the_plan_skips_recorded_runs_and_times_each_from_the_records_of_its_commit(tmp_path):
+    records, head = tmp_path / "records", commit()
     fake_record(records, "kron", 1.0, 100.0, {"seconds": 60.0})  # 40 s after its network
     fake_record(records, "kron_dampened", 10.0, 30.0, {"seconds": 60.0, "from_fit_cache": 1.0})  # none trained
-    out = campaign("mnist", "--dry", "--records", str(records), "--deltas", "1", "10", "100", "--hours", "1")
+    # another set's records: of the same commit they time this set's runs, of another commit they do not
+    fake_record(records, "kron", 1.0, 9999.0, None, at=commit("HEAD~1"), name="fashion_mnist")
+    fake_record(records, "kron", 10.0, 130.0, {"seconds": 60.0}, name="fashion_mnist")  # 70 s after its network
+    dry = ("mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1", "10", "100")
+    out = campaign(*dry, "--hours", "1")
     assert out.returncode == 0, out.stderr
     assert plan_lines(out.stdout) == [
-        "mnist kron_dampened δ=1 (about 90 s) at c0ffee0",  # its network is not on this machine: trained again
-        "mnist kron δ=10 (about 100 s) at c0ffee0",  # δ = 10's dampened run is recorded
-        "mnist kron δ=100 (about 100 s) at c0ffee0",
-        "mnist kron_dampened δ=100 (about 30 s) at c0ffee0"]  # the network of δ = 100's kron run, from the cache
-    out = campaign("mnist", "--dry", "--records", str(records), "--deltas", "1", "10", "100", "--hours",
-                   str(150 / 3600))
-    assert plan_lines(out.stdout) == ["mnist kron_dampened δ=1 (about 90 s) at c0ffee0"]
-    assert "notes004_campaign: kron δ=10 not started: about 100 s, 60 s of the budget left" in out.stdout
+        f"mnist kron_dampened δ=1 (about 90 s) at {head}",  # its network is not on this machine: trained again
+        f"mnist kron δ=10 (about 130 s) at {head}",  # δ = 10's dampened run is recorded
+        f"mnist kron δ=100 (about 130 s) at {head}",
+        f"mnist kron_dampened δ=100 (about 30 s) at {head}"]  # the network of δ = 100's kron run, from the cache
+    out = campaign(*dry, "--hours", str(150 / 3600))
+    assert plan_lines(out.stdout) == [f"mnist kron_dampened δ=1 (about 90 s) at {head}"]
+    assert "notes004_campaign: kron δ=10 not started: about 130 s, 60 s of the budget left" in out.stdout
+    # a run whose network this machine has (a finished run of its δ in the run folders) is timed without training
+    (tmp_path / "runs" / "notes004_table2" / "mnist" / "kron" / "delta1.0").mkdir(parents=True)
+    (tmp_path / "runs" / "notes004_table2" / "mnist" / "kron" / "delta1.0" / "metrics.json").write_text("{}")
+    out = campaign(*dry, "--hours", "1")
+    assert plan_lines(out.stdout)[0] == f"mnist kron_dampened δ=1 (about 30 s) at {head}"
 
 
-def test_a_set_is_one_campaign_at_one_commit(tmp_path):
+def test_a_record_resumed_mid_training_does_not_time_the_stages_after_it(tmp_path):
     records = tmp_path / "records"
-    out = campaign("mnist", "--dry", "--records", str(records))
-    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0
-    assert "no CPU records of mnist" in out.stderr and "--commit" in out.stderr
+    fake_record(records, "kron", 1.0, 500.0, {"seconds": 3000.0})  # seconds of its last process only
+    out = campaign("mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "10",
+                   "--hours", "9")
+    assert plan_lines(out.stdout)[0] == f"mnist kron δ=10 (about 8100 s) at {commit()}"  # the guesses: 3600 + 4500
+
+
+def test_a_set_is_one_campaign_at_one_commit_and_bad_input_is_one_line(tmp_path):
+    records = tmp_path / "records"
+    cases = [(("--commit", "nosuchcommit"), "git rev-parse --short nosuchcommit^{commit}:"),
+             ((), "no CPU records of mnist"), (("--hours", "nan"), "--hours nan: give a positive number of hours"),
+             (("--deltas", "1", "1"), "give distinct positive prior precisions"),
+             (("--threads", "0"), "--threads 0: give at least 1")]
+    for extra, message in cases:
+        out = campaign("mnist", "--dry", "--records", str(records), *extra)
+        assert out.returncode == 2 and message in out.stderr and out.stderr.count("\n") == 1, (extra, out.stderr)
+    out = campaign("mnist", "--tier", "quick", "--dry", "--commit", commit())
+    assert out.returncode == 2 and "give --records" in out.stderr
     fake_record(records, "kron", 1.0, 100.0, None)
-    out = campaign("mnist", "--dry", "--records", str(records), "--commit", "deadbee")
-    assert out.returncode == 2 and "made at c0ffee0, not deadbee" in out.stderr and "Traceback" not in out.stderr
-    fake_record(records, "kron", 10.0, 100.0, None, commit="deadbee")
+    out = campaign("mnist", "--dry", "--records", str(records), "--commit", commit("HEAD~1"))
+    assert out.returncode == 2 and f"made at {commit()}, not {commit('HEAD~1')}" in out.stderr
+    full = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert campaign("mnist", "--dry", "--records", str(records), "--commit", full).returncode == 0  # any spelling
+    fake_record(records, "kron", 10.0, 100.0, None, at=commit("HEAD~1"))
     out = campaign("mnist", "--dry", "--records", str(records))
-    assert out.returncode == 2 and "several commits (c0ffee0, deadbee)" in out.stderr
+    assert out.returncode == 2 and "name several commits" in out.stderr
+
+
+@pytest.fixture
+def worktree(tmp_path):
+    """A clean worktree of the checkout at HEAD, removed afterwards."""
+    folder = tmp_path / "worktree"
+    subprocess.run(["git", "worktree", "add", "--detach", str(folder), "HEAD"], cwd=REPO, check=True,
+                   capture_output=True)
+    yield folder
+    subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=REPO, capture_output=True)
 
 
 @pytest.mark.data
-def test_a_delta_of_a_set_trains_each_posterior_once_and_writes_its_records(tmp_path, data_root):
-    records, runs = tmp_path / "records", tmp_path / "runs"
-    args = ("mnist", "--tier", "quick", "--worktree", str(REPO), "--runs", str(runs), "--records", str(records),
-            "--commit", "test", "--deltas", "1", "--threads", "1", "--hours", "3")
-    env = {"BNNPRED_COMMIT": "test", "BNNPRED_DATA_DIR": str(data_root)}
-    out = campaign(*args, env=env)
+def test_a_delta_of_a_set_trains_each_posterior_once_and_writes_its_records(tmp_path, data_root, worktree):
+    """Fashion-MNIST at the quick tier's size, one δ: the Kronecker run trains the network, the dampened, diagonal
+    and last-layer runs take it from the fit cache, and the Kronecker run is re-evaluated for Fig 5.10 where its
+    posterior is (the GP on M = 10; M = 20 is its own GP), its record holding the re-evaluation. No file of the
+    records names this machine's folders."""
+    records, work = tmp_path / "records", tmp_path / "work"
+    work.mkdir()
+    args = ("fashion_mnist", "--tier", "quick", "--worktree", str(worktree), "--workdir", str(work), "--records",
+            str(records), "--commit", "HEAD", "--deltas", "1", "--threads", "1", "--hours", "3")
+    out = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    made = {p: json.loads((records / "mnist" / p / "delta1.0" / "metrics.json").read_text())["run"]
-            for p in ("kron", "kron_dampened")}
-    assert {run["commit"] for run in made.values()} == {"test"}
-    assert made["kron_dampened"]["training"]["from_fit_cache"] == 1.0  # the δ's network trained once
-    assert made["kron_dampened"]["theta_sha256"] == made["kron"]["theta_sha256"]
-    for posterior in made:
-        with open(records / "mnist" / posterior / "index.csv", newline="") as f:
+    posteriors = ("kron", "kron_dampened", "diag", "last_layer")
+    made = {p: json.loads((records / "fashion_mnist" / p / "delta1.0" / "metrics.json").read_text())["run"]
+            for p in posteriors}
+    assert {run["commit"] for run in made.values()} == {commit()}
+    assert made["kron"]["training"].get("from_fit_cache") is None
+    for posterior in posteriors[1:]:  # the δ's network trained once
+        assert made[posterior]["training"]["from_fit_cache"] == 1.0
+        assert made[posterior]["theta_sha256"] == made["kron"]["theta_sha256"]
+    evals = [json.loads(p.read_text()) for p in (records / "fashion_mnist" / "kron" / "delta1.0").glob(
+        "evals/*/metrics.json")]
+    assert [d["run"]["changes"]["predictive.gp_subset_size"] for d in evals] == [10]
+    assert {"accuracy", "nll", "ood_auc"} <= set(evals[0]["metrics"]["test"]["gp"])
+    for posterior in posteriors:
+        with open(records / "fashion_mnist" / posterior / "index.csv", newline="") as f:
             rows = list(csv.DictReader(f))
-        assert [(row["status"], row["run_dir"]) for row in rows] == [("trained", "delta1.0")]  # no machine's path
-    assert not list(records.rglob("*.pt")) and not list(records.rglob("*.npz"))
-    again = campaign(*args, env=env)  # every run recorded: nothing to train
-    assert again.returncode == 0 and again.stdout == ""
+        assert [(row["status"], row["run_dir"]) for row in rows] == [("trained", "delta1.0")]
+    files = [p for p in records.rglob("*") if p.is_file()]
+    assert not [p for p in files if p.suffix in (".pt", ".npz")]
+    assert not [p for p in files if str(tmp_path) in p.read_text(errors="replace")]
+    again = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})  # every run recorded: nothing to do
+    assert again.returncode == 0 and again.stdout == "" and again.stderr == ""
+
+
+def test_a_failed_run_stops_the_campaign_and_leaves_the_records_alone(tmp_path, worktree):
+    records, work = tmp_path / "records", tmp_path / "work"
+    work.mkdir()
+    out = campaign("mnist", "--tier", "quick", "--worktree", str(worktree), "--workdir", str(work), "--records",
+                   str(records), "--commit", "HEAD", "--deltas", "1", "--hours", "3",
+                   env={"BNNPRED_DATA_DIR": str(tmp_path / "no data")})
+    assert out.returncode == 1 and "mnist kron δ=1" in out.stdout and "kron δ=1 failed (exit status" in out.stderr
+    assert "kron_dampened" not in out.stdout and not records.exists()

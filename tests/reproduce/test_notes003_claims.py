@@ -3,9 +3,12 @@ including empty ones."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 from helpers import answered, declared, verdicts
 
+from bnnpred.app.run_files import write_manifest
 from bnnpred.reproduce import notes003, notes003_images
 
 NA = "not applicable"
@@ -135,3 +138,39 @@ def test_a_gp_that_is_maps_copy_passes_none_of_its_criteria():
     # a GP that collapsed onto MAP differs from it only by Monte Carlo noise: 5e-4 in NLL is not a GP that moved
     copy.loc[notes003_images.ROWS["kron", "gp"], "nll"] += 5e-4
     assert verdicts(notes003_images.table_claims(copy))[4:6] == ["does not hold", "does not hold"]
+
+
+RUN = {"dataset": "fashion_mnist", "task": "multiclass", "model": "3c3d", "inference": "laplace_ggn", "seed": 117}
+
+
+def gp_run(folder, kinds: list[str], gp_metrics: dict) -> str:
+    """A finished run (or re-evaluation) whose config names its predictives and GP's M, and its test GP metrics."""
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(f"seed: 0\npredictive:\n  kinds: [{', '.join(kinds)}]\n  gp_subset_size: 20\n")
+    (folder / "metrics.json").write_text(json.dumps({"run": {"key": folder.name, **RUN}, "info": {},
+                                                     "metrics": {"test": {"gp": gp_metrics}}}))
+    (folder / "posterior.pt").write_bytes(b"0")
+    write_manifest(folder)
+    return str(folder)
+
+
+def test_fig5_10_reads_the_runs_own_gp_at_its_m_and_re_evaluates_the_others(tmp_path):
+    """The run's own GP (M = 20 here) is Fig 5.10's point at that M: the same network, points and prior factors, so
+    the campaign that makes the re-evaluations where the posterior is skips it; every other M is a re-evaluation."""
+    metrics = {"accuracy": 0.9, "nll": 0.3, "ece": 0.02, "ood_auc": 0.8}
+    run = gp_run(tmp_path / "run", ["map", "gp"], metrics)
+    asked = []
+
+    class Stub:
+        def pick(self, quick, cpu, full=None):
+            return quick
+
+        def evaluate(self, run_dir, *overrides):
+            asked.append(overrides)
+            return gp_run(tmp_path / "evals" / str(len(asked)), ["gp"], {**metrics, "ood_auc": 0.7})
+
+    chosen = pd.DataFrame({"row": ["MAP"], "split": ["test"], "seed": [117], "run_dir": [run]})
+    frame = notes003_images.gp_by_subset_size(Stub(), chosen)
+    assert asked == [notes003_images.gp_overrides(10)] == [("predictive.kinds=[gp]", "predictive.gp_subset_size=10")]
+    assert frame[["M", "ood_auc"]].values.tolist() == [[10, 0.7], [20, 0.8]] and frame["folder"].iloc[1] == run
+    assert notes003_images.own_gp(run) == 20 and notes003_images.own_gp(gp_run(tmp_path / "nogp", ["map"], {})) is None
