@@ -117,8 +117,10 @@ def pending_section(r: Reproduction, waiting: list[str]) -> list[str]:
             "continues it from the committed records, reading the sweeps another device made whole (each section's "
             "scale line names its devices) and training the others on its own, when it runs at the code its runs "
             "name (the Runs section's code digest; a worktree at its commit): a change to the computing code changes "
-            "every run key, and then every sweep of that device trains again. What each sweep costs on one H100 and "
-            "on the CPU: bench/README.md (the notes-004 Table 2 campaign).", ""]
+            "every run key, and then every sweep of that device trains again. On the CPU, where a sweep outlasts a "
+            "working session, `bench/cpu/notes004_campaign.py SET --hours H` continues a set one δ at a time, each "
+            "run's record written as it ends. What each sweep costs on one H100 and on the CPU: bench/README.md (the "
+            "notes-004 Table 2 campaign).", ""]
 
 
 def labelled(frame: pd.DataFrame, rows: dict[tuple[str, str], str]) -> pd.DataFrame:
