@@ -498,6 +498,10 @@ def reproduce_command(args: list[str]) -> None:
                              "records and run folders) say that what it lacks ends within this many hours; a study "
                              "stops before the first that does not (run it again to go on), and the command then "
                              "exits with status 3")
+    parser.add_argument("--from-records", action="store_true",
+                        help="build every page from its runs' records (written as each sweep ends, read back on "
+                             "any machine), as the studies marked so are: a study whose committed page predates "
+                             "records is rerun across machines with it")
     ns = parser.parse_args(args)
     if ns.pdf:
         from bnnpred.app.report import figures
@@ -508,7 +512,7 @@ def reproduce_command(args: list[str]) -> None:
     device_runs = "" if ns.device in (None, "cpu") else f"-{ns.device}"
     runs = Path(ns.runs or ("runs/reproduce-quick" if quick else "runs/reproduce") + device_runs)
     out = Path(ns.out or (runs / "outputs" if quick else "outputs/full" if tier is Tier.full else "outputs"))
-    made = reproduce(ns.studies, tier, runs, out, ns.jobs, ns.report_only, ns.device, ns.hours)
+    made = reproduce(ns.studies, tier, runs, out, ns.jobs, ns.report_only, ns.device, ns.hours, ns.from_records)
     for page in made.pages:
         print(page)
     if made.stopped:

@@ -13,6 +13,9 @@
 #
 # On CPU, at a tiny size (tests/reproduce/test_gpu_campaign.py):
 #   DEVICE=cpu TIER=quick OUT=campaign-out bench/gpu/campaign.sh notes004_table2 600 1
+# On CPU, a page made before run records were committed, rerun a few hours at a time in a worktree at one commit
+# (copy the records committed so far into its outputs/STUDY/runs/ first, and untar the archive back after):
+#   DEVICE=cpu FROM_RECORDS=1 OUT=../rerun-out bench/gpu/campaign.sh notes001 9000 2
 #
 # Exit status: the study's (0 when it finished), or 0 when stopped at the budget with its records written.
 set -u
@@ -43,8 +46,9 @@ mkdir -p "$runs" && cd "$runs"  # the runs' relative paths (the fit cache) stay 
 
 # the study in a session of its own, so that the budget stops its sweeps' workers too (setsid does not fork here:
 # a background job of a script without job control is no process group leader, so $! is the new group's leader)
+# (FROM_RECORDS=1: a study whose page predates records, rerun from the records of earlier calls: issue 33's reruns)
 setsid "$python" -m bnnpred.cli reproduce "$study" --tier "$tier" --device "$device" --runs "$runs" \
-  --out "$work/outputs" --jobs "$jobs" >>"$log" 2>&1 &
+  --out "$work/outputs" --jobs "$jobs" ${FROM_RECORDS:+--from-records} >>"$log" 2>&1 &
 group=$!
 deadline=$((SECONDS + budget))
 while kill -0 "$group" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 2; done

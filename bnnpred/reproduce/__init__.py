@@ -47,14 +47,15 @@ class Made:
 
 
 def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, report_only: bool,
-              device: str | None = None, hours: float | None = None) -> Made:
+              device: str | None = None, hours: float | None = None, from_records: bool = False) -> Made:
     """Make the pages of ``names`` (all studies if empty) with their ``claims.json``, the index ``out/README.md``,
     the checklist index ``out/checklist.md`` and the verdicts table of the README beside ``out``; returns the
     pages and the studies stopped. ``device`` (cpu, cuda) is where a study built from records trains and whose
     records its page reads; by default the CPU, or when only rebuilding, the device its committed page was made
     from. With ``hours``, training that its earlier runs say would not end inside that many hours (from now, for
     all the studies) is not started: its study stops there, its page left as it was, and says what is left
-    (:mod:`bnnpred.reproduce.budget`)."""
+    (:mod:`bnnpred.reproduce.budget`). ``from_records`` builds every study from its run records, as those marked
+    so are: how a study whose committed page predates records is rerun across machines."""
     for name in names:
         if name not in STUDIES:
             raise unknown_choice("study", name, STUDIES)
@@ -69,7 +70,8 @@ def reproduce(names: list[str], tier: Tier, runs: Path, out: Path, jobs: int, re
     for study in chosen:
         r = Reproduction(runs=runs, out=out / study.name, tier=tier, jobs=jobs, report_only=report_only,
                          device=device or (page_device(out / study.name) if report_only else "cpu"),
-                         from_records=study.from_records, keeps_traces=study.keeps_traces, budget=budget)
+                         from_records=study.from_records or from_records, keeps_traces=study.keeps_traces,
+                         budget=budget)
         try:
             made.pages.append(make_page(study, r))
         except OutOfTime as e:
@@ -93,7 +95,7 @@ def make_page(study: Study, r: Reproduction) -> Path:
     sections = [study.make(r), r.runs_section(), r.failures_section()]
     page = write_text(r.out / "README.md", "\n\n".join(part.strip() for part in sections if part) + "\n")
     write_json(r.out / "claims.json", {"study": study.name, "tier": r.tier.value,
-                                       **({"device": r.device} if study.from_records else {}),
+                                       **({"device": r.device} if r.from_records else {}),
                                        "claims": claims_json(r.claims)})
     return page
 

@@ -293,6 +293,22 @@ def test_the_command_stopped_by_its_budget_exits_with_status_3(monkeypatch, caps
     assert stop.value.code == cli.STOPPED_FOR_TIME == 3 and "stopped for time: tiny" in capsys.readouterr().out
 
 
+def test_a_study_whose_page_predates_records_is_built_from_them_with_the_flag_and_continued_elsewhere(
+        tmp_path, monkeypatch):
+    """``reproduce --from-records`` (issue 33's reruns of pages made before records): a study not marked so writes
+    its records as its sweeps end and reads its page from them, and a rerun on a new machine (no run folders)
+    trains nothing they hold; without the flag it writes none."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(reproduce_module, "STUDIES", {"tiny": dataclasses.replace(STUDY, from_records=False)})
+    page = build(tmp_path, "plain")
+    assert not (tmp_path / "outputs" / "tiny" / "runs").exists() and "from the records" not in page
+    cli.main(["reproduce", "tiny", "--from-records", "--jobs", "1", "--runs", "first", "--out", "outputs"])
+    page = (tmp_path / "outputs" / "tiny" / "README.md").read_text()
+    assert "from the records of its runs" in page and len(find_runs([records(tmp_path)])) == 3
+    cli.main(["reproduce", "tiny", "--from-records", "--jobs", "1", "--runs", "second", "--out", "outputs"])
+    assert trained(tmp_path / "second") == [] and (tmp_path / "outputs" / "tiny" / "README.md").read_text() == page
+
+
 @pytest.mark.parametrize("args", [["--hours", "0"], ["--hours", "2", "--report-only"]])
 def test_a_budget_that_is_not_positive_or_with_a_rebuild_is_one_line(tmp_path, args):
     out = bnnpred("reproduce", "identities", "--out", str(tmp_path / "outputs"), *args, cwd=tmp_path)
