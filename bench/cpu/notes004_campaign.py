@@ -35,9 +35,11 @@ from pathlib import Path
 from bnnpred.app.compose import predictive_overrides
 from bnnpred.app.records import export_records
 from bnnpred.app.run_index import INDEX, copy_relative
+from bnnpred.app.run_record import NotFinished
 from bnnpred.app.runner import CHECKPOINTS
 from bnnpred.app.saved_runs import eval_folder
 from bnnpred.errors import BnnpredError
+from bnnpred.provenance import COMMIT_VARIABLE
 from bnnpred.reproduce import notes003_images
 from bnnpred.reproduce import notes004_table2 as study
 from bnnpred.reproduce.budget import longest_evaluation
@@ -88,12 +90,13 @@ def recorded_runs(records: Path) -> list[dict]:
 
 def training(run: dict) -> float | None:
     """The seconds a recorded run spent training its network (0 when it came from the fit cache), or None when the
-    record cannot say: a run resumed mid-training counts only its last process in ``seconds``."""
+    record cannot say: the training's clock counts every process, the run's ``seconds`` and ``fit_seconds`` (its
+    training and posterior) only the last, so a training longer than the last process's fit was resumed."""
     trained = run.get("training") or {}
     if trained.get("from_fit_cache"):
         return 0.0
     seconds = trained.get("seconds", 0.0)
-    return seconds if seconds < run["seconds"] else None
+    return seconds if seconds < run.get("fit_seconds", run["seconds"]) or not seconds else None
 
 
 def estimate(records: Path, commit: str, posterior: str, map_here: bool) -> float:
@@ -102,7 +105,8 @@ def estimate(records: Path, commit: str, posterior: str, map_here: bool) -> floa
     training of those records; :data:`GUESS` where there are none (records of other code time other code)."""
     def of_commit(posteriors: str) -> list[dict]:
         return [run for folder in sorted(records.glob(f"*/{posteriors}")) for run in recorded_runs(folder)
-                if run["commit"] == commit and training(run) is not None]
+                if commit.startswith(run["commit"]) | run["commit"].startswith(commit)  # hashes of any length
+                and training(run) is not None]
 
     after = max((run["seconds"] - training(run) for run in of_commit(posterior)),
                 default=GUESS.get(posterior, 1200.0))
@@ -127,7 +131,8 @@ def bnnpred(worktree: Path, workdir: Path, *args: str) -> int:
     """``bnnpred ARGS`` with the worktree's code, in ``workdir`` (its ``runs/`` and fit cache, ``runs/fit_cache``,
     relative to it: the overrides go into the committed index, which must name no machine's paths)."""
     command = [sys.executable, "-m", "bnnpred.cli", *args, "device=cpu", "progress=true"]
-    return subprocess.run(command, cwd=workdir, env={**os.environ, "PYTHONPATH": str(worktree)}).returncode
+    env = {name: value for name, value in os.environ.items() if name != COMMIT_VARIABLE}  # the worktree's own commit
+    return subprocess.run(command, cwd=workdir, env={**env, "PYTHONPATH": str(worktree)}).returncode
 
 
 def train_args(name: str, posterior: str, overrides: tuple[str, ...], tier: str, delta: float,
@@ -204,6 +209,8 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         raise Refused(f"--threads {args.threads}: give at least 1")
     if any(not (math.isfinite(d) and d > 0) for d in args.deltas) or len(set(args.deltas)) < len(args.deltas):
         raise Refused(f"--deltas {' '.join(map(str, args.deltas))}: give distinct positive prior precisions")
+    if args.workdir is not None and not args.workdir.is_dir():
+        raise Refused(f"--workdir {args.workdir} is not a folder: make it, or leave it out (the worktree)")
     if args.tier != "cpu" and args.records.resolve() == RECORDS.resolve():
         raise Refused(f"--tier {args.tier} would write its small runs among the campaign's records: give --records")
     return args
@@ -265,7 +272,7 @@ def campaign(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     try:
         return campaign(arguments(argv))
-    except (Refused, BnnpredError) as e:
+    except (Refused, BnnpredError, NotFinished) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -35,7 +35,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export BNNPRED_DATA_DIR=${BNNPRED_DATA_DIR:-$PWD/.data}
 export PYTHONUNBUFFERED=1
 # beside the temporary folders, and the same on every call: a second call on a still-warm machine resumes its runs
-runs=$(realpath -m "${RUNS:-$(dirname "$work")/campaign-runs}")
+runs=$(realpath -m "${RUNS:-$(dirname "$work")/campaign-runs-$study}")  # its own: all of it is exported at the budget
 mkdir -p "$work/outputs" "$out"
 [ -d "outputs/$study" ] && cp -r "outputs/$study" "$work/outputs/"  # its committed records: finished runs skipped
 log=$out/campaign.log  # in $OUT from the start: it comes back even if the call is cut off
@@ -48,7 +48,7 @@ mkdir -p "$runs" && cd "$runs"  # the runs' relative paths (the fit cache) stay 
 # a background job of a script without job control is no process group leader, so $! is the new group's leader)
 # (FROM_RECORDS=1: a study whose page predates records, rerun from the records of earlier calls: issue 33's reruns)
 setsid "$python" -m bnnpred.cli reproduce "$study" --tier "$tier" --device "$device" --runs "$runs" \
-  --out "$work/outputs" --jobs "$jobs" ${FROM_RECORDS:+--from-records} >>"$log" 2>&1 &
+  --out "$work/outputs" --jobs "$jobs" $([ "${FROM_RECORDS:-0}" = 1 ] && echo --from-records) >>"$log" 2>&1 &
 group=$!
 deadline=$((SECONDS + budget))
 while kill -0 "$group" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 2; done

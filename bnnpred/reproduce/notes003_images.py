@@ -278,8 +278,9 @@ def gp_by_subset_size(r: Reproduction, chosen: pd.DataFrame) -> pd.DataFrame:
     runs = chosen[(chosen["row"] == "MAP") & (chosen["split"] == "test")]
     rows = []
     for seed, run_dir in zip(runs["seed"], runs["run_dir"], strict=True):
+        own = own_gp(run_dir)
         for M in r.pick(quick=QUICK_GP_M, cpu=GP_M):
-            folder = run_dir if M == own_gp(run_dir) else r.evaluate(run_dir, *gp_overrides(M))
+            folder = run_dir if M == own else r.evaluate(run_dir, *gp_overrides(M))
             test = document(folder, EVAL_FILES)["metrics"]["test"]["gp"]
             rows.append({"seed": seed, "M": M, "folder": str(folder), **{m: test[m] for m in METRICS}})
     frame = pd.DataFrame(rows)

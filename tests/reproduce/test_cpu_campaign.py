@@ -26,11 +26,11 @@ def commit(of: str = "HEAD") -> str:
 
 
 def fake_record(records: Path, posterior: str, delta: float, seconds: float, training: dict | None,
-                at: str | None = None, name: str = "mnist") -> None:
+                at: str | None = None, name: str = "mnist", **run: float) -> None:
     folder = records / name / posterior / f"delta{delta}"
     folder.mkdir(parents=True)
     (folder / "metrics.json").write_text(json.dumps({"run": {"commit": at or commit(), "seconds": seconds,
-                                                             "training": training}}))
+                                                             "training": training, **run}}))
 
 
 def plan_lines(out: str) -> list[str]:
@@ -65,6 +65,8 @@ def test_the_plan_skips_recorded_runs_and_times_each_from_the_records_of_its_com
 def test_a_record_resumed_mid_training_does_not_time_the_stages_after_it(tmp_path):
     records = tmp_path / "records"
     fake_record(records, "kron", 1.0, 500.0, {"seconds": 3000.0})  # seconds of its last process only
+    # its last process trained for less than the training's clock says (fit_seconds: training and posterior)
+    fake_record(records, "kron", 100.0, 5000.0, {"seconds": 2000.0}, fit_seconds=1000.0)
     out = campaign("mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "10",
                    "--hours", "9")
     assert plan_lines(out.stdout)[0] == f"mnist kron δ=10 (about 8100 s) at {commit()}"  # the guesses: 3600 + 4500
