@@ -104,7 +104,7 @@ def test_refinement_iterates_equal_those_of_the_dense_product(structure, iterati
         laplace = laplace_at(problem, train_map(problem, cfg.map), cfg.structure, Curvature.ggn)
         fits.append(run_ngvi(linearized_problem(problem, laplace.theta), cfg, estimate, start=laplace.posterior))
     new, old = fits
-    assert (new.posterior.mean - old.posterior.mean).norm() > 0 or iterations == 0
+    assert (new.posterior.mean - laplace.posterior.mean).norm() > 1e-6  # the iterates moved: equal is no tie
     torch.testing.assert_close(new.posterior.mean, old.posterior.mean, rtol=1e-10, atol=1e-12)
     scale = float(old.posterior.dense_precision().abs().max())
     torch.testing.assert_close(new.posterior.dense_precision(), old.posterior.dense_precision(), rtol=0,

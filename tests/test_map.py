@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 from bnnpred.app.compose import compose
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
+from bnnpred.inference import map_finish
 from bnnpred.inference.base import Problem
 from bnnpred.inference.map import MapConfig, Schedule, train_map
 from bnnpred.inference.map_finish import Finish, _armijo, log_joint_grad_norm, sum_neg_log_joint
@@ -55,23 +56,25 @@ def test_the_finish_reaches_its_tolerance_at_the_known_optimum_of_logistic_regre
     assert float((fit.theta - w_star).norm()) <= bound + 1e-12
 
 
-def test_the_line_search_refuses_a_shortened_step_that_leaves_the_objective_equal():
+def test_the_line_search_refuses_a_shortened_step_that_leaves_the_objective_equal(monkeypatch):
     """At the optimum of logistic regression, a descent direction of length 1e-3 along the (rounding-sized)
     gradient overshoots at t = 1; after ~30 halvings the step is ~1e-12 long and the objective is equal in float64,
     which passes ``f ≤ f₀ + c·t·gᵀd`` on rounding alone. Accepting it stalled the Newton finish at its iteration
     cap (one run: ‖∇‖ ≈ 1e-8 for 2,000 iterations of 2.9 s); the search now reports no step, so Newton raises its
-    damping and ends. A full step is still taken on equality (it shrinks the gradient)."""
-    problem, _ = tiny_problem("bernoulli", depth=0, n=60, d=3, delta=0.5)
-    problem.X, problem.prior_precision = problem.X.double(), problem.prior_precision.double()
-    problem.model.module.double()
-    w_star, _ = newton_optimum(problem)
-    value = float(sum_neg_log_joint(problem, w_star))
-    gradient = torch.func.grad(lambda t: sum_neg_log_joint(problem, t))(w_star)
-    step = -1e-3 * gradient / gradient.norm()
-    slope = float(gradient @ step)
-    assert slope < 0 and float(sum_neg_log_joint(problem, w_star + 2.0**-29 * step)) == value
-    assert _armijo(problem, w_star, step, value, slope) is None
-    assert _armijo(problem, w_star, -1e-20 * gradient, value, float(gradient @ (-1e-20 * gradient))) == 1.0
+    damping and ends. A shortened step that lowers the objective, even by one rounding, is taken, and a full step
+    on equality (it shrinks the gradient). Which shortened steps round lower depends on the machine's arithmetic,
+    so the objective here is set per step: overshooting at t = 1, then as given."""
+    value, slope, theta, step = 34.8, -1.8e-18, torch.zeros(1, dtype=torch.float64), torch.ones(1, dtype=torch.float64)
+
+    def searched(at_shorter_steps: dict[float, float]) -> float | None:
+        objective = {1.0: value + 1.0, **at_shorter_steps}
+        monkeypatch.setattr(map_finish, "sum_neg_log_joint",
+                            lambda problem, at: torch.tensor(objective.get(float(at[0]), value)))
+        return _armijo(None, theta, step, value, slope)
+
+    assert searched({}) is None  # every shortened step leaves it equal
+    assert searched({2.0**-27: value - 7e-15}) == 2.0**-27  # one rounding lower at the 27th halving
+    assert searched({1.0: value}) == 1.0  # a full step on equality
 
 
 @pytest.mark.parametrize("value", [0.0, -1e-6])
