@@ -3,6 +3,7 @@ started only when earlier records of its commit say it ends inside the budget, i
 one commit, in a worktree at that commit."""
 
 import csv
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,8 +17,25 @@ SCRIPT = REPO / "bench" / "cpu" / "notes004_campaign.py"
 
 
 def campaign(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The script in a process of its own (the runs it trains)."""
     return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True,
                           timeout=600, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def planned(monkeypatch, capsys):
+    """The script's ``main`` in this process (a plan or a refusal, nothing trained): its exit status and output."""
+    spec = importlib.util.spec_from_file_location("notes004_campaign", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.chdir(REPO)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        status = script.main(list(args))
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(args, status, out.out, out.err)
+
+    return run
 
 
 def commit(of: str = "HEAD") -> str:
@@ -37,7 +55,7 @@ def plan_lines(out: str) -> list[str]:
     return [line.split(" ", 2)[2] for line in out.splitlines() if line.startswith("notes004_campaign: 2")]
 
 
-def test_the_plan_skips_recorded_runs_and_times_each_from_the_records_of_its_commit(tmp_path):
+def test_the_plan_skips_recorded_runs_and_times_each_from_the_records_of_its_commit(tmp_path, planned):
     records, head = tmp_path / "records", commit()
     fake_record(records, "kron", 1.0, 100.0, {"seconds": 60.0})  # 40 s after its network
     fake_record(records, "kron_dampened", 10.0, 30.0, {"seconds": 60.0, "from_fit_cache": 1.0})  # none trained
@@ -45,51 +63,51 @@ def test_the_plan_skips_recorded_runs_and_times_each_from_the_records_of_its_com
     fake_record(records, "kron", 1.0, 9999.0, None, at=commit("HEAD~1"), name="fashion_mnist")
     fake_record(records, "kron", 10.0, 130.0, {"seconds": 60.0}, name="fashion_mnist")  # 70 s after its network
     dry = ("mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1", "10", "100")
-    out = campaign(*dry, "--hours", "1")
+    out = planned(*dry, "--hours", "1")
     assert out.returncode == 0, out.stderr
     assert plan_lines(out.stdout) == [
         f"mnist kron_dampened δ=1 (about 90 s) at {head}",  # its network is not on this machine: trained again
         f"mnist kron δ=10 (about 130 s) at {head}",  # δ = 10's dampened run is recorded
         f"mnist kron δ=100 (about 130 s) at {head}",
         f"mnist kron_dampened δ=100 (about 30 s) at {head}"]  # the network of δ = 100's kron run, from the cache
-    out = campaign(*dry, "--hours", str(150 / 3600))
+    out = planned(*dry, "--hours", str(150 / 3600))
     assert plan_lines(out.stdout) == [f"mnist kron_dampened δ=1 (about 90 s) at {head}"]
     assert "notes004_campaign: kron δ=10 not started: about 130 s, 60 s of the budget left" in out.stdout
     # a run whose network this machine has (a finished run of its δ in the run folders) is timed without training
     (tmp_path / "runs" / "notes004_table2" / "mnist" / "kron" / "delta1.0").mkdir(parents=True)
     (tmp_path / "runs" / "notes004_table2" / "mnist" / "kron" / "delta1.0" / "metrics.json").write_text("{}")
-    out = campaign(*dry, "--hours", "1")
+    out = planned(*dry, "--hours", "1")
     assert plan_lines(out.stdout)[0] == f"mnist kron_dampened δ=1 (about 30 s) at {head}"
 
 
-def test_a_record_resumed_mid_training_does_not_time_the_stages_after_it(tmp_path):
+def test_a_record_resumed_mid_training_does_not_time_the_stages_after_it(tmp_path, planned):
     records = tmp_path / "records"
     fake_record(records, "kron", 1.0, 500.0, {"seconds": 3000.0})  # seconds of its last process only
     # its last process trained for less than the training's clock says (fit_seconds: training and posterior)
     fake_record(records, "kron", 100.0, 5000.0, {"seconds": 2000.0}, fit_seconds=1000.0)
-    out = campaign("mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "10",
+    out = planned("mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "10",
                    "--hours", "9")
     assert plan_lines(out.stdout)[0] == f"mnist kron δ=10 (about 8100 s) at {commit()}"  # the guesses: 3600 + 4500
 
 
-def test_a_set_is_one_campaign_at_one_commit_and_bad_input_is_one_line(tmp_path):
+def test_a_set_is_one_campaign_at_one_commit_and_bad_input_is_one_line(tmp_path, planned):
     records = tmp_path / "records"
     cases = [(("--commit", "nosuchcommit"), "git rev-parse --short nosuchcommit^{commit}:"),
              ((), "no CPU records of mnist"), (("--hours", "nan"), "--hours nan: give a positive number of hours"),
              (("--deltas", "1", "1"), "give distinct positive prior precisions"),
              (("--threads", "0"), "--threads 0: give at least 1")]
     for extra, message in cases:
-        out = campaign("mnist", "--dry", "--records", str(records), *extra)
+        out = planned("mnist", "--dry", "--records", str(records), *extra)
         assert out.returncode == 2 and message in out.stderr and out.stderr.count("\n") == 1, (extra, out.stderr)
-    out = campaign("mnist", "--tier", "quick", "--dry", "--commit", commit())
+    out = planned("mnist", "--tier", "quick", "--dry", "--commit", commit())
     assert out.returncode == 2 and "give --records" in out.stderr
     fake_record(records, "kron", 1.0, 100.0, None)
-    out = campaign("mnist", "--dry", "--records", str(records), "--commit", commit("HEAD~1"))
+    out = planned("mnist", "--dry", "--records", str(records), "--commit", commit("HEAD~1"))
     assert out.returncode == 2 and f"made at {commit()}, not {commit('HEAD~1')}" in out.stderr
     full = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    assert campaign("mnist", "--dry", "--records", str(records), "--commit", full).returncode == 0  # any spelling
+    assert planned("mnist", "--dry", "--records", str(records), "--commit", full).returncode == 0  # any spelling
     fake_record(records, "kron", 10.0, 100.0, None, at=commit("HEAD~1"))
-    out = campaign("mnist", "--dry", "--records", str(records))
+    out = planned("mnist", "--dry", "--records", str(records))
     assert out.returncode == 2 and "name several commits" in out.stderr
 
 
