@@ -6,7 +6,7 @@ BNNPRED := $(VENV)/bin/bnnpred
 # The real data root; tests that need it skip when it is absent.
 export BNNPRED_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup run test lint bench reproduce-quick reproduce-tables reproduce-full clean
+.PHONY: setup run test test-slow lint bench reproduce-quick reproduce-tables reproduce-full clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ run: setup
 TEST_WORKERS ?= auto
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# the tests marked slow (a whole study or campaign script end to end on the real data, minutes each), which `make test` skips
+test-slow: setup
+	BNNPRED_SLOW_TESTS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m slow
 
 lint: setup
 	$(VENV)/bin/ruff check bnnpred tests bench

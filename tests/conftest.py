@@ -3,6 +3,10 @@
 - ``isolated_cwd``: every test runs in its own temporary folder.
 - ``data_root``: the real data folder (``BNNPRED_DATA_DIR``, else ``shared/data`` next to the repository);
   skips the test when it is absent and points ``BNNPRED_DATA_DIR`` at it for the test's duration.
+
+Tests marked ``slow`` (a whole study or campaign script end to end on the real data: minutes each on 2 cores)
+are skipped with that reason unless ``BNNPRED_SLOW_TESTS=1`` (``make test-slow``): ``make test``'s budget is 10
+minutes on 2 cores.
 """
 
 import os
@@ -12,6 +16,15 @@ import pytest
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs one worker per core: one thread each, for every process
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # it starts too (torch reads it when first imported)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("BNNPRED_SLOW_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: a whole study or campaign script end to end; `make test-slow` runs it")
+    for test in items:
+        if "slow" in test.keywords:
+            test.add_marker(skip)
 
 
 @pytest.fixture

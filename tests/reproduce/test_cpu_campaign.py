@@ -121,6 +121,7 @@ def worktree(tmp_path):
     subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=REPO, capture_output=True)
 
 
+@pytest.mark.slow
 @pytest.mark.data
 def test_a_delta_of_a_set_trains_each_posterior_once_and_writes_its_records(tmp_path, data_root, worktree):
     """Fashion-MNIST at the quick tier's size, one δ: the Kronecker run trains the network, the dampened, diagonal

@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 @pytest.mark.data
 def test_the_campaign_stops_at_its_budget_and_returns_the_records_it_finished(tmp_path, data_root):
     env = {**os.environ, "DEVICE": "cpu", "TIER": "quick", "OUT": str(tmp_path / "out"), "RUNS": str(tmp_path / "runs"),

@@ -436,6 +436,7 @@ def test_kept_numbers_come_back_as_float64_with_nan_where_they_were_not_finite()
     assert back[1:].isnan().all()
 
 
+@pytest.mark.slow
 @pytest.mark.data
 def test_a_page_that_reads_predictions_and_posteriors_is_rebuilt_from_its_records_and_kept_numbers(
         tmp_path, data_root, monkeypatch):
