@@ -24,12 +24,13 @@ run: setup
 
 # one worker per core (TEST_WORKERS=0: in this process), each test file on one worker so its fixtures are made once
 TEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PYTEST)
 
-# the tests marked slow (a whole study or campaign script end to end on the real data, minutes each), which `make test` skips
+# the tests marked slow (a whole study or campaign script on the real data, minutes each), which `make test` skips
 test-slow: setup
-	BNNPRED_SLOW_TESTS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m slow
+	BNNPRED_SLOW_TESTS=1 $(PYTEST) -m slow
 
 lint: setup
 	$(VENV)/bin/ruff check bnnpred tests bench

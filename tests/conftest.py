@@ -18,12 +18,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs one worker per cor
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # it starts too (torch reads it when first imported)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skips the tests marked ``slow`` unless ``BNNPRED_SLOW_TESTS=1``."""
     if os.environ.get("BNNPRED_SLOW_TESTS") == "1":
         return
     skip = pytest.mark.skip(reason="slow: a whole study or campaign script end to end; `make test-slow` runs it")
     for test in items:
-        if "slow" in test.keywords:
+        if test.get_closest_marker("slow"):
             test.add_marker(skip)
 
 
