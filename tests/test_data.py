@@ -26,6 +26,7 @@ from bnnpred.data.toy import (
     load_snelson,
     load_snelson_gap,
     load_two_moons,
+    moons,
     snelson_function,
 )
 from bnnpred.data.uci import (
@@ -59,6 +60,15 @@ def test_two_moons_deterministic_by_seed_and_splits_differ():
     assert _same(a, b)
     assert not torch.equal(a.X_train, c.X_train)
     assert not torch.equal(a.X_train, a.X_valid)
+
+
+@pytest.mark.parametrize("n, noise, seed", [(150, 0.3, 0), (1001, 0.1, 7), (1, 0.0, 3)])
+def test_two_moons_are_scikit_learns_to_the_bit(n, noise, seed):
+    from sklearn.datasets import make_moons
+
+    x, y = moons(n, noise, np.random.RandomState(seed))
+    x_ref, y_ref = make_moons(n_samples=n, shuffle=True, noise=noise, random_state=seed)
+    assert np.array_equal(x, x_ref) and np.array_equal(y, y_ref) and y.dtype == y_ref.dtype
 
 
 # --- counts ---------------------------------------------------------------------------------------------

@@ -3,15 +3,18 @@ checks measured once per session, and a finished run's files."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
+import pickle
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
 import torch
 
-from bnnpred.app.run_files import write_manifest
+from bnnpred.app.run_files import locked, write_manifest
 from bnnpred.reproduce import STUDIES
 from bnnpred.reproduce.claims import Claim
 from bnnpred.reproduce.identity_checks import single_thread
@@ -29,20 +32,45 @@ def declared(study: str) -> set[tuple[str, int]]:
     return {(i.notes, i.number) for i in STUDIES[study].items}
 
 
-@functools.cache
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    claims: list[Claim]
+    moved_random_state: bool  # whether measuring them moved torch's global random state
+
+
 def measured(module: ModuleType) -> list[Claim]:
-    """An :mod:`~bnnpred.reproduce.identity_checks` module's claims, measured once per test session (seconds)."""
-    with single_thread():
-        return module.claims()
+    """An :mod:`~bnnpred.reproduce.identity_checks` module's claims, measured once per test session
+    (:func:`measurement`)."""
+    return measurement(module).claims
 
 
-def afresh(module: ModuleType) -> list[Claim]:
-    """An identity-check module's claims measured now (not the session's :func:`measured`), checking that they
-    leave the global random state alone (the checks seed their own generators)."""
-    state = torch.random.get_rng_state()
-    claims = module.claims()
-    assert torch.equal(torch.random.get_rng_state(), state)
-    return claims
+@functools.cache
+def measurement(module: ModuleType) -> Measurement:
+    """An identity-check module's claims measured as the page measures them, once per test session (tens of
+    seconds). pytest-xdist's workers share it through a pickle in the temporary folder, written by whichever worker
+    asks first while the others wait on its lock."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        return _measure(module)
+    shared = Path(tempfile.gettempdir()) / f"bnnpred-identity-checks-{run}" / module.__name__
+    with locked(shared):
+        if (shared / "measurement.pkl").is_file():
+            return pickle.loads((shared / "measurement.pkl").read_bytes())
+        result = _measure(module)
+        (shared / "measurement.pkl").write_bytes(pickle.dumps(result))
+        return result
+
+
+def _measure(module: ModuleType) -> Measurement:
+    """One thread and torch's own default dtype (float32, not the tests' float64), as the page measures."""
+    state, dtype = torch.random.get_rng_state(), torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        with single_thread():
+            claims = module.claims()
+    finally:
+        torch.set_default_dtype(dtype)
+    return Measurement(claims, not torch.equal(torch.random.get_rng_state(), state))
 
 
 def finished_run(folder: Path, run: dict, finished_at: float = 0.0) -> Path:

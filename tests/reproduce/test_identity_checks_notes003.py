@@ -3,7 +3,7 @@ exactly those items, and the comparisons fail on broken inputs."""
 
 import pytest
 import torch
-from helpers import afresh
+from helpers import measured, measurement
 
 from bnnpred.predictive import gp_condition, gp_latent
 from bnnpred.reproduce.claims import Verdict
@@ -13,17 +13,22 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def measured():
-    return afresh(notes003)
+def claims():
+    return measured(notes003)
 
 
-def test_every_claim_holds(measured):
+def test_the_checks_leave_the_global_random_state_alone():
+    """They seed generators of their own: a page measured after other work gives the same numbers."""
+    assert not measurement(notes003).moved_random_state
+
+
+def test_every_claim_holds(claims):
     """Item 2's GLM = GP row also runs on Snelson, a data file: without it that row has no number."""
     snelson_absent = isinstance(notes003.snelson(), str)
-    failed = [f"{c.item} {c.text}: {c.verdict.value} ({c.numbers})" for c in measured if c.verdict is not Verdict.holds
+    failed = [f"{c.item} {c.text}: {c.verdict.value} ({c.numbers})" for c in claims if c.verdict is not Verdict.holds
               and not (snelson_absent and c.numbers == "no number for 1: Snelson")]
     assert not failed, "\n".join(failed)
-    assert snelson_absent or "Snelson: " in measured[2].numbers
+    assert snelson_absent or "Snelson: " in claims[2].numbers
 
 
 def test_without_the_snelson_file_item_2s_glm_gp_row_has_no_number(monkeypatch):
@@ -32,16 +37,16 @@ def test_without_the_snelson_file_item_2s_glm_gp_row_has_no_number(monkeypatch):
     assert (glm_gp.verdict, glm_gp.numbers) == (Verdict.not_applicable, "no number for 1: Snelson")
 
 
-def test_the_claims_cover_items_1_to_4_in_order(measured):
+def test_the_claims_cover_items_1_to_4_in_order(claims):
     parts = ["1"] * 2 + ["2"] * 3 + ["3", "4"]
-    assert [str(c.item) for c in measured] == [f"notes-003 #{part}" for part in parts]
+    assert [str(c.item) for c in claims] == [f"notes-003 #{part}" for part in parts]
 
 
-def test_a_second_call_gives_the_same_numbers_whatever_the_default_dtype(measured):
+def test_a_second_call_gives_the_same_numbers_whatever_the_default_dtype(claims):
     """The fixture measured under torch's default float32, this test runs under float64 (tests/conftest.py)."""
     assert torch.get_default_dtype() is torch.float64
     assert torch.equal(notes003.two_moons.__wrapped__().theta, notes003.two_moons().theta)  # the MAP afresh
-    assert [c.numbers for c in notes003.item2()] == [c.numbers for c in measured[2:5]]
+    assert [c.numbers for c in notes003.item2()] == [c.numbers for c in claims[2:5]]
 
 
 def test_a_perturbed_ggn_or_a_dropped_residual_term_does_not_hold():

@@ -3,7 +3,7 @@ exactly those items, and the comparisons fail on broken inputs."""
 
 import pytest
 import torch
-from helpers import afresh
+from helpers import measured, measurement
 
 from bnnpred.predictive import gp_condition, gp_latent
 from bnnpred.reproduce.claims import Verdict
@@ -14,24 +14,29 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def measured():
-    return afresh(notes004)
+def claims():
+    return measured(notes004)
 
 
-def test_every_claim_holds(measured):
-    failed = [f"{c.item} {c.text}: {c.verdict.value} ({c.numbers})" for c in measured if c.verdict is not Verdict.holds]
+def test_the_checks_leave_the_global_random_state_alone():
+    """They seed generators of their own: a page measured after other work gives the same numbers."""
+    assert not measurement(notes004).moved_random_state
+
+
+def test_every_claim_holds(claims):
+    failed = [f"{c.item} {c.text}: {c.verdict.value} ({c.numbers})" for c in claims if c.verdict is not Verdict.holds]
     assert not failed, "\n".join(failed)
 
 
-def test_the_claims_cover_items_1_to_3_in_order(measured):
+def test_the_claims_cover_items_1_to_3_in_order(claims):
     expected = ["1a", "1b", "1c", "1c", "1d", "2a", "2b", "2c", "2d", "2e", "2e", "2f", "3a", "3b"]
-    assert [str(c.item) for c in measured] == [f"notes-004 #{part}" for part in expected]
+    assert [str(c.item) for c in claims] == [f"notes-004 #{part}" for part in expected]
 
 
-def test_a_second_call_gives_the_same_numbers_whatever_the_default_dtype(measured):
+def test_a_second_call_gives_the_same_numbers_whatever_the_default_dtype(claims):
     """The fixture measured under torch's default float32, this test runs under float64 (tests/conftest.py)."""
     assert torch.get_default_dtype() is torch.float64
-    assert [c.numbers for c in notes004.claims()] == [c.numbers for c in measured]
+    assert [c.numbers for c in notes004.claims()] == [c.numbers for c in claims]
 
 
 def test_a_wrong_jacobian_or_a_network_with_a_hidden_layer_does_not_hold():
