@@ -107,6 +107,26 @@ class FullCurvature(LaplaceCurvature):
             raise BnnpredError("the posterior precision is not positive definite at this prior; raise prior.delta")
         return 2 * L.diagonal().log().sum()
 
+    def logdets(self, precisions: Tensor, c: Tensor | float) -> Tensor:
+        """:meth:`logdet` at each row of ``precisions`` ``[G, P]`` ``[G]``: the rows at ``Δ = r_g·S`` in one pass over
+        the kept spectrum (``Σ log S + Σ_j log(c μ_j + r_g)``), a Cholesky factor for each other row."""
+        if precisions.requires_grad:
+            return super().logdets(precisions, c)
+        if self._scale is None:
+            self._scale = precisions[0].double().to(self.H.device).clone()
+        ratios = precisions / self._scale.to(precisions)
+        spectral = torch.isclose(ratios, ratios[:, :1], rtol=1e-12, atol=0).all(dim=1)  # as logdet's test, per row
+        values = torch.empty(len(precisions), dtype=precisions.dtype, device=precisions.device)
+        if spectral.any():
+            if self._spectrum is None:
+                self._keep_spectrum(vectors=False)
+            scales = _column(c[spectral] if _is_grid(c) else c)
+            shifted = scales * self._spectrum.to(precisions) + ratios[spectral, :1]
+            values[spectral] = self._scale.to(precisions).log().sum() + torch.log(shifted).sum(dim=1)
+        for g in torch.nonzero(~spectral).flatten().tolist():
+            values[g] = self.logdet(precisions[g], c[g] if _is_grid(c) else c)
+        return values
+
     def _keep_spectrum(self, vectors: bool) -> None:
         """The eigenvalues of ``S^{-1/2} H S^{-1/2}`` (kept once: a value never depends on whether a gradient was
         asked for first) and, with ``vectors``, its eigenvectors."""
