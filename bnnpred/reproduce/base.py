@@ -28,7 +28,7 @@ from bnnpred.app.report.tables import UNRECORDED, check_code, find_runs
 from bnnpred.app.run_files import MANIFEST
 from bnnpred.app.run_index import INDEX, copy_relative, failed_keys, failed_runs
 from bnnpred.app.run_record import EVAL_FILES, EVALS, RUN_FILES, FinishedRun, NotFinished, read_finished
-from bnnpred.app.saved_runs import eval_folder
+from bnnpred.app.saved_runs import eval_config, eval_folder
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
 from bnnpred.reproduce.budget import Budget, OutOfTime, held_keys, longest_evaluation, longest_seconds
@@ -158,8 +158,12 @@ class Reproduction:
         if self.from_records and train and (record / MANIFEST).is_file():
             seed_from_record(record, run_dir)
         if train:
-            self._within_budget(run_dir, [[*overrides, *self._quick(quick), *self._device()]], [run_dir, record], 1)
-            _bnnpred("train", *overrides, *self._quick(quick), *self._device(), f"hydra.run.dir={run_dir}")
+            job = [*overrides, *self._quick(quick), *self._device()]
+            if _held(run_dir, [job]):
+                print(f"+ finished already: {run_dir}", flush=True)
+            else:
+                self._within_budget(run_dir, [job], [run_dir, record], 1)
+                _bnnpred("train", *job, f"hydra.run.dir={run_dir}")
             if self.from_records:
                 export_record(run_dir, record, self.recorded)
         if self.from_records:
@@ -182,17 +186,21 @@ class Reproduction:
         if self.from_records and train and records.is_dir():
             for record in _sweep_made_by(records):
                 seed_from_record(record, self.run_of(record))
-        skipped = False
+        skipped, launch = False, train
         if train:
+            jobs = expand_sweep([*overrides, *self._quick(quick), *self._device()])
+            launch = not _held(sweep_dir, jobs)
+            if not launch:
+                print(f"+ finished already: {sweep_dir} ({len(jobs)} run{'s' * (len(jobs) != 1)})", flush=True)
             try:
-                self._within_budget(sweep_dir, expand_sweep([*overrides, *self._quick(quick), *self._device()]),
-                                    [sweep_dir, records], self.jobs)
+                if launch:
+                    self._within_budget(sweep_dir, jobs, [sweep_dir, records], self.jobs)
             except OutOfTime as e:
                 if not missing_ok:
                     raise
                 print(f"+ not started, the page lists what it lacks: {e}", flush=True)  # a campaign's later sweep
-                train, skipped = False, True
-        if train:
+                train, skipped, launch = False, True, False
+        if launch:
             _bnnpred("train", "-m", *overrides, *self._quick(quick), *self._device(), "hydra/launcher=joblib",
                      f"hydra.launcher.n_jobs={self.jobs}", f"hydra.sweep.dir={sweep_dir}",
                      f"hydra.sweep.subdir={subdir}", failures_allowed=True)
@@ -240,12 +248,15 @@ class Reproduction:
 
         if not self.report_only and not self.made_elsewhere(run_dir):
             target = self.folder(run_dir)
-            if self.budget.bounded and not _evaluated(target, overrides):
-                others = [folder for sweep in (target.parent, Path(run_dir).parent)
-                          for folder in sweep.glob(f"*/{EVALS}/*")]  # its sweep's runs' re-evaluations
-                self.budget.allow(f"{target} ({' '.join(overrides)})", 1, longest_evaluation(others), 1,
-                                  unit="re-evaluation")
-            _bnnpred("eval", f"run_dir={target}", *overrides, *self._device())
+            if _evaluation_held(target, [*overrides, *self._device()]):
+                print(f"+ finished already: {target} ({' '.join(overrides)})", flush=True)
+            else:
+                if self.budget.bounded and not _evaluated(target, overrides):
+                    others = [folder for sweep in (target.parent, Path(run_dir).parent)
+                              for folder in sweep.glob(f"*/{EVALS}/*")]  # its sweep's runs' re-evaluations
+                    self.budget.allow(f"{target} ({' '.join(overrides)})", 1, longest_evaluation(others), 1,
+                                      unit="re-evaluation")
+                _bnnpred("eval", f"run_dir={target}", *overrides, *self._device())
             if self.from_records:
                 export_record(target, run_dir, self.recorded)
         folder = eval_folder(run_dir, predictive_overrides(list(overrides)))
@@ -379,6 +390,33 @@ def _bnnpred(*args: str, failures_allowed: bool = False) -> None:
     result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if result.returncode != 0 and not (failures_allowed and result.returncode == 2):
         raise BnnpredError(f"'bnnpred {' '.join(args[:3])} ...' failed (exit {result.returncode}); see above")
+
+
+def _held(folder: Path, jobs: list[list[str]]) -> bool:
+    """Whether each of ``jobs`` (override lists) is a finished run under ``folder`` (a run's or a sweep's) as
+    ``bnnpred train`` finds one (its run key, its files verified): it would skip them all, so nothing is started
+    (about 6 s of Python and imports per call saved). Composed only when there are as many runs as jobs."""
+    runs = find_runs([folder]) if Path(folder).is_dir() else []
+    if len(runs) < len(jobs):
+        return False
+    finished = set()
+    for run in runs:
+        try:
+            finished.add(read_finished(run).document["run"].get("key"))
+        except NotFinished:
+            continue
+    return {run_key(compose(job)) for job in jobs} <= finished
+
+
+def _evaluation_held(run_dir: Path, overrides: Sequence[str]) -> bool:
+    """Whether ``bnnpred eval run_dir=RUN_DIR OVERRIDES`` would keep a re-evaluation it finds (this code's key for
+    it, its files verified) instead of making one."""
+    try:
+        merged = eval_config(read_finished(run_dir), predictive_overrides(list(overrides)))
+        read_finished(Path(run_dir) / EVALS / run_key(merged), EVAL_FILES)
+    except (NotFinished, OSError):
+        return False
+    return True
 
 
 def _evaluated(run_dir: Path, overrides: Sequence[str]) -> bool:

@@ -23,7 +23,7 @@ from bnnpred.app.run_record import EVAL_FILES, RECORDED, TRACE
 from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError, MissingDataError
 from bnnpred.io import sha256_file, write_json
-from bnnpred.reproduce import budget, reproduce
+from bnnpred.reproduce import base, budget, reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier, document
 from bnnpred.reproduce.derived import compact, digest, kept, plain, tensors
 from tests.helpers import TINY, bnnpred
@@ -121,6 +121,23 @@ def test_a_campaign_continued_on_another_machine_trains_nothing_its_records_hold
     assert build(tmp_path, "elsewhere") == made
     assert trained(tmp_path / "elsewhere") == []
     assert (tmp_path / "elsewhere" / "tiny" / "sweep" / "delta1.0" / RECORD).is_file()
+
+
+def test_a_study_whose_runs_are_finished_starts_no_process_and_one_whose_run_is_broken_retrains_it(
+        tmp_path, made, monkeypatch):
+    """Each run, sweep and re-evaluation the runner would skip (its key found, its files verified) is not started
+    at all; a run whose weights fail their checksum is, and trains again, giving the same page."""
+    started = []
+    launch = base._bnnpred
+    monkeypatch.setattr(base, "_bnnpred", lambda *args, **kw: (started.append(args[:2]), launch(*args, **kw)))
+    assert build(tmp_path, "runs") == made and started == []
+    weights = tmp_path / "runs" / "tiny" / "sweep" / "delta3.0" / "posterior.pt"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    before = weights.stat().st_mtime_ns
+    assert build(tmp_path, "runs") == made
+    assert started == [("train", "-m")] and weights.stat().st_mtime_ns != before
 
 
 def rekey(record: Path) -> None:
