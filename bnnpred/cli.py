@@ -431,11 +431,10 @@ re-evaluation is found again and kept (force=true redoes it). bnnpred report PAT
 
 
 def eval_command(args: list[str]) -> None:
-    from bnnpred.app.saved_runs import evaluate_run
-
     if any(a in ("-h", "--help") for a in args):
         print(EVAL_HELP)
         return
+    from bnnpred.app.saved_runs import evaluate_run  # torch's import: after the help, which needs none
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # the predictives' progress
 
     run_dirs = [a.split("=", 1)[1] for a in args if a.startswith("run_dir=")]
@@ -452,8 +451,6 @@ def eval_command(args: list[str]) -> None:
 
 
 def report_command(args: list[str]) -> None:
-    from bnnpred.app.report.tables import write_report
-
     parser = _parser("report")
     parser.add_argument("dirs", nargs="*",
                         help="run directories or folders containing them; none: rebuild every study page under "
@@ -469,6 +466,8 @@ def report_command(args: list[str]) -> None:
     ns = parser.parse_args(args)
     if not ns.dirs:
         return reproduce_command(["--report-only"])
+    from bnnpred.app.report.tables import write_report  # torch's import: after the arguments, --help needs none
+
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")  # every run skipped, and why
     written = write_report([Path(d) for d in ns.dirs], Path(ns.out), split=ns.split, select_by=ns.select_by,
                            evals=ns.evals, mixed_code=ns.mixed_code)

@@ -297,6 +297,16 @@ def test_help_version_and_completion(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["eval", "--help"], ["report", "--help"]])
+def test_help_and_version_answer_without_importing_torch(args):
+    """The shell's quick questions never pay torch's import (about 3 s here)."""
+    code = "\n".join(["import sys", "from bnnpred import cli", "try:", f"    cli.main({args!r})",
+                      "except SystemExit as e:", "    assert not e.code, e.code",
+                      "print('imported:', 'torch' in sys.modules)"])
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0 and completed.stdout.strip().endswith("imported: False"), completed.stdout[-300:]
+
+
 def test_eval_of_a_run_made_by_another_version_is_one_line(trained, tmp_path):
     from bnnpred.app.run_files import write_manifest
 
