@@ -67,10 +67,18 @@ def test_layer_factor_kernel_equals_the_explicit_jacobian_kernel(ard_layer, per_
     torch.testing.assert_close(f1, model(model.theta(), X1))
 
 
-def test_networks_with_other_layers_use_their_whole_jacobian():
+@pytest.mark.parametrize("network", ["layer-norm", "reflect-padded"])
+def test_networks_with_other_layers_use_their_whole_jacobian(network):
+    """A layer the factors do not cover (a layer norm), or a convolution whose padding is not zeros (its unfolded
+    patches would be zero-padded), sends the kernel through the whole Jacobian."""
     torch.manual_seed(0)
-    model = FlatModel(nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Linear(4, 2)).double())
-    X = torch.randn(5, 3, dtype=torch.float64)
+    if network == "layer-norm":
+        model = FlatModel(nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Linear(4, 2)).double())
+        X = torch.randn(5, 3, dtype=torch.float64)
+    else:
+        model = FlatModel(nn.Sequential(nn.Conv2d(1, 2, 3, padding=1, padding_mode="reflect"), nn.Tanh(),
+                                        nn.Flatten(), nn.Linear(32, 2)).double())
+        X = torch.randn(5, 1, 4, 4, dtype=torch.float64)
     s = layered_prior(model)
     _, feats = features(model, X, s)
     assert len(feats) == 1 and isinstance(feats[0], kernel.Dense)

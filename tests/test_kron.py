@@ -122,6 +122,13 @@ def test_kron_algebra_matches_the_dense_precision(dampen):
     torch.testing.assert_close(restored.dense_precision(), dense)
 
 
+def test_convolutions_other_than_zero_padded_are_refused():
+    model = FlatModel(nn.Sequential(nn.Conv2d(1, 2, 3, padding=1, padding_mode="reflect"), nn.Flatten(),
+                                    nn.Linear(32, 2)).double())
+    with pytest.raises(BnnpredError, match="numeric zero padding; 0 has padding=.*padding_mode='reflect'"):
+        kron_ggn(model, Categorical(), model.theta(), torch.randn(2, 1, 4, 4), torch.zeros(2, dtype=torch.long))
+
+
 def test_unsupported_layers_are_named():
     model = FlatModel(nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)).double())
     with pytest.raises(BnnpredError, match="Linear and Conv2d layers only, not 1.weight"):

@@ -78,6 +78,9 @@ def supported_layers(model: FlatModel) -> list[Layer]:
             continue
         if isinstance(module, nn.Conv2d) and module.groups != 1:
             raise BnnpredError(f"structure=kron supports ungrouped convolutions; {prefix} has groups={module.groups}")
+        if isinstance(module, nn.Conv2d) and (module.padding_mode != "zeros" or isinstance(module.padding, str)):
+            raise BnnpredError(f"structure=kron supports convolutions with numeric zero padding; {prefix} has "
+                               f"padding={module.padding!r}, padding_mode={module.padding_mode!r}")
         name = f"{prefix}.weight" if prefix else "weight"
         bias = f"{prefix}.bias" if prefix else "bias"
         if name not in offsets:
@@ -272,14 +275,9 @@ def jacobian_layers(model: FlatModel) -> list[Layer] | None:
     if model.module.training:
         return None
     try:
-        layers = supported_layers(model)
+        return supported_layers(model)
     except BnnpredError:
         return None
-    for layer in layers:
-        module = layer.module
-        if isinstance(module, nn.Conv2d) and (module.padding_mode != "zeros" or isinstance(module.padding, str)):
-            return None
-    return layers
 
 
 def _per_example(layer: Layer, factor: LayerJacobian, batch: int) -> bool:
