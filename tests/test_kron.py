@@ -13,7 +13,8 @@ from bnnpred.app.saved_runs import restore
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature
 from bnnpred.curvature.jacobians import jacobians
-from bnnpred.curvature.kron import KronBlock, kron_batch_size, kron_ggn, layer_output_gradients, supported_layers
+from bnnpred.curvature.kron import (KronBlock, in_weight_order, kron_batch_size, kron_ggn, layer_output_gradients,
+                                    patch_rows, supported_layers)
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Problem
 from bnnpred.likelihoods import Categorical
@@ -120,6 +121,37 @@ def test_kron_algebra_matches_the_dense_precision(dampen):
     torch.testing.assert_close(post.functional_cov(J), J @ cov @ J.mT)
     restored = load_posterior(post.state())
     torch.testing.assert_close(restored.dense_precision(), dense)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("conv", [nn.Conv2d(3, 2, (3, 2)), nn.Conv2d(3, 2, 3, stride=2, padding=(1, 2), dilation=2)],
+                         ids=["valid", "strided-padded-dilated"])
+def test_patch_rows_give_the_unfolded_inputs_gram_in_the_weights_order(conv, channels_last):
+    """Σ_{b,t} a_bt a_btᵀ from :func:`patch_rows` (a channels-last gather in (kh, kw, in) order), taken to the
+    weight's order by :func:`in_weight_order`, equals the Gram of ``F.unfold``'s patches (float64 rounding), with
+    one row per example and output position; rows written into an earlier call's larger memory are the same."""
+    a = torch.randn(4, 3, 9, 8, dtype=torch.float64)
+    if channels_last:
+        a = a.contiguous(memory_format=torch.channels_last)
+    unfolded = torch.nn.functional.unfold(a, conv.kernel_size, conv.dilation, conv.padding, conv.stride)  # [B, I, T]
+    expected = torch.einsum("bit,bjt->ij", unfolded, unfolded)
+    earlier = patch_rows(conv, torch.randn(5, 3, 9, 8, dtype=torch.float64))
+    for rows in (patch_rows(conv, a), patch_rows(conv, a, into=earlier)):
+        assert rows.shape == (4 * unfolded.shape[-1], unfolded.shape[1])
+        torch.testing.assert_close(in_weight_order(conv, rows.T @ rows), expected, rtol=1e-12, atol=1e-12)
+    assert patch_rows(conv, a, into=earlier).data_ptr() == earlier.data_ptr()
+
+
+def test_a_convolution_with_many_positions_has_the_unfolded_input_factor():
+    """kron_ggn's A factor of a convolution with 16 output positions (stride 2, padding 1), run channels last in
+    batches of 2 and 1 (the last batch smaller), is the Gram of the unfolded input patches (float64 rounding)."""
+    torch.manual_seed(2)
+    net = nn.Sequential(nn.Conv2d(2, 3, 3, stride=2, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(48, 3)).double()
+    model, X = FlatModel(net, channels_last=True), torch.randn(5, 2, 8, 8, dtype=torch.float64)
+    blocks, _ = kron_ggn(model, Categorical(), model.theta(), X, torch.randint(0, 3, (5,)), batch_size=2)
+    unfolded = torch.nn.functional.unfold(X, 3, padding=1, stride=2)
+    assert unfolded.shape[-1] == 16
+    torch.testing.assert_close(blocks[0].A, torch.einsum("bit,bjt->ij", unfolded, unfolded), rtol=1e-12, atol=1e-12)
 
 
 def test_convolutions_other_than_zero_padded_are_refused():
