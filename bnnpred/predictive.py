@@ -329,12 +329,28 @@ def _gp_kernels(ctx: Context, X: Tensor, train_feats: kernel.Features,
         yield f, kernel.self_kernel(feats, per_class), K_xM.reshape(len(f), f.shape[1], -1)
 
 
+CACHE_NUMBERS = 2**18  # numbers of a CPU block whose small products stay in cache (1 MB in float32)
+
+
+def cache_blocks(rows: Tensor) -> Iterator[slice]:
+    """Blocks of the leading dimension of ``rows`` ``[b, ...]``: on the CPU of about :data:`CACHE_NUMBERS` numbers
+    each, so that a block's products with itself are made while it is in cache (3c3d-sized GP covariances,
+    ``[b, C, MC] x [b, MC, C]`` per input, are bound by memory otherwise: 3.5x slower at MC = 4,000,
+    bench/README.md); elsewhere one block."""
+    b = len(rows)
+    step = max(1, CACHE_NUMBERS // max(1, rows[0].numel())) if rows.device.type == "cpu" and b else max(b, 1)
+    return (slice(i, min(i + step, b)) for i in range(0, b, step))
+
+
 def _gp_cov(cond: GPConditioning, K_xx: Tensor, K_xM: Tensor) -> Tensor:
     """``K** − K*M (K_MM + W⁻¹)⁻¹ K_M*`` ``[b, C, C]`` with ``(K + W⁻¹)⁻¹ = Lᵀ (I + L K Lᵀ)⁻¹ L``."""
     b, C = K_xx.shape[:2]
     LK = _times_L(cond.L, K_xM) / cond.scale
     V = torch.linalg.solve_triangular(cond.chol, LK, upper=False).T.reshape(b, C, -1)
-    return K_xx / cond.scale - V @ V.mT
+    cov = torch.empty_like(K_xx)
+    for rows in cache_blocks(V):
+        torch.sub(K_xx[rows] / cond.scale, V[rows] @ V[rows].mT, out=cov[rows])
+    return cov
 
 
 def gp_latent(ctx: Context, X: Tensor, cond: GPConditioning) -> tuple[Tensor, Tensor]:
@@ -444,18 +460,21 @@ def _latents_at_scales(ctx: Context, X: Tensor, feats: kernel.Features, L: Tenso
     for f, K_xx, K_xM in _gp_kernels(ctx, X, feats, per_class):
         means.append(f)
         self_kernels.append(K_xx)
-        projected.append((Q.T @ _times_L(L, K_xM)).T.reshape(*K_xx.shape[:2], -1))
+        projected.append((_times_L(L, K_xM).T @ Q).reshape(*K_xx.shape[:2], -1))  # (Qᵀ L K_M*)ᵀ, no transposed copy
     del Q
 
-    def covariance(s: float) -> Tensor:
-        root = (s * (s + lam)).rsqrt()  # Zᵀ diag(w) Z as (Z √w)ᵀ (Z √w), a chunk at a time
-        covs = []
-        for K_xx, Z in zip(self_kernels, projected, strict=True):
-            weighted = Z * root
-            covs.append(K_xx / s - weighted @ weighted.mT)
-        return torch.cat(covs)
-
-    return torch.cat(means), [covariance(s) for s in scales]
+    K_xx = torch.cat(self_kernels)
+    roots = [(s * (s + lam)).rsqrt() for s in scales]  # Zᵀ diag(w) Z as (Z √w)ᵀ (Z √w)
+    covs = [torch.empty_like(K_xx) for _ in scales]
+    start = 0
+    for Z in projected:
+        for rows in cache_blocks(Z):  # every scale of a block while it is in cache
+            z, at = Z[rows], slice(start + rows.start, start + rows.stop)
+            for cov, s, root in zip(covs, scales, roots, strict=True):
+                weighted = z * root
+                torch.sub(K_xx[at] / s, weighted @ weighted.mT, out=cov[at])
+        start += len(Z)
+    return torch.cat(means), covs
 
 
 def tuned_gp_condition(ctx: Context, subset: Tensor, factors: list[float], valid: tuple[Tensor, Tensor],

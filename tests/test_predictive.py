@@ -129,10 +129,12 @@ def test_subset_gp_prior_factor_is_chosen_by_validation_nll():
 @pytest.mark.parametrize("per_class", [False, True])
 def test_every_prior_scale_from_one_eigendecomposition_equals_its_own_cholesky_conditioning(per_class, monkeypatch):
     """The tuned GP's validation latents, every prior scale from one eigendecomposition of L K Lᵀ, equal
-    gp_condition's at each scale (its own Cholesky factor) to float64 rounding, over chunks of two inputs."""
+    gp_condition's at each scale (its own Cholesky factor) to float64 rounding, over chunks of two inputs, each
+    chunk's covariances made one input at a time (the CPU's cache blocks)."""
     ctx, X = laplace_context("categorical", n=20)
     # chunks of two inputs of the 2-5-5-3 MLP (its layers' inputs and C = 3 output gradients each)
     monkeypatch.setattr(predictive, "DEFAULT_CHUNK_ELEMS", 2 * (2 + 5 + 5 + 3 * (5 + 5 + 3)))
+    monkeypatch.setattr(predictive, "CACHE_NUMBERS", 1)
     subset = torch.arange(0, 20, 2)
     feats, L, K = predictive._training_kernel(ctx, subset, per_class)
     scales = [0.01, 1.0, 300.0]
@@ -141,6 +143,13 @@ def test_every_prior_scale_from_one_eigendecomposition_equals_its_own_cholesky_c
         expected_mean, expected_cov = gp_latent(ctx, X, gp_condition(ctx, subset, scale, per_class))
         assert torch.equal(mean, expected_mean)
         assert max_abs_error(cov, expected_cov) <= 1e-10 * float(expected_cov.abs().max())
+
+
+def test_cache_blocks_cover_the_rows_in_order_on_the_cpu_and_are_one_block_elsewhere(monkeypatch):
+    monkeypatch.setattr(predictive, "CACHE_NUMBERS", 45)  # 2 inputs of 4 x 5 numbers
+    assert [(b.start, b.stop) for b in predictive.cache_blocks(torch.zeros(5, 4, 5))] == [(0, 2), (2, 4), (4, 5)]
+    assert [(b.start, b.stop) for b in predictive.cache_blocks(torch.zeros(5, 4, 5, device="meta"))] == [(0, 5)]
+    assert list(predictive.cache_blocks(torch.zeros(0, 4, 5))) == []
 
 
 def test_nn_samples_in_small_batches_equal_one_network_call_per_sample(monkeypatch):
