@@ -464,6 +464,7 @@ def _latents_at_scales(ctx: Context, X: Tensor, feats: kernel.Features, L: Tenso
     del Q
 
     K_xx = torch.cat(self_kernels)
+    del self_kernels
     roots = [(s * (s + lam)).rsqrt() for s in scales]  # Zᵀ diag(w) Z as (Z √w)ᵀ (Z √w)
     covs = [torch.empty_like(K_xx) for _ in scales]
     start = 0

@@ -124,18 +124,20 @@ def test_kron_algebra_matches_the_dense_precision(dampen):
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
-@pytest.mark.parametrize("conv", [nn.Conv2d(3, 2, (3, 2)), nn.Conv2d(3, 2, 3, stride=2, padding=(1, 2), dilation=2)],
-                         ids=["valid", "strided-padded-dilated"])
+@pytest.mark.parametrize("conv", [nn.Conv2d(3, 2, (3, 2)), nn.Conv2d(3, 2, 3, stride=2, padding=(1, 2), dilation=2),
+                                  nn.Conv2d(3, 2, (2, 3), stride=(1, 3), padding=(2, 0), dilation=(3, 1)),
+                                  nn.Conv2d(1, 2, 5)],
+                         ids=["valid", "strided-padded-dilated", "unequal-sides", "one-channel"])
 def test_patch_rows_give_the_unfolded_inputs_gram_in_the_weights_order(conv, channels_last):
     """Σ_{b,t} a_bt a_btᵀ from :func:`patch_rows` (a channels-last gather in (kh, kw, in) order), taken to the
     weight's order by :func:`in_weight_order`, equals the Gram of ``F.unfold``'s patches (float64 rounding), with
     one row per example and output position; rows written into an earlier call's larger memory are the same."""
-    a = torch.randn(4, 3, 9, 8, dtype=torch.float64)
+    a = torch.randn(4, conv.in_channels, 9, 8, dtype=torch.float64)
     if channels_last:
         a = a.contiguous(memory_format=torch.channels_last)
     unfolded = torch.nn.functional.unfold(a, conv.kernel_size, conv.dilation, conv.padding, conv.stride)  # [B, I, T]
     expected = torch.einsum("bit,bjt->ij", unfolded, unfolded)
-    earlier = patch_rows(conv, torch.randn(5, 3, 9, 8, dtype=torch.float64))
+    earlier = patch_rows(conv, torch.randn(5, conv.in_channels, 9, 8, dtype=torch.float64))
     for rows in (patch_rows(conv, a), patch_rows(conv, a, into=earlier)):
         assert rows.shape == (4 * unfolded.shape[-1], unfolded.shape[1])
         torch.testing.assert_close(in_weight_order(conv, rows.T @ rows), expected, rtol=1e-12, atol=1e-12)
@@ -154,11 +156,14 @@ def test_a_convolution_with_many_positions_has_the_unfolded_input_factor():
     torch.testing.assert_close(blocks[0].A, torch.einsum("bit,bjt->ij", unfolded, unfolded), rtol=1e-12, atol=1e-12)
 
 
-def test_convolutions_other_than_zero_padded_are_refused():
-    model = FlatModel(nn.Sequential(nn.Conv2d(1, 2, 3, padding=1, padding_mode="reflect"), nn.Flatten(),
-                                    nn.Linear(32, 2)).double())
-    with pytest.raises(BnnpredError, match="numeric zero padding; 0 has padding=.*padding_mode='reflect'"):
-        kron_ggn(model, Categorical(), model.theta(), torch.randn(2, 1, 4, 4), torch.zeros(2, dtype=torch.long))
+@pytest.mark.parametrize("conv, message", [
+    (nn.Conv2d(1, 2, 3, padding=1, padding_mode="reflect"), "padding=\\(1, 1\\), padding_mode='reflect'"),
+    (nn.Conv2d(1, 2, 3, padding="same"), "padding='same', padding_mode='zeros'")], ids=["reflect", "same"])
+def test_convolutions_other_than_zero_padded_are_refused(conv, message):
+    model = FlatModel(nn.Sequential(conv, nn.Flatten(), nn.Linear(32, 2)).double())
+    with pytest.raises(BnnpredError, match=f"numeric zero padding; 0 has {message}"):
+        kron_ggn(model, Categorical(), model.theta(), torch.randn(2, 1, 4, 4, dtype=torch.float64),
+                 torch.zeros(2, dtype=torch.long))
 
 
 def test_unsupported_layers_are_named():

@@ -7,9 +7,9 @@ example). ``G_n`` is accumulated without Jacobians: back-propagating each row ``
 L_n = Λ_n``) from the outputs gives ``g⁽ᵏ⁾ = J_sᵀ L_n[k]ᵀ`` and ``Σ_k g⁽ᵏ⁾ g⁽ᵏ⁾ᵀ = G_n``: one backward pass per
 row per batch (the rows of ``L_n`` as :func:`back_propagated`'s seeds, each row's gradients summed into ``B`` as its
 pass ends; ``L_n`` with as many rows as ``Λ_n`` has rank, ``C − 1`` for the softmax). Both factors are symmetric
-products accumulated into one triangle (:func:`bnnpred.curvature.syrk.gram_lower_`). A convolution is the same with
-every output position ``t`` as an example ("expand" KFAC, Grosse & Martens 2016): ``A = Σ_{n,t} a_{nt} a_{nt}ᵀ`` of
-the unfolded input patches, ``B = Σ_{n,t} G_{nt} / (N T)``. Bias blocks are exact and dense: ``Σ_n Σ_k (Σ_t
+products accumulated into one triangle (:mod:`bnnpred.curvature.syrk`). A convolution is the same with every output
+position ``t`` as an example ("expand" KFAC, Grosse & Martens 2016): ``A = Σ_{n,t} a_{nt} a_{nt}ᵀ`` of the input
+patches (:func:`patch_rows`), ``B = Σ_{n,t} G_{nt} / (N T)``. Bias blocks are exact and dense: ``Σ_n Σ_k (Σ_t
 g⁽ᵏ⁾_{nt})(Σ_t g⁽ᵏ⁾_{nt})ᵀ``.
 """
 
@@ -201,8 +201,9 @@ def patch_rows(module: nn.Linear | nn.Conv2d, a: Tensor, into: Tensor | None = N
     layer; a convolution's input patches in ``(kh, kw, in)`` order (:func:`in_weight_order` takes their Gram matrix
     to the weight's ``(in, kh, kw)``), gathered from a channels-last copy of ``a`` ``[B, in, H, W]``, whose patches
     are ``kh`` runs of ``kw·in`` adjacent numbers, and written into the memory of ``into`` (an earlier call's rows)
-    when it is large enough. No ``[B, I, T]`` unfold, no transposed copy of it and no fresh pages per batch: 3c3d's
-    input factors 0.9 against 1.5 ms per image (bench/README.md)."""
+    when it is large enough. No ``[B, I, T]`` unfold and no transposed copy of it, and the rows take no fresh pages
+    per batch (a padded or channels-first input is still copied once): 3c3d's input factors 0.9 against 1.5 ms per
+    image (bench/README.md)."""
     if isinstance(module, nn.Linear):
         return a.reshape(a.shape[0], -1)
     (kh, kw), (ph, pw), (sh, sw), (dh, dw) = module.kernel_size, module.padding, module.stride, module.dilation
