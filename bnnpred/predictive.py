@@ -42,7 +42,10 @@ from bnnpred.prediction import ClassPrediction, Prediction
 
 log = logging.getLogger(__name__)
 
-# Network evaluations for NN sampling are batched so that their activations hold about this many numbers.
+# Network evaluations for NN sampling are batched so that their activations hold about this many numbers: on the CPU
+# few enough that a layer's output stays near the caches for the next (3c3d's forward pass: 0.43-0.48 ms per image in
+# batches of 32-128 images, 0.63-0.78 ms in batches of 512; bench/README.md), on a GPU more per kernel launch.
+CPU_MAX_ACTIVATIONS = 2**24
 MAX_ACTIVATIONS = 2**26
 
 
@@ -130,9 +133,10 @@ def map_predictive(ctx: Context, X: Tensor) -> Prediction:
 
 def nn_samples(ctx: Context, X: Tensor, thetas: Tensor) -> Tensor:
     """``f(X; θ_s)`` ``[S, B, C]`` for parameter draws ``θ_s`` ``[S, P]``, in batches of (sample, input) pairs whose
-    activations hold about ``MAX_ACTIVATIONS`` numbers (one draw at a time, not under ``vmap``, when a batch holds
-    one: e.g. an image network's, which runs channels last then)."""
-    pairs = max(1, MAX_ACTIVATIONS // activations_per_input(ctx.model, ctx.theta, X[:1]))
+    activations hold about ``MAX_ACTIVATIONS`` numbers (``CPU_MAX_ACTIVATIONS`` on the CPU; one draw at a time, not
+    under ``vmap``, when a batch holds one: e.g. an image network's, which runs channels last then)."""
+    budget = CPU_MAX_ACTIVATIONS if thetas.device.type == "cpu" else MAX_ACTIVATIONS
+    pairs = max(1, budget // activations_per_input(ctx.model, ctx.theta, X[:1]))
     x_step = min(len(X), pairs)
     s_step = max(1, pairs // max(1, x_step))
     batched = vmap(ctx.model, in_dims=(0, None))

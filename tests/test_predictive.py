@@ -158,7 +158,7 @@ def test_nn_samples_in_small_batches_equal_one_network_call_per_sample(monkeypat
     ctx, X = laplace_context("categorical")
     thetas = ctx.posterior.sample(7, torch.Generator().manual_seed(0))
     assert activations_per_input(ctx.model, ctx.theta, X[:1]) == 2 + 5 + 5 + 5 + 5 + 3  # flatten, 2x5 tanh, 3 classes
-    monkeypatch.setattr(predictive, "MAX_ACTIVATIONS", 50)  # two inputs per batch, one sample at a time
+    monkeypatch.setattr(predictive, "CPU_MAX_ACTIVATIONS", 50)  # two inputs per batch, one sample at a time
     expected = torch.stack([ctx.model(theta, X) for theta in thetas])
     torch.testing.assert_close(nn_samples(ctx, X, thetas), expected)
 
