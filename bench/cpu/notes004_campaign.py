@@ -16,10 +16,12 @@ the campaign and leaves the records as they were.
 
 The first run of a set names its commit (``--commit``); later sessions read it from the records. Then commit the
 records (``outputs/notes004_table2/runs/cpu/``) and rebuild the page with ``bnnpred reproduce notes004_table2
---report-only``. ``--dry`` prints the plan from the estimates and trains nothing. To work beside it, start it with
-``nice -n 19`` (its workers inherit it) or ``renice -n 19`` every process of its session: measured on a 2-core
-machine beside a two-job study so lowered, a one-thread GEMM took 4.7 s against 4.8 s with the study stopped, while
-writing 19 to the session's ``/proc/PID/autogroup`` alone left the study taking half the cores.
+--report-only``. ``--dry`` prints the plan from the estimates and trains nothing. Work beside it at low priority needs
+its autogroup lowered, not only ``nice``: a job started with ``setsid`` has an autogroup of its own, and Linux shares
+the cores between autogroups whatever their processes' nice values (``echo 19 > /proc/PID/autogroup`` for the
+session's leader). Measured on a 2-core machine beside a two-job study whose processes were all reniced to 19: a
+two-thread GEMM took 8.1 s, 3.6 s once the study's autogroup was set to 19, and 3.9 s with the study stopped (a
+one-thread probe does not show it: it leaves the study a core).
 """
 
 from __future__ import annotations
