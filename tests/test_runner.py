@@ -1,6 +1,7 @@
 """In-process runs of every selection method on tiny problems, and the run-directory contract."""
 
 import json
+import platform
 
 import pandas as pd
 import pytest
@@ -8,6 +9,7 @@ import torch
 from torch import nn
 
 from bnnpred.app.compose import compose
+from bnnpred.app.run_setup import cpu_name, device_fields
 from bnnpred.app.runner import train
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.errors import BnnpredError
@@ -179,3 +181,11 @@ def test_a_saved_config_with_an_ood_set_is_retyped_with_its_schema():
     cfg = typed(retyped(OmegaConf.create(saved)))
     assert isinstance(cfg.ood, MNISTConfig) and cfg.ood.name == "mnist" and cfg.ood.n_test == 7
     assert typed(retyped(OmegaConf.create({**saved, "ood": None}))).ood is None
+
+
+def test_a_cpu_run_names_its_processor_model_where_the_system_gives_it(tmp_path):
+    (tmp_path / "cpuinfo").write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n")
+    (tmp_path / "bare").write_text("processor\t: 0\n")
+    assert cpu_name(str(tmp_path / "cpuinfo")) == f"{platform.machine()} (AMD EPYC 7B13)"
+    assert cpu_name(str(tmp_path / "bare")) == cpu_name(str(tmp_path / "absent")) == platform.machine()
+    assert device_fields(torch.device("cpu")) == {"device": "cpu", "device_name": cpu_name()}

@@ -67,9 +67,22 @@ def setup(cfg: Config) -> Setup:
 
 
 def device_fields(device: torch.device) -> dict[str, str]:
-    """``device`` (``cpu`` / ``cuda``) and ``device_name`` (the GPU's, or the processor's architecture) of a run."""
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine()
+    """``device`` (``cpu`` / ``cuda``) and ``device_name`` (the GPU's, or the processor's, :func:`cpu_name`) of a
+    run."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     return {"device": device.type, "device_name": name}
+
+
+def cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The processor's architecture and, where the system names it (Linux's ``cpuinfo``), its model, e.g. ``x86_64
+    (AMD EPYC)``: two CPUs can round a long training differently (notes001's VI at ×30 diverged on one machine and
+    not on another, at the same code and config), so a run says which made it."""
+    try:
+        with open(cpuinfo) as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        model = ""
+    return f"{platform.machine()} ({model})" if model else platform.machine()
 
 
 def ood_inputs(cfg: Config, data: Dataset, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
