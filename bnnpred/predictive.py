@@ -338,9 +338,9 @@ CACHE_NUMBERS = 2**18  # numbers of a CPU block whose small products stay in cac
 
 def cache_blocks(rows: Tensor) -> Iterator[slice]:
     """Blocks of the leading dimension of ``rows`` ``[b, ...]``: on the CPU of about :data:`CACHE_NUMBERS` numbers
-    each, so that a block's products with itself are made while it is in cache (3c3d-sized GP covariances,
-    ``[b, C, MC] x [b, MC, C]`` per input, are bound by memory otherwise: 3.5x slower at MC = 4,000,
-    bench/README.md); elsewhere one block."""
+    each, so that a block's products with itself are made while it is in cache (the GP's covariances, ``[C, MC] x
+    [MC, C]`` per input, are bound by memory otherwise: 3.5x slower at M = 400, C = 10, bench/README.md); elsewhere
+    one block."""
     b = len(rows)
     step = max(1, CACHE_NUMBERS // max(1, rows[0].numel())) if rows.device.type == "cpu" and b else max(b, 1)
     return (slice(i, min(i + step, b)) for i in range(0, b, step))

@@ -13,8 +13,15 @@ from bnnpred.app.saved_runs import restore
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure, curvature
 from bnnpred.curvature.jacobians import jacobians
-from bnnpred.curvature.kron import (KronBlock, in_weight_order, kron_batch_size, kron_ggn, layer_output_gradients,
-                                    patch_rows, supported_layers)
+from bnnpred.curvature.kron import (
+    KronBlock,
+    in_weight_order,
+    kron_batch_size,
+    kron_ggn,
+    layer_output_gradients,
+    patch_rows,
+    supported_layers,
+)
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Problem
 from bnnpred.likelihoods import Categorical

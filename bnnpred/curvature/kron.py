@@ -120,7 +120,7 @@ def kron_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: Tensor,
     positions = [0] * len(layers) if saved is None else saved["positions"]  # output positions T per layer
     done = 0 if saved is None else saved["step"]
     starts = range(done * batch_size, N, batch_size)
-    examples: list[Tensor | None] = [None] * len(layers)  # each layer's patch rows, their memory reused by the next batch
+    examples: list[Tensor | None] = [None] * len(layers)  # each layer's patch rows, reused by the next batch
     for start in progress(starts, len(starts), "Kronecker factors (batches)", enabled=show_progress):
         rows = slice(start, min(start + batch_size, N))
         # the rows of R J_s (RᵀR = Λ, r = rank Λ rows), back-propagated directly: Σ_k g⁽ᵏ⁾g⁽ᵏ⁾ᵀ = J_sᵀ Λ J_s, each
