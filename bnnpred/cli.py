@@ -8,9 +8,11 @@ error with exit status 2 and nothing is written.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import logging
 import os
+import pkgutil
 import shutil
 import sys
 import tempfile
@@ -221,19 +223,43 @@ def overrides_of(args: list[str]) -> list[str]:
     return [a for a in args if not a.startswith("-") and ("=" in a or a.startswith("~"))]
 
 
+def _source_of(module: str) -> ast.Module:
+    """The syntax tree of ``module``'s source, found without importing it or its package: the modules behind the
+    help texts import torch, 3-4 s that a help text should not cost."""
+    package, _, name = module.rpartition(".")
+    folder = importlib.util.find_spec(package).submodule_search_locations[0]  # imports the package's parents only
+    return ast.parse((Path(folder) / f"{name}.py").read_text())
+
+
+def config_keys() -> list[str]:
+    """The root config's keys, the fields of :class:`~bnnpred.app.config.Config`, read from its source (a test holds
+    them equal to the dataclass's)."""
+    source = _source_of("bnnpred.app.config")
+    config = next(n for n in source.body if isinstance(n, ast.ClassDef) and n.name == "Config")
+    return [n.target.id for n in config.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
+
+
+def study_names() -> list[str]:
+    """The studies ``bnnpred reproduce`` makes: the modules of :mod:`bnnpred.reproduce` that assign ``STUDY`` (each
+    study is named as its module), read from their sources (a test holds them equal to ``STUDIES``)."""
+    def assigns_study(module: str) -> bool:
+        return any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "STUDY" for t in n.targets)
+                   for n in _source_of(module).body)
+
+    package = importlib.util.find_spec("bnnpred.reproduce")
+    return sorted(info.name for info in pkgutil.iter_modules(package.submodule_search_locations)
+                  if not info.ispkg and assigns_study(f"bnnpred.reproduce.{info.name}"))
+
+
 def train_help() -> str:
     """``bnnpred train --help``: usage, every config group with its options, the root keys."""
-    from dataclasses import fields
-
-    from bnnpred.app.config import Config
-
     groups = sorted(p for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
     groups += sorted(p for p in (CONF_DIR / "hydra").iterdir() if p.is_dir())
     lines = [textwrap.fill(", ".join(sorted(y.stem for y in p.glob("*.yaml"))), width=116,
                            initial_indent=f"  {p.relative_to(CONF_DIR).as_posix()}: ", subsequent_indent="    ")
              for p in groups]
     nodes = {p.name for p in groups} | {"prior", "likelihood", "plot"}
-    roots = [f.name for f in fields(Config) if f.name not in nodes]
+    roots = [key for key in config_keys() if key not in nodes]
     return "\n".join([
         "usage: bnnpred train [-m] [group=option ...] [key=value ...]", "",
         "Fit the configured method, select its hyperparameters, evaluate its predictives and write one run folder",
@@ -475,12 +501,13 @@ def report_command(args: list[str]) -> None:
     print("written:", ", ".join(map(str, written)))
 
 
-def reproduce_command(args: list[str]) -> None:
-    from bnnpred.reproduce import STUDIES, Tier, reproduce
+TIERS = ("quick", "cpu", "full")  # bnnpred.reproduce.Tier's values, named here for the help (a test holds them equal)
 
+
+def reproduce_command(args: list[str]) -> None:
     parser = _parser("reproduce")
-    parser.add_argument("studies", nargs="*", help=f"studies to make (default: all): {', '.join(STUDIES)}")
-    parser.add_argument("--tier", choices=[t.value for t in Tier], default="cpu",
+    parser.add_argument("studies", nargs="*", help=f"studies to make (default: all): {', '.join(study_names())}")
+    parser.add_argument("--tier", choices=TIERS, default="cpu",
                         help="quick: smoke scale into runs/reproduce-quick; cpu: the committed pages; full: GPU scale")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel runs (joblib workers)")
     parser.add_argument("--runs", help="run folder (default runs/reproduce, or runs/reproduce-quick)")
@@ -502,6 +529,8 @@ def reproduce_command(args: list[str]) -> None:
                              "any machine), as the studies marked so are: a study whose committed page predates "
                              "records is rerun across machines with it")
     ns = parser.parse_args(args)
+    from bnnpred.reproduce import Tier, reproduce  # torch's import: after the arguments, --help needs none
+
     if ns.pdf:
         from bnnpred.app.report import figures
 

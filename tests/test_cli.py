@@ -297,7 +297,8 @@ def test_help_version_and_completion(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["eval", "--help"], ["report", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["train", "--help"], ["eval", "--help"],
+                                  ["report", "--help"], ["reproduce", "--help"]])
 def test_help_and_version_answer_without_importing_torch(args):
     """The shell's quick questions never pay torch's import (about 3 s here)."""
     code = "\n".join(["import sys", "from bnnpred import cli", "try:", f"    cli.main({args!r})",
@@ -305,6 +306,20 @@ def test_help_and_version_answer_without_importing_torch(args):
                       "print('imported:', 'torch' in sys.modules)"])
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0 and completed.stdout.strip().endswith("imported: False"), completed.stdout[-300:]
+
+
+def test_the_help_texts_read_the_names_the_code_defines():
+    """``train --help`` and ``reproduce --help`` read the root keys and the studies from the sources, without
+    importing them: the same names as the imported dataclass and registry."""
+    from dataclasses import fields
+
+    from bnnpred import cli
+    from bnnpred.app.config import Config
+    from bnnpred.reproduce import STUDIES, Tier
+
+    assert cli.config_keys() == [f.name for f in fields(Config)]
+    assert cli.study_names() == list(STUDIES)
+    assert cli.TIERS == tuple(t.value for t in Tier)
 
 
 def test_eval_of_a_run_made_by_another_version_is_one_line(trained, tmp_path):
