@@ -1,30 +1,40 @@
 """A run's record: the part of a finished run that outlives the machine that made it (issue 38).
 
-A record is a run's small files (:data:`~bnnpred.app.run_record.ALWAYS_RECORDED`, and its training trace where a page
-reads it), its re-evaluations' records and its manifest unchanged, so every file it keeps is verified against the
-checksum the run wrote; the large files (posterior, predictions, figures) and a trace it leaves out stay where the
-run was made, their checksums still listed, their names in :data:`~bnnpred.app.run_files.RECORD`. Study pages are
-built from records (committed under ``outputs/<study>/runs/``), and a record copied into a run folder
+A record is a run's small files (:data:`~bnnpred.app.run_record.ALWAYS_RECORDED`, and its training trace, gzipped,
+where a page reads it), its re-evaluations' records and its manifest unchanged, so every file it keeps is verified
+against the checksum the run wrote; the large files (posterior, predictions, figures) and a trace it leaves out stay
+where the run was made, their checksums still listed, their names in :data:`~bnnpred.app.run_files.RECORD`. Study
+pages are built from records (committed under ``outputs/<study>/runs/``), and a record copied into a run folder
 (:func:`seed_from_record`) reads as that run finished, so a campaign continued on another machine at the same code
 skips it (the runner's skip check compares run keys).
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import shutil
 from pathlib import Path
 
 from bnnpred.app.report.tables import find_runs
-from bnnpred.app.run_files import EVALS, MANIFEST, RECORD, locked, recover
-from bnnpred.app.run_record import ALWAYS_RECORDED, RECORDED, FinishedRun, NotFinished, evaluations, read_finished
+from bnnpred.app.run_files import EVALS, MANIFEST, PACKED, RECORD, locked, recover, stored
+from bnnpred.app.run_record import (
+    ALWAYS_RECORDED,
+    RECORDED,
+    TRACE,
+    FinishedRun,
+    NotFinished,
+    evaluations,
+    read_finished,
+)
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json, write_json
 
 log = logging.getLogger(__name__)
 
 READ = ("config.yaml", "metrics.json")  # what a record must hold to be read
+PACK = (TRACE,)  # what a record keeps gzipped (run_files.PACKED): traces are CSV, 2.5x smaller packed
 
 
 def kept_files(traces: bool) -> tuple[str, ...]:
@@ -61,9 +71,15 @@ def export_record(run_dir: Path, record_dir: Path, keep: tuple[str, ...] = ALWAY
 def _copy_record(run: FinishedRun, to: Path, keep: tuple[str, ...]) -> None:
     listed = read_json(run.folder / MANIFEST)["files"]
     to.mkdir(parents=True)
-    kept = [name for name in keep if name in listed and (run.folder / name).is_file()]
+    kept = [name for name in keep if name in listed and stored(run.folder, name).is_file()]
     for name in kept:
-        shutil.copyfile(run.folder / name, to / name)
+        source = stored(run.folder, name)
+        if name not in PACK or source.name.endswith(PACKED):
+            shutil.copyfile(source, to / source.name)
+        else:  # the same bytes for the same file (no name, no time in the header): a record exported again is unchanged
+            with open(source, "rb") as f, open(to / f"{name}{PACKED}", "wb") as raw, \
+                    gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
+                shutil.copyfileobj(f, packed)
     shutil.copyfile(run.folder / MANIFEST, to / MANIFEST)
     write_json(to / RECORD, {"absent": sorted(set(listed) - set(kept))})
 

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gzip
+import hashlib
 import logging
 import os
 import secrets
 import shutil
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,12 +44,34 @@ RECORD = "record.json"
 REPLACING = ".replacing"
 EVALS = "evals"  # re-evaluations of a run (bnnpred eval): <run>/evals/<key>/
 STAGE_PREFIX = ".stage-"
+# A record may keep a listed file gzipped, as NAME.gz (its trace: 2.5x smaller); the manifest's checksum stays that of
+# NAME's own bytes, so the file is verified as the run wrote it.
+PACKED = ".gz"
 
 
 def is_result_file(name: str) -> bool:
     """Whether an entry of a result folder belongs to the result (not a dot-file, Hydra's log or a record's
     marker)."""
     return not name.startswith(".") and not name.endswith(".log") and name != RECORD
+
+
+def stored(folder: Path, name: str) -> Path:
+    """Where the listed file ``name`` of the result in ``folder`` is: ``folder/name``, or ``folder/name.gz`` where a
+    record keeps it gzipped (:data:`PACKED`)."""
+    path, packed = folder / name, folder / f"{name}{PACKED}"
+    return packed if not path.exists() and packed.is_file() else path
+
+
+def content_digest(path: Path) -> str:
+    """The sha256 of the file that ``path`` holds: of its bytes, or of the bytes a :data:`PACKED` one decompresses
+    to."""
+    if not path.name.endswith(PACKED):
+        return sha256_file(path)
+    digest = hashlib.sha256()
+    with gzip.open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def problems(folder: Path, required: Iterable[str], absent_ok: Iterable[str] = ()) -> str | None:
@@ -65,10 +90,12 @@ def problems(folder: Path, required: Iterable[str], absent_ok: Iterable[str] = (
     if missing := sorted(set(required) - set(files)):
         return f"{MANIFEST} lists no {', '.join(missing)}"
     for name, digest in sorted(files.items()):
-        path = folder / name
+        path = stored(folder, name)
         try:
-            if sha256_file(path) != digest:
+            if content_digest(path) != digest:
                 return f"{name} does not match its checksum"
+        except (gzip.BadGzipFile, EOFError, zlib.error):  # a packed file whose bytes were changed
+            return f"{name} does not match its checksum ({path.name} does not decompress)"
         except FileNotFoundError:
             if name in absent_ok:
                 continue
@@ -139,6 +166,8 @@ def recover(run_dir: Path) -> None:
     if previous is not None:
         for name in set(previous) - set(incoming):
             (run_dir / name).unlink(missing_ok=True)
+        for name in previous:  # a record's packed copies: a new result writes its files as they are
+            (run_dir / f"{name}{PACKED}").unlink(missing_ok=True)
         shutil.rmtree(run_dir / EVALS, ignore_errors=True)  # re-evaluations of the previous result
     (run_dir / RECORD).unlink(missing_ok=True)  # the folder holds a whole result from here on, not a record
     for new in sorted(replacing.iterdir(), key=lambda p: p.name == MANIFEST):

@@ -16,7 +16,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from bnnpred.app.run_files import EVALS, RECORD, REPLACING, locked, problems, recover
+from bnnpred.app.run_files import EVALS, RECORD, REPLACING, locked, problems, recover, stored
 from bnnpred.io import read_json
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,12 @@ def read_finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Finis
     if missing := [name for name in SUMMARY if document["run"].get(name) is None]:
         raise NotFinished(f"metrics.json records no {', '.join(missing)}")
     return FinishedRun(folder=folder, config=config, document=document, record=absent is not None)
+
+
+def trace_file(run_dir: Path) -> Path:
+    """The run's training trace (:data:`TRACE`, a CSV), as the run wrote it or gzipped in its record: pandas reads
+    either."""
+    return stored(Path(run_dir), TRACE)
 
 
 def record_absent(folder: Path) -> tuple[str, ...] | None:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bnnpred.app.report import figures
+from bnnpred.app.run_record import trace_file
 from bnnpred.io import load_torch
 from bnnpred.prior import Prior
 from bnnpred.reproduce.base import Reproduction, Study, finished
@@ -82,7 +83,7 @@ def run_row(run_dir: Path) -> dict:
             "beta": inference.get("kl_weight", 1.0), "multiplier": inference.get("rho_lr_factor", np.nan),
             "sigma2": inference.get("fixed_sigma2") or np.nan, "test_ll": -test["nll"],
             "accuracy": 100 * test["accuracy"], "ece": test["ece"],
-            "elbo": doc["info"].get("elbo_per_example", np.nan), "trace": str(run_dir / "trace.csv"),
+            "elbo": doc["info"].get("elbo_per_example", np.nan), "trace": str(trace_file(run_dir)),
             "run_dir": str(run_dir)}
 
 
@@ -144,8 +145,8 @@ def overfitting(r: Reproduction, runs: pd.DataFrame) -> pd.DataFrame:
     last epoch's (mean and s.e. over seeds), from each run's trace."""
     chosen = table1_runs(runs)
     rows, curves = [], []
-    for (method, seed), trace_file in chosen.set_index(["method", "seed"])["trace"].items():
-        nll = pd.read_csv(trace_file).set_index("epoch")["valid_nll"]
+    for (method, seed), trace_path in chosen.set_index(["method", "seed"])["trace"].items():
+        nll = pd.read_csv(trace_path).set_index("epoch")["valid_nll"]
         if not np.isfinite(nll).all():  # a trace with a missing number gives no regime, never a partial one
             rows.append({"method": method, "seed": seed, "best_epoch": np.nan, "rise": np.nan})
             continue

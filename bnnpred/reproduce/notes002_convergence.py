@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from bnnpred.app.report import figures
+from bnnpred.app.run_record import trace_file
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.base import Reproduction, Study
 from bnnpred.reproduce.base import document as run_document
@@ -100,15 +101,15 @@ def sweep(r: Reproduction, folder: Path, name: str, seeds: int, *overrides: str)
 def curves(folder: Path, name: str, method: str) -> pd.DataFrame:
     """Every seed's trace with ``epoch`` = step / (N // M), the negative ELBO and the final predictive's test NLL."""
     frames = []
-    for trace_file in sorted(folder.glob("seed*/trace.csv")):
-        trace = pd.read_csv(trace_file)
-        document = run_document(trace_file.parent)
+    for run_dir in sorted(p.parent for p in folder.glob("seed*/manifest.json")):
+        trace = pd.read_csv(trace_file(run_dir))
+        document = run_document(run_dir)
         if document["run"]["dataset"] != f"logreg/{name}":
-            raise BnnpredError(f"{trace_file.parent} holds a run on {document['run']['dataset']}, not logreg/{name}; "
+            raise BnnpredError(f"{run_dir} holds a run on {document['run']['dataset']}, not logreg/{name}; "
                                "delete it and run the study again")
         final = document["metrics"]["test"]
         frames.append(trace.assign(epoch=trace["step"] / per_epoch(name), neg_elbo=-trace["elbo"], set=name,
-                                   method=method, seed=trace_file.parent.name,
+                                   method=method, seed=run_dir.name,
                                    final_nll=next(iter(final.values()))["nll"]))
     return pd.concat(frames, ignore_index=True)
 

@@ -5,11 +5,13 @@ this code's result; the records of a CPU and of a GPU are kept apart."""
 
 import csv
 import dataclasses
+import gzip
 import json
 import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -18,8 +20,8 @@ from bnnpred import cli
 from bnnpred.app.records import export_record, seed_from_record, verify_record
 from bnnpred.app.report.tables import collect, find_runs
 from bnnpred.app.run_evaluation import predictors
-from bnnpred.app.run_files import MANIFEST, RECORD
-from bnnpred.app.run_record import EVAL_FILES, RECORDED, TRACE
+from bnnpred.app.run_files import MANIFEST, PACKED, RECORD, locked, staged
+from bnnpred.app.run_record import EVAL_FILES, RECORDED, TRACE, trace_file
 from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError, MissingDataError
 from bnnpred.io import sha256_file, write_json
@@ -229,16 +231,49 @@ def test_a_record_keeps_the_trace_only_where_the_page_reads_it_and_says_what_it_
     run_dir, record = tmp_path / "runs" / "tiny" / "single", records(tmp_path) / "single"
     assert (run_dir / TRACE).is_file() and not (record / TRACE).exists()  # the tiny page reads no trace
     assert TRACE in json.loads((record / RECORD).read_text())["absent"]
-    export_record(run_dir, record, RECORDED)  # a study whose page reads traces
-    assert (record / TRACE).read_bytes() == (run_dir / TRACE).read_bytes()
+    export_record(run_dir, record, RECORDED)  # a study whose page reads traces: gzipped, the run's bytes inside
+    packed = record / f"{TRACE}{PACKED}"
+    assert gzip.decompress(packed.read_bytes()) == (run_dir / TRACE).read_bytes() and not (record / TRACE).exists()
+    assert packed.stat().st_size < (run_dir / TRACE).stat().st_size and trace_file(record) == packed
+    assert pd.read_csv(trace_file(record)).equals(pd.read_csv(run_dir / TRACE)) and verify_record(record).record
+    export_record(record, tmp_path / "again", RECORDED)  # exported again (a campaign's next stop): the same bytes
+    assert (tmp_path / "again" / packed.name).read_bytes() == packed.read_bytes()
     export_record(record, record)  # a record exported again with less to keep is trimmed, and still reads
-    assert not (record / TRACE).exists() and verify_record(record).record
+    assert not packed.exists() and not (record / TRACE).exists() and verify_record(record).record
     with pytest.raises(ValueError, match="a record keeps"):
         export_record(run_dir, record, ("config.yaml", "metrics.json"))
     marker = json.loads((record / RECORD).read_text())
     write_json(record / RECORD, {"absent": [*marker["absent"], "selection.csv"]})  # a record that dropped rows
     with pytest.raises(BnnpredError, match=r"record .*single is corrupt \(its record.json is unreadable\)"):
         verify_record(record)
+
+
+@pytest.mark.parametrize("offset", [-3, 30])  # the gzip trailer's checksum, or the compressed data
+def test_a_gzipped_trace_with_a_flipped_byte_is_refused_naming_it(tmp_path, made, offset):
+    record = records(tmp_path) / "single"
+    export_record(tmp_path / "runs" / "tiny" / "single", record, RECORDED)
+    packed = record / f"{TRACE}{PACKED}"
+    data = bytearray(packed.read_bytes())
+    data[offset] ^= 1
+    packed.write_bytes(bytes(data))
+    with pytest.raises(BnnpredError, match=r"record .*single is corrupt \(its record's trace\.csv does not match its "
+                                           r"checksum"):
+        verify_record(record)
+
+
+def test_a_run_trained_again_over_its_seeded_record_keeps_no_packed_trace(tmp_path, made):
+    """A record seeded into a run folder, then the run trained there again (another machine, force=true): the new
+    result's trace is the one read, and the record's gzipped copy is gone with the rest of the record."""
+    run_dir, record = tmp_path / "elsewhere" / "single", records(tmp_path) / "single"
+    export_record(tmp_path / "runs" / "tiny" / "single", record, RECORDED)
+    assert seed_from_record(record, run_dir) and trace_file(run_dir).name == f"{TRACE}{PACKED}"
+    with locked(run_dir), staged(run_dir) as stage:
+        for name in ("config.yaml", "metrics.json", "posterior.pt"):
+            shutil.copyfile(tmp_path / "runs" / "tiny" / "single" / name, stage / name)
+        (stage / TRACE).write_text("step,elbo\n1,-2.0\n")
+    assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) == [
+        "config.yaml", MANIFEST, "metrics.json", "posterior.pt", TRACE]
+    assert pd.read_csv(trace_file(run_dir))["elbo"].tolist() == [-2.0]
 
 
 def test_a_budget_starts_only_what_the_earlier_runs_say_ends_in_time(tmp_path, made, capsys):
