@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -38,6 +39,9 @@ POISSON_QUADRATURE_NODES = 20
 
 class Likelihood(ABC):
     """A GLM likelihood over network outputs ``f`` ``[B, C]``."""
+
+    # a probability mass function (log p ≤ 0 at every target): an ELBO of it, E_q[log p] − β·KL, is never above 0
+    discrete: ClassVar[bool] = False
 
     @abstractmethod
     def log_prob(self, f: Tensor, y: Tensor) -> Tensor: ...
@@ -116,6 +120,8 @@ class Gaussian(Likelihood):
 class Bernoulli(Likelihood):
     r"""``y ~ Bernoulli(σ(f))`` with one logit; ``Λ = σ(f)(1 - σ(f))``."""
 
+    discrete = True
+
     def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
         return -F.binary_cross_entropy_with_logits(f[:, 0], y.to(f.dtype), reduction="none")
 
@@ -144,6 +150,8 @@ class Bernoulli(Likelihood):
 
 class Categorical(Likelihood):
     r"""``y ~ Cat(softmax(f))``; ``Λ = diag(p) - p pᵀ`` (rank C - 1)."""
+
+    discrete = True
 
     def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
         return -F.cross_entropy(f, y.long(), reduction="none")
@@ -189,6 +197,8 @@ class Categorical(Likelihood):
 class Poisson(Likelihood):
     r"""``y ~ Poisson(exp(f))`` with one output, the log rate (notes-000 Table 2.1): ``log p = y f - e^f - log y!``,
     ``r = y - e^f``, ``Λ = V[Y] = e^f``."""
+
+    discrete = True
 
     def log_prob(self, f: Tensor, y: Tensor) -> Tensor:
         return y * f[:, 0] - f[:, 0].exp() - torch.lgamma(y + 1)

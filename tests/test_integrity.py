@@ -29,6 +29,7 @@ from bnnpred.inference.base import Fit
 from bnnpred.inference.contract import HealthObjective
 from bnnpred.inference.objective import Objective
 from bnnpred.io import load_checked, strict_json
+from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian, Poisson
 from bnnpred.posteriors import DiagPosterior
 from tests.helpers import REPO, bnnpred, trained
 from tests.helpers import TINY_IN_PROCESS as TINY
@@ -250,6 +251,36 @@ def test_a_mean_field_fit_is_checked_on_its_elbo_not_on_its_means_log_joint():
     assert fit_problems(start, broken, fit(-0.9, -0.4), elbo) == ["the objective is inf at the fitted θ"]
     assert fit_problems(start, worse, fit(-0.9, -0.4)) == [
         "the fit ended worse than it started (negative log joint per example 0.708 → 0.72)"]
+
+
+def test_an_elbo_above_zero_fails_a_fit_on_a_discrete_likelihood_and_not_on_a_density():
+    """notes-001's VL(H) on Fashion-MNIST: its objective climbed from 7.5e15 to 1.3e23 per example while its σ grew
+    to e^17.7 times the prior's and its test accuracy fell to chance; rising, it passed the check on a fall. No ELBO
+    of a probability mass can exceed 0 (E_q[log p] ≤ 0, KL ≥ 0); a Gaussian density's can (log p > 0 where
+    σ² < 1/2π)."""
+    start, end = Objective(value=2.3, grad_norm=1.0), Objective(value=2.3, grad_norm=1.0)
+    climbed = Fit(theta=torch.zeros(3), posterior=None, trace=[{"elbo": 7.48e15}, {"elbo": 1.28e23}])
+    expected = ["its objective is no ELBO: the trace's ELBO per example reached 1.28e+23, above the 0 that bounds "
+                "every ELBO of a discrete likelihood"]
+    assert fit_problems(start, end, climbed, HealthObjective.elbo, discrete=True) == expected
+    assert fit_problems(start, end, climbed, HealthObjective.elbo, discrete=False) == []
+    touched = Fit(theta=torch.zeros(3), posterior=None, trace=[{"elbo": -0.9}, {"elbo": 0.01}, {"elbo": -0.4}])
+    assert fit_problems(start, end, touched, HealthObjective.elbo, discrete=True) == [
+        expected[0].replace("1.28e+23", "0.01")]  # at any row: the objective left its bound on the way
+    below = Fit(theta=torch.zeros(3), posterior=None, trace=[{"elbo": -0.9}, {"elbo": -1e-12}])
+    assert fit_problems(start, end, below, HealthObjective.elbo, discrete=True) == []
+
+
+@pytest.mark.parametrize("likelihood, y", [(Bernoulli(), torch.tensor([0.0, 1.0, 1.0])),
+                                           (Categorical(), torch.tensor([0, 2, 1])),
+                                           (Poisson(), torch.tensor([0.0, 3.0, 40.0])),
+                                           (Gaussian(sigma2=0.01), torch.tensor([0.3, -1.0, 2.0]))])
+def test_a_likelihood_is_discrete_exactly_when_its_log_probability_never_exceeds_zero(likelihood, y):
+    """The ELBO bound above rests on it: a mass's log p is ≤ 0 at any output; a narrow Gaussian's is > 0 near y."""
+    gen = torch.Generator().manual_seed(0)
+    f = 30 * torch.randn(20_000, 3 if isinstance(likelihood, Categorical) else 1, generator=gen, dtype=torch.float64)
+    best = likelihood.log_prob(f, y[torch.randint(len(y), (len(f),), generator=gen)]).max()
+    assert (best <= 0) == likelihood.discrete, float(best)
 
 
 def test_the_mean_field_methods_and_only_they_are_checked_on_the_elbo():

@@ -28,13 +28,13 @@ from bnnpred.inference.objective import Objective
 
 
 def fit_problems(start: Objective, end: Objective, fit: Fit,
-                 objective: HealthObjective = HealthObjective.log_joint) -> list[str]:
+                 objective: HealthObjective = HealthObjective.log_joint, discrete: bool = False) -> list[str]:
     """Why the fit's numbers are broken (empty if they are not), on ``objective`` (``start`` and ``end``: ``L`` at
-    ``θ₀`` and ``θ*``; the ELBO: ``fit.trace``)."""
+    ``θ₀`` and ``θ*``; the ELBO: ``fit.trace``, bounded by 0 for a ``discrete`` likelihood)."""
     if not math.isfinite(end.value):  # on every objective
         found = [f"the objective is {end.value} at the fitted θ"]
     elif objective is HealthObjective.elbo:
-        found = elbo_problems(fit.trace)
+        found = elbo_problems(fit.trace, discrete)
     else:
         found = log_joint_problems(start, end)
     if fit.info.get("full_batch") and not end.grad_norm < start.grad_norm:
@@ -51,17 +51,23 @@ def log_joint_problems(start: Objective, end: Objective) -> list[str]:
     return []
 
 
-def elbo_problems(trace: list[dict[str, float]]) -> list[str]:
+def elbo_problems(trace: list[dict[str, float]], discrete: bool = False) -> list[str]:
     """The trace's ELBO per example (the trainer's objective: β-weighted where β ≠ 1, each row averaged over its
-    window of minibatch steps) non-finite at its last row, or lower there than at its first; a trace without an
-    ELBO is itself a problem (nothing to check the fit on). A fit traced once (one window) is not compared, and a
-    loss spike inside the first window lowers the bar: the trainer's own guard (a non-finite loss is an error) and
-    the finite ``L`` at ``θ*`` remain."""
+    window of minibatch steps) non-finite at its last row, or lower there than at its first; for a ``discrete``
+    likelihood (log p ≤ 0) also above 0 at any row, which no ELBO can be (E_q[log p] ≤ 0, KL ≥ 0): an objective that
+    rose there left the bound it stands for (VL with an indefinite Hessian in place of the Fisher, notes-001 §2.4:
+    its σ grow without bound while the objective climbs to 1e23). A trace without an ELBO is itself a problem
+    (nothing to check the fit on). A fit traced once (one window) is not compared, and a loss spike inside the
+    first window lowers the bar: the trainer's own guard (a non-finite loss is an error) and the finite ``L`` at
+    ``θ*`` remain."""
     elbo = [row["elbo"] for row in trace if "elbo" in row]
     if not elbo:
         return ["the fit's trace has no ELBO to check it on"]
     if not math.isfinite(elbo[-1]):
         return [f"its objective (the trace's ELBO) is {elbo[-1]} at the end"]
+    if discrete and max(elbo) > 0:
+        return [f"its objective is no ELBO: the trace's ELBO per example reached {max(elbo):.4g}, above the 0 that "
+                "bounds every ELBO of a discrete likelihood"]
     if elbo[-1] < elbo[0]:
         return [f"its objective fell over the fit (the trace's ELBO per example {elbo[0]:.4g} at the first row → "
                 f"{elbo[-1]:.4g})"]
