@@ -493,5 +493,6 @@ def make(r: Reproduction) -> str:
 
 STUDY = Study(name="notes001", title="Variational Laplace paper (notes-001): VL vs VI vs MAP where MAP overfits, the "
               "log-σ multiplier, fixed variances and the VL(H) ablation on Fashion-MNIST", make=make,
-              cpu_cost="about 75 min with 2 jobs for 85 runs (measured); item 8's full σ² grid adds 12 runs (not yet "
-              "measured)", items=items(1, 6, 7, 8, 10), keeps_traces=True)
+              cpu_cost="about 4.3 h with 2 jobs for its 97 runs (8.5 h of recorded run time, 104-1,003 s a run: the "
+              "records of its rerun, 2026-11-28/29)", items=items(1, 6, 7, 8, 10), keeps_traces=True,
+              from_records=True)
