@@ -325,8 +325,12 @@ class Reproduction:
         counts = Counter(self.made_by.values()).most_common()
         made = ", ".join(f"{n} at commit {commit} (code {code})" if commit != UNRECORDED else
                          f"{n} with no recorded commit (code {code})" for (commit, code), n in counts)
+        machines = Counter(read_json(Path(read) / "metrics.json")["run"].get("device_name")
+                           for read in self.made_by).most_common()
+        on = ", ".join(f"{n} on {name}" if name else f"{n} with no recorded machine" for name, n in machines)
         total = len(self.made_by)
-        return "\n".join(["## Runs", "", f"The page reads {total} finished run{'s' * (total != 1)}: {made}.", ""])
+        return "\n".join(["## Runs", "", f"The page reads {total} finished run{'s' * (total != 1)}: {made}. The "
+                          f"machines they recorded (the same run can round otherwise on another processor): {on}.", ""])
 
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``, and what of the page's runs (read so far) was
