@@ -228,7 +228,7 @@ def _source_of(module: str) -> ast.Module:
     help texts import torch, 3-4 s that a help text should not cost."""
     package, _, name = module.rpartition(".")
     folder = importlib.util.find_spec(package).submodule_search_locations[0]  # imports the package's parents only
-    return ast.parse((Path(folder) / f"{name}.py").read_text())
+    return ast.parse((Path(folder) / f"{name}.py").read_bytes())  # the source's own encoding, not the locale's
 
 
 def config_keys() -> list[str]:

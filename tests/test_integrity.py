@@ -225,11 +225,11 @@ def test_a_rising_gradient_norm_fails_a_full_batch_map_and_not_a_minibatch_one()
     start, end = Objective(value=2.3, grad_norm=3.7e3), Objective(value=0.4, grad_norm=1.0e4)
     theta = torch.zeros(3)
     full, minibatch = ({"grad_norm": 1.0e4, "full_batch": flag} for flag in (1.0, 0.0))
-    assert fit_problems(start, end, Fit(theta=theta, posterior=None, info=full)) == [
+    assert fit_problems(start, end, Fit(theta=theta, posterior=None, info=full), discrete=True) == [
         "the gradient norm did not fall (3.7e+03 at the start, 1e+04 at the end)"]
-    assert fit_problems(start, end, Fit(theta=theta, posterior=None, info=minibatch)) == []
+    assert fit_problems(start, end, Fit(theta=theta, posterior=None, info=minibatch), discrete=True) == []
     worse = Objective(value=2.5, grad_norm=1.0e4)
-    assert fit_problems(start, worse, Fit(theta=theta, posterior=None, info=minibatch)) == [
+    assert fit_problems(start, worse, Fit(theta=theta, posterior=None, info=minibatch), discrete=True) == [
         "the fit ended worse than it started (negative log joint per example 2.3 → 2.5)"]
 
 
@@ -241,15 +241,16 @@ def test_a_mean_field_fit_is_checked_on_its_elbo_not_on_its_means_log_joint():
     def fit(*elbo: float) -> Fit:
         return Fit(theta=torch.zeros(3), posterior=None, trace=[{"step": i, "elbo": e} for i, e in enumerate(elbo)])
     elbo = HealthObjective.elbo
-    assert fit_problems(start, worse, fit(-0.9, -0.5, -0.4), elbo) == []
-    assert fit_problems(start, worse, fit(-0.5, -0.9, -0.6), elbo) == [
+    assert fit_problems(start, worse, fit(-0.9, -0.5, -0.4), elbo, discrete=True) == []
+    assert fit_problems(start, worse, fit(-0.5, -0.9, -0.6), elbo, discrete=True) == [
         "its objective fell over the fit (the trace's ELBO per example -0.5 at the first row → -0.6)"]
-    assert fit_problems(start, worse, fit(-0.5, float("nan")), elbo) == [
+    assert fit_problems(start, worse, fit(-0.5, float("nan")), elbo, discrete=True) == [
         "its objective (the trace's ELBO) is nan at the end"]
-    assert fit_problems(start, worse, fit(), elbo) == ["the fit's trace has no ELBO to check it on"]
+    assert fit_problems(start, worse, fit(), elbo, discrete=True) == ["the fit's trace has no ELBO to check it on"]
     broken = Objective(value=float("inf"), grad_norm=10.0)  # a non-finite L at θ* fails on every objective
-    assert fit_problems(start, broken, fit(-0.9, -0.4), elbo) == ["the objective is inf at the fitted θ"]
-    assert fit_problems(start, worse, fit(-0.9, -0.4)) == [
+    assert fit_problems(start, broken, fit(-0.9, -0.4), elbo, discrete=True) == [
+        "the objective is inf at the fitted θ"]
+    assert fit_problems(start, worse, fit(-0.9, -0.4), discrete=True) == [
         "the fit ended worse than it started (negative log joint per example 0.708 → 0.72)"]
 
 

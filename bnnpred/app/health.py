@@ -6,7 +6,8 @@ on the full-data negative log joint per example ``L(θ) = -(1/N) [Σ_i log p(y_i
 (notes-000 eq. 2.2), which a point estimate and a posterior centred on the MAP's basin are meant to improve: a fit
 that ends with a non-finite or a higher ``L`` than it started from has diverged. A mean-field method is checked on
 its own objective instead, the ELBO per example of its trace (non-finite, or lower at the last row than at the
-first: diverged); its mean alone need not improve ``L``.
+first: diverged; above 0 on a discrete likelihood, which no ELBO can be: broken); its mean alone need not improve
+``L``.
 A method that trains to a stationary point on the full batch (a MAP by full-batch Adam or with a full-batch finish:
 its info records ``grad_norm`` and ``full_batch = 1``) must also end with a smaller gradient norm than it started
 with. A minibatch-trained MAP's final gradient norm measures the noise of its last steps, not a breakage (3c3d on
@@ -28,7 +29,7 @@ from bnnpred.inference.objective import Objective
 
 
 def fit_problems(start: Objective, end: Objective, fit: Fit,
-                 objective: HealthObjective = HealthObjective.log_joint, discrete: bool = False) -> list[str]:
+                 objective: HealthObjective = HealthObjective.log_joint, *, discrete: bool) -> list[str]:
     """Why the fit's numbers are broken (empty if they are not), on ``objective`` (``start`` and ``end``: ``L`` at
     ``θ₀`` and ``θ*``; the ELBO: ``fit.trace``, bounded by 0 for a ``discrete`` likelihood)."""
     if not math.isfinite(end.value):  # on every objective
@@ -51,15 +52,17 @@ def log_joint_problems(start: Objective, end: Objective) -> list[str]:
     return []
 
 
-def elbo_problems(trace: list[dict[str, float]], discrete: bool = False) -> list[str]:
+def elbo_problems(trace: list[dict[str, float]], discrete: bool) -> list[str]:
     """The trace's ELBO per example (the trainer's objective: β-weighted where β ≠ 1, each row averaged over its
     window of minibatch steps) non-finite at its last row, or lower there than at its first; for a ``discrete``
-    likelihood (log p ≤ 0) also above 0 at any row, which no ELBO can be (E_q[log p] ≤ 0, KL ≥ 0): an objective that
-    rose there left the bound it stands for (VL with an indefinite Hessian in place of the Fisher, notes-001 §2.4:
-    its σ grow without bound while the objective climbs to 1e23). A trace without an ELBO is itself a problem
-    (nothing to check the fit on). A fit traced once (one window) is not compared, and a loss spike inside the
-    first window lowers the bar: the trainer's own guard (a non-finite loss is an error) and the finite ``L`` at
-    ``θ*`` remain."""
+    likelihood (log p ≤ 0) also above 0 at any row. BBB's is an ELBO, ``E_q[log p] − β·KL`` with each sample's
+    log p ≤ 0 and the KL in closed form, ≥ 0; VL's is no bound but an expansion, ``log p(y | µ) − ½ Σ σ² F − β·KL``,
+    and F ⪰ 0 keeps it below 0 too. Above 0, the objective left what it stands for: VL with the Hessian's one-probe
+    estimate in place of F (notes-001 §2.4) climbs to 1e23 while its σ grow without bound (a VL(H) fit can also cross
+    0 by the probe's noise alone, and is then flagged too: the ablation exists to diverge). A trace without an
+    ELBO is itself a problem (nothing to check the fit on). A fit traced once (one window) is not compared, and a
+    loss spike inside the first window lowers the bar: the trainer's own guard (a non-finite loss is an error) and
+    the finite ``L`` at ``θ*`` remain."""
     elbo = [row["elbo"] for row in trace if "elbo" in row]
     if not elbo:
         return ["the fit's trace has no ELBO to check it on"]

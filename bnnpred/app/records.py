@@ -18,23 +18,14 @@ import shutil
 from pathlib import Path
 
 from bnnpred.app.report.tables import find_runs
-from bnnpred.app.run_files import EVALS, MANIFEST, PACKED, RECORD, locked, recover, stored
-from bnnpred.app.run_record import (
-    ALWAYS_RECORDED,
-    RECORDED,
-    TRACE,
-    FinishedRun,
-    NotFinished,
-    evaluations,
-    read_finished,
-)
+from bnnpred.app.run_files import EVALS, MANIFEST, PACKED, PACKED_FILES, RECORD, locked, recover, stored
+from bnnpred.app.run_record import ALWAYS_RECORDED, RECORDED, FinishedRun, NotFinished, evaluations, read_finished
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json, write_json
 
 log = logging.getLogger(__name__)
 
 READ = ("config.yaml", "metrics.json")  # what a record must hold to be read
-PACK = (TRACE,)  # what a record keeps gzipped (run_files.PACKED): traces are CSV, 2.5x smaller packed
 
 
 def kept_files(traces: bool) -> tuple[str, ...]:
@@ -74,7 +65,7 @@ def _copy_record(run: FinishedRun, to: Path, keep: tuple[str, ...]) -> None:
     kept = [name for name in keep if name in listed and stored(run.folder, name).is_file()]
     for name in kept:
         source = stored(run.folder, name)
-        if name not in PACK or source.name.endswith(PACKED):
+        if name not in PACKED_FILES or source.name.endswith(PACKED):
             shutil.copyfile(source, to / source.name)
         else:  # the same bytes for the same file (no name, no time in the header): a record exported again is unchanged
             with open(source, "rb") as f, open(to / f"{name}{PACKED}", "wb") as raw, \
@@ -137,4 +128,6 @@ def seed_from_record(record_dir: Path, run_dir: Path) -> bool:
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, target)
+                if source.name.endswith(PACKED):  # a broken run's own file of that name would be read in its place
+                    target.with_name(source.name.removesuffix(PACKED)).unlink(missing_ok=True)
     return True

@@ -44,8 +44,10 @@ RECORD = "record.json"
 REPLACING = ".replacing"
 EVALS = "evals"  # re-evaluations of a run (bnnpred eval): <run>/evals/<key>/
 STAGE_PREFIX = ".stage-"
-# A record may keep a listed file gzipped, as NAME.gz (its trace: 2.5x smaller); the manifest's checksum stays that of
-# NAME's own bytes, so the file is verified as the run wrote it.
+TRACE = "trace.csv"  # the training trace: most of a record's bytes, kept only where a page reads it
+# A record keeps these listed files gzipped, as NAME.gz (a trace: 2.5x smaller); the manifest's checksum stays that
+# of NAME's own bytes, so the file is verified as the run wrote it.
+PACKED_FILES = (TRACE,)
 PACKED = ".gz"
 
 
@@ -57,9 +59,9 @@ def is_result_file(name: str) -> bool:
 
 def stored(folder: Path, name: str) -> Path:
     """Where the listed file ``name`` of the result in ``folder`` is: ``folder/name``, or ``folder/name.gz`` where a
-    record keeps it gzipped (:data:`PACKED`)."""
+    record keeps it gzipped (one of :data:`PACKED_FILES`)."""
     path, packed = folder / name, folder / f"{name}{PACKED}"
-    return packed if not path.exists() and packed.is_file() else path
+    return packed if name in PACKED_FILES and not path.exists() and packed.is_file() else path
 
 
 def content_digest(path: Path) -> str:

@@ -16,7 +16,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from bnnpred.app.run_files import EVALS, RECORD, REPLACING, locked, problems, recover, stored
+from bnnpred.app.run_files import EVALS, RECORD, REPLACING, TRACE, locked, problems, recover
 from bnnpred.io import read_json
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,6 @@ log = logging.getLogger(__name__)
 RUN_FILES = ("config.yaml", "metrics.json", "posterior.pt")
 EVAL_FILES = ("config.yaml", "metrics.json")
 ALWAYS_RECORDED = ("config.yaml", "metrics.json", "selection.csv")  # the small files every record keeps
-TRACE = "trace.csv"  # the training trace: most of a record's bytes, kept only where a page reads it
 RECORDED = (*ALWAYS_RECORDED, TRACE)  # the small files a record may keep
 # what every run's summary records and its readers rely on (a table's row, the skip check's key): a record without
 # one of them is not a finished run, however its manifest agrees
@@ -70,12 +69,6 @@ def read_finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Finis
     if missing := [name for name in SUMMARY if document["run"].get(name) is None]:
         raise NotFinished(f"metrics.json records no {', '.join(missing)}")
     return FinishedRun(folder=folder, config=config, document=document, record=absent is not None)
-
-
-def trace_file(run_dir: Path) -> Path:
-    """The run's training trace (:data:`TRACE`, a CSV), as the run wrote it or gzipped in its record: pandas reads
-    either."""
-    return stored(Path(run_dir), TRACE)
 
 
 def record_absent(folder: Path) -> tuple[str, ...] | None:

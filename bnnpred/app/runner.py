@@ -91,7 +91,7 @@ class Trainer:
         fit = replace(inference.fit(problem, s.cfg.inference), buffers=s.model.buffer_state())
         fit_seconds = time.perf_counter() - started  # training and posterior: the posterior's is this less training
         end = objective_at(problem, fit.theta)
-        problems = fit_problems(start, end, fit, s.cfg.inference.HEALTH, likelihood.discrete)
+        problems = fit_problems(start, end, fit, s.cfg.inference.HEALTH, discrete=likelihood.discrete)
         log_evidence = fit.log_evidence
         valid_nll = (self.valid_nll(fit, likelihood, precision) if s.cfg.selection.method is SelectionMethod.valid_nll
                      else None)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import pandas as pd
 
@@ -25,7 +25,7 @@ from bnnpred.app.compose import compose, expand_sweep, predictive_overrides
 from bnnpred.app.config import run_key
 from bnnpred.app.records import export_record, export_records, kept_files, seed_from_record, verify_record
 from bnnpred.app.report.tables import UNRECORDED, check_code, find_runs
-from bnnpred.app.run_files import MANIFEST
+from bnnpred.app.run_files import MANIFEST, TRACE, stored
 from bnnpred.app.run_index import INDEX, copy_relative, failed_keys, failed_runs
 from bnnpred.app.run_record import EVAL_FILES, EVALS, RUN_FILES, FinishedRun, NotFinished, read_finished
 from bnnpred.app.saved_runs import eval_config, eval_folder
@@ -69,7 +69,7 @@ class Reproduction:
     started: float = field(default_factory=time.time)
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
-    made_by: dict[Path, tuple[str, str]] = field(default_factory=dict)  # (commit, code) of each run it reads
+    made_by: dict[Path, Made] = field(default_factory=dict)  # what made each run it reads
 
     def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
         """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
@@ -103,7 +103,7 @@ class Reproduction:
                 return records / relative
         return own
 
-    def _made_there(self, record: Path, made: dict[Path, tuple[str, str]], overrides: Sequence[str],
+    def _made_there(self, record: Path, made: dict[Path, Made], overrides: Sequence[str],
                     multirun: bool) -> bool:
         """Whether another device's ``record`` folder holds (``made``) every run that the overrides make on that
         device, so that a campaign continued here reads them; if not (other code or config, or a campaign cut
@@ -322,15 +322,15 @@ class Reproduction:
         with ``--report-only`` need not share with its runs. Empty if the page read no run."""
         if not self.made_by:
             return ""
-        counts = Counter(self.made_by.values()).most_common()
-        made = ", ".join(f"{n} at commit {commit} (code {code})" if commit != UNRECORDED else
-                         f"{n} with no recorded commit (code {code})" for (commit, code), n in counts)
-        machines = Counter(read_json(Path(read) / "metrics.json")["run"].get("device_name")
-                           for read in self.made_by).most_common()
+        counts = Counter((made.commit, made.code) for made in self.made_by.values()).most_common()
+        by_code = ", ".join(f"{n} at commit {commit} (code {code})" if commit != UNRECORDED else
+                            f"{n} with no recorded commit (code {code})" for (commit, code), n in counts)
+        machines = Counter(made.machine for made in self.made_by.values()).most_common()
         on = ", ".join(f"{n} on {name}" if name else f"{n} with no recorded machine" for name, n in machines)
         total = len(self.made_by)
-        return "\n".join(["## Runs", "", f"The page reads {total} finished run{'s' * (total != 1)}: {made}. The "
-                          f"machines they recorded (the same run can round otherwise on another processor): {on}.", ""])
+        return "\n".join(["## Runs", "", f"The page reads {total} finished run{'s' * (total != 1)}: {by_code}. Made "
+                          f"on (each run records its machine; the same run may round differently on another "
+                          f"processor): {on}.", ""])
 
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``, and what of the page's runs (read so far) was
@@ -341,14 +341,14 @@ class Reproduction:
         """A sentence on the runs the page reads that a working tree with uncommitted changes made (commit
         ``…+dirty``), naming their code digests and, where one of the page's runs at a clean commit has the same
         digest (the package's code was committed; the changes lay elsewhere), that commit; empty if none."""
-        dirty = [made for made in self.made_by.values() if made[0].endswith("+dirty")]
+        dirty = [made for made in self.made_by.values() if made.commit.endswith("+dirty")]
         if not dirty:
             return ""
-        clean = {code: commit for commit, code in self.made_by.values()
-                 if commit != UNRECORDED and not commit.endswith("+dirty")}
+        clean = {made.code: made.commit for made in self.made_by.values()
+                 if made.commit != UNRECORDED and not made.commit.endswith("+dirty")}
         codes = "; ".join(f"code {code}, " + (f"the code of commit {clean[code]}" if code in clean else
                                               "which no run of a clean commit here has")
-                          for code in sorted({code for _, code in dirty}))
+                          for code in sorted({made.code for made in dirty}))
         return (f" {len(dirty)} of the {len(self.made_by)} runs it reads were made by a working tree with uncommitted "
                 f"changes (commit …+dirty: {codes}); rerunning them at a clean commit replaces them.")
 
@@ -431,12 +431,31 @@ def _evaluated(run_dir: Path, overrides: Sequence[str]) -> bool:
         return False
 
 
-def _made_by(document: dict) -> tuple[str, str]:
-    """The commit and code digest a run's (or re-evaluation's) ``metrics.json`` records (``unrecorded`` if none)."""
-    return document["run"].get("commit") or UNRECORDED, document["run"].get("code") or UNRECORDED
+def read_trace(run_dir: Path) -> pd.DataFrame:
+    """A run's training trace (``trace.csv``), as the run wrote it or gzipped in its record; a run or record that
+    holds none is one error naming it."""
+    path = stored(Path(run_dir), TRACE)
+    if not path.is_file():
+        raise BnnpredError(f"{run_dir} holds no training trace ({TRACE}); a record keeps it only for a study whose "
+                           "page reads traces (keeps_traces): train the run again with that study")
+    return pd.read_csv(path)
 
 
-def _sweep_made_by(sweep_dir: Path) -> dict[Path, tuple[str, str]]:
+class Made(NamedTuple):
+    """What made a run (or re-evaluation), as its ``metrics.json`` records it."""
+
+    commit: str  # ``unrecorded`` if none
+    code: str  # the code digest, ``unrecorded`` if none
+    machine: str | None  # ``device_name``: the processor's model where Linux gives it, the GPU's name
+
+
+def _made_by(document: dict) -> Made:
+    """What a run's (or re-evaluation's) ``metrics.json`` records made it."""
+    run = document["run"]
+    return Made(run.get("commit") or UNRECORDED, run.get("code") or UNRECORDED, run.get("device_name"))
+
+
+def _sweep_made_by(sweep_dir: Path) -> dict[Path, Made]:
     """The commit and code of each finished run under ``sweep_dir`` that :func:`~bnnpred.app.report.tables.collect`
     reads from it: runs without a manifest or a readable record left out, and of several code versions only the
     newest's. Only ``metrics.json`` is read: ``collect`` verifies every file against its checksum, and hashing the
@@ -452,7 +471,7 @@ def _sweep_made_by(sweep_dir: Path) -> dict[Path, tuple[str, str]]:
             continue
     if not made_by:
         return {}
-    frame = pd.DataFrame({"run_dir": list(map(str, made_by)), "code": [code for _, code in made_by.values()],
+    frame = pd.DataFrame({"run_dir": list(map(str, made_by)), "code": [made.code for made in made_by.values()],
                           "finished": list(finished.values())})
     kept = set(check_code(frame, "newest")["run_dir"])
     return {run_dir: made for run_dir, made in made_by.items() if str(run_dir) in kept}

@@ -15,10 +15,9 @@ import numpy as np
 import pandas as pd
 
 from bnnpred.app.report import figures
-from bnnpred.app.run_record import trace_file
 from bnnpred.io import load_torch
 from bnnpred.prior import Prior
-from bnnpred.reproduce.base import Reproduction, Study, finished
+from bnnpred.reproduce.base import Reproduction, Study, finished, read_trace
 from bnnpred.reproduce.claims import (
     Claim,
     Compare,
@@ -83,8 +82,7 @@ def run_row(run_dir: Path) -> dict:
             "beta": inference.get("kl_weight", 1.0), "multiplier": inference.get("rho_lr_factor", np.nan),
             "sigma2": inference.get("fixed_sigma2") or np.nan, "test_ll": -test["nll"],
             "accuracy": 100 * test["accuracy"], "ece": test["ece"],
-            "elbo": doc["info"].get("elbo_per_example", np.nan), "trace": str(trace_file(run_dir)),
-            "run_dir": str(run_dir)}
+            "elbo": doc["info"].get("elbo_per_example", np.nan), "run_dir": str(run_dir)}
 
 
 def table1_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -145,8 +143,8 @@ def overfitting(r: Reproduction, runs: pd.DataFrame) -> pd.DataFrame:
     last epoch's (mean and s.e. over seeds), from each run's trace."""
     chosen = table1_runs(runs)
     rows, curves = [], []
-    for (method, seed), trace_path in chosen.set_index(["method", "seed"])["trace"].items():
-        nll = pd.read_csv(trace_path).set_index("epoch")["valid_nll"]
+    for (method, seed), run_dir in chosen.set_index(["method", "seed"])["run_dir"].items():
+        nll = read_trace(run_dir).set_index("epoch")["valid_nll"]
         if not np.isfinite(nll).all():  # a trace with a missing number gives no regime, never a partial one
             rows.append({"method": method, "seed": seed, "best_epoch": np.nan, "rise": np.nan})
             continue
@@ -202,7 +200,7 @@ def fig2(r: Reproduction, runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[float,
         for method in ("VI", "VL"):
             for mult in MULTIPLIERS:
                 run = first[(first["method"] == method) & (first["beta"] == beta) & (first["multiplier"] == mult)]
-                trace = pd.read_csv(run["trace"].iloc[0])
+                trace = read_trace(run["run_dir"].iloc[0])
                 curves.append(trace[["epoch", "elbo"]].assign(
                     panel=f"{'AB'[method == 'VL']}: {method} ELBO / N, β = {beta:g}", multiplier=f"x{mult}"))
                 if method == "VI":

@@ -25,9 +25,8 @@ import numpy as np
 import pandas as pd
 
 from bnnpred.app.report import figures
-from bnnpred.app.run_record import trace_file
 from bnnpred.errors import BnnpredError
-from bnnpred.reproduce.base import Reproduction, Study
+from bnnpred.reproduce.base import Reproduction, Study, read_trace
 from bnnpred.reproduce.base import document as run_document
 from bnnpred.reproduce.claims import Claim, Compare, Verdict, all_of, departs, every, item, items, standardised
 from bnnpred.reproduce.notes002_logreg import BIAS_DELTA, SETS
@@ -102,7 +101,7 @@ def curves(folder: Path, name: str, method: str) -> pd.DataFrame:
     """Every seed's trace with ``epoch`` = step / (N // M), the negative ELBO and the final predictive's test NLL."""
     frames = []
     for run_dir in sorted(p.parent for p in folder.glob("seed*/manifest.json")):
-        trace = pd.read_csv(trace_file(run_dir))
+        trace = read_trace(run_dir)
         document = run_document(run_dir)
         if document["run"]["dataset"] != f"logreg/{name}":
             raise BnnpredError(f"{run_dir} holds a run on {document['run']['dataset']}, not logreg/{name}; "

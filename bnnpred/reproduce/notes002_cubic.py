@@ -16,8 +16,7 @@ import pandas as pd
 import torch
 
 from bnnpred.app.report import figures
-from bnnpred.app.run_record import trace_file
-from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.base import Reproduction, Study, document, read_trace
 from bnnpred.reproduce.claims import Claim, Compare, all_of, every, item, items
 from bnnpred.reproduce.derived import predictive_band, tensors, training_points
 
@@ -81,7 +80,7 @@ def make(r: Reproduction) -> str:
     ratios = {method: std_ratios(x, std) for method, (_, std) in bands.items()}
     figures.plot_1d_panels(r.out / "fig8.png", x, bands, points["x"], points["y"], ncols=len(bands),
                            title="toy cubic: NN-sampling predictive, mean ± 2 std")
-    traces = pd.concat([pd.read_csv(trace_file(run)).assign(method=method, panel="negative ELBO")
+    traces = pd.concat([read_trace(run).assign(method=method, panel="negative ELBO")
                         for method, run in by_method.items()], ignore_index=True).assign(neg_elbo=lambda t: -t["elbo"])
     figures.plot_mean_curves(r.out / "fig8_elbo.png", traces, x="step", panel="panel", hue="method",
                              metrics={"neg_elbo": "negative ELBO per example"}, log_y=("neg_elbo",))

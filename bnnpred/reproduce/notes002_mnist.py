@@ -19,10 +19,9 @@ import numpy as np
 import pandas as pd
 
 from bnnpred.app.report import figures
-from bnnpred.app.run_record import trace_file
 from bnnpred.app.saved_runs import restore
 from bnnpred.inference.mean_field import initial_rho, sigma_of
-from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.base import Reproduction, Study, document, read_trace
 from bnnpred.reproduce.claims import Between, Claim, Compare, all_of, claim, departs, every, item, items, standardised
 from bnnpred.reproduce.derived import large_files, scalars
 
@@ -68,7 +67,7 @@ def make(r: Reproduction) -> str:
     chosen = runs(r)
     rows = {method: summary(run_dir) for method, run_dir in chosen.items()}
     errors = {method: row["error"] for method, row in rows.items()}
-    traces = pd.concat([pd.read_csv(trace_file(run_dir)).assign(method=method, set="MNIST")
+    traces = pd.concat([read_trace(run_dir).assign(method=method, set="MNIST")
                         for method, run_dir in chosen.items()], ignore_index=True)
     traces["neg_elbo"], traces["test_error"] = -traces["elbo"], 100 * (1 - traces["test_accuracy"])
     figures.plot_mean_curves(r.out / "convergence.png", traces, x="epoch", panel="set", hue="method",

@@ -14,9 +14,8 @@ import pandas as pd
 from bnnpred.app.report import figures
 from bnnpred.app.report.run_figures import blr_uncertainty, predictive_drawings
 from bnnpred.app.report.tables import collect, summarize
-from bnnpred.app.run_record import trace_file
 from bnnpred.app.saved_runs import restore
-from bnnpred.reproduce.base import Reproduction, Study, document
+from bnnpred.reproduce.base import Reproduction, Study, document, read_trace
 from bnnpred.reproduce.claims import (
     Claim,
     Compare,
@@ -80,7 +79,7 @@ def run_extras(r: Reproduction, run_dir: Path) -> dict[str, float]:
     info = metrics["info"]
     return {"iterations": info.get("iterations", np.nan), "plateau": info.get("plateau", np.nan),
             "run_seconds": metrics["run"].get("seconds", np.nan),
-            "kl_kept": kl_kept(pd.read_csv(trace_file(run_dir))),
+            "kl_kept": kl_kept(read_trace(run_dir)),
             **scalars(r.derived(run_dir, "predictive_std", predictive_std))}
 
 

@@ -20,13 +20,13 @@ from bnnpred import cli
 from bnnpred.app.records import export_record, seed_from_record, verify_record
 from bnnpred.app.report.tables import collect, find_runs
 from bnnpred.app.run_evaluation import predictors
-from bnnpred.app.run_files import MANIFEST, PACKED, RECORD, locked, staged
-from bnnpred.app.run_record import EVAL_FILES, RECORDED, TRACE, trace_file
+from bnnpred.app.run_files import MANIFEST, PACKED, RECORD, locked, staged, stored
+from bnnpred.app.run_record import EVAL_FILES, RECORDED, TRACE
 from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError, MissingDataError
 from bnnpred.io import sha256_file, write_json
 from bnnpred.reproduce import base, budget, reproduce
-from bnnpred.reproduce.base import Reproduction, Study, Tier, document
+from bnnpred.reproduce.base import Reproduction, Study, Tier, document, read_trace
 from bnnpred.reproduce.derived import compact, digest, kept, plain, tensors
 from tests.helpers import TINY, bnnpred
 
@@ -234,12 +234,15 @@ def test_a_record_keeps_the_trace_only_where_the_page_reads_it_and_says_what_it_
     export_record(run_dir, record, RECORDED)  # a study whose page reads traces: gzipped, the run's bytes inside
     packed = record / f"{TRACE}{PACKED}"
     assert gzip.decompress(packed.read_bytes()) == (run_dir / TRACE).read_bytes() and not (record / TRACE).exists()
-    assert packed.stat().st_size < (run_dir / TRACE).stat().st_size and trace_file(record) == packed
-    assert pd.read_csv(trace_file(record)).equals(pd.read_csv(run_dir / TRACE)) and verify_record(record).record
-    export_record(record, tmp_path / "again", RECORDED)  # exported again (a campaign's next stop): the same bytes
+    assert packed.stat().st_size < (run_dir / TRACE).stat().st_size and stored(record, TRACE) == packed
+    assert read_trace(record).equals(pd.read_csv(run_dir / TRACE)) and verify_record(record).record
+    assert packed.read_bytes()[3:8] == bytes(5)  # no file name, no time: the same run packs to the same bytes
+    export_record(record, tmp_path / "again", RECORDED)  # exported again (a campaign's next stop): kept as it is
     assert (tmp_path / "again" / packed.name).read_bytes() == packed.read_bytes()
     export_record(record, record)  # a record exported again with less to keep is trimmed, and still reads
     assert not packed.exists() and not (record / TRACE).exists() and verify_record(record).record
+    with pytest.raises(BnnpredError, match=r"single holds no training trace \(trace\.csv\); a record keeps it only"):
+        read_trace(record)
     with pytest.raises(ValueError, match="a record keeps"):
         export_record(run_dir, record, ("config.yaml", "metrics.json"))
     marker = json.loads((record / RECORD).read_text())
@@ -266,14 +269,36 @@ def test_a_run_trained_again_over_its_seeded_record_keeps_no_packed_trace(tmp_pa
     result's trace is the one read, and the record's gzipped copy is gone with the rest of the record."""
     run_dir, record = tmp_path / "elsewhere" / "single", records(tmp_path) / "single"
     export_record(tmp_path / "runs" / "tiny" / "single", record, RECORDED)
-    assert seed_from_record(record, run_dir) and trace_file(run_dir).name == f"{TRACE}{PACKED}"
+    assert seed_from_record(record, run_dir) and stored(run_dir, TRACE).name == f"{TRACE}{PACKED}"
     with locked(run_dir), staged(run_dir) as stage:
         for name in ("config.yaml", "metrics.json", "posterior.pt"):
             shutil.copyfile(tmp_path / "runs" / "tiny" / "single" / name, stage / name)
         (stage / TRACE).write_text("step,elbo\n1,-2.0\n")
     assert sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")) == [
         "config.yaml", MANIFEST, "metrics.json", "posterior.pt", TRACE]
-    assert pd.read_csv(trace_file(run_dir))["elbo"].tolist() == [-2.0]
+    assert read_trace(run_dir)["elbo"].tolist() == [-2.0]
+
+
+def test_a_record_seeded_over_a_broken_runs_trace_reads_its_own(tmp_path, made):
+    """A folder whose run broke before it was finished keeps that run's trace.csv; the seeded record's gzipped
+    trace replaces it, so the folder reads as the record, not as a checksum mismatch."""
+    run_dir, record = tmp_path / "elsewhere" / "single", records(tmp_path) / "single"
+    export_record(tmp_path / "runs" / "tiny" / "single", record, RECORDED)
+    run_dir.mkdir(parents=True)
+    (run_dir / TRACE).write_text("step,elbo\n1,-9.0\n")  # no manifest: not a finished run
+    assert seed_from_record(record, run_dir) and not (run_dir / TRACE).exists()
+    assert read_trace(run_dir).equals(read_trace(record)) and verify_record(run_dir).record
+
+
+def test_only_a_trace_may_stand_gzipped_for_its_file(tmp_path, made):
+    """A record's metrics.json replaced by a gzip of itself is a missing file, not a record that reads: the readers
+    of every other file open it by its own name."""
+    record = records(tmp_path) / "single"
+    metrics = record / "metrics.json"
+    metrics.with_name(f"metrics.json{PACKED}").write_bytes(gzip.compress(metrics.read_bytes()))
+    metrics.unlink()
+    with pytest.raises(BnnpredError, match=r"single is corrupt \(its record's metrics\.json is missing\)"):
+        verify_record(record)
 
 
 def test_a_budget_starts_only_what_the_earlier_runs_say_ends_in_time(tmp_path, made, capsys):

@@ -29,9 +29,9 @@ def test_the_runs_section_counts_the_runs_read_by_commit_and_code(tmp_path):
     r.train_once(untracked)
     assert r.runs_of(sweep) == [sweep / "a", sweep / "b"]  # the stale and the damaged run: collect leaves them out
     assert r.runs_section() == ("## Runs\n\nThe page reads 4 finished runs: 2 at commit 2d2c33d (code new), 1 at "
-                                "commit a701e8e (code other), 1 with no recorded commit (code other). The machines "
-                                "they recorded (the same run can round otherwise on another processor): 2 on x86_64 "
-                                "(AMD EPYC), 1 on NVIDIA H100 80GB HBM3, 1 with no recorded machine.\n")
+                                "commit a701e8e (code other), 1 with no recorded commit (code other). Made on (each "
+                                "run records its machine; the same run may round differently on another processor): "
+                                "2 on x86_64 (AMD EPYC), 1 on NVIDIA H100 80GB HBM3, 1 with no recorded machine.\n")
 
 
 def test_a_re_evaluation_is_counted_and_one_run_is_singular(tmp_path, monkeypatch):
@@ -43,8 +43,8 @@ def test_a_re_evaluation_is_counted_and_one_run_is_singular(tmp_path, monkeypatc
     monkeypatch.setattr(base_module, "eval_folder", lambda run_dir, overrides: evaluation)
     assert r.evaluate(run, "predictive.n_samples=10") == evaluation
     assert r.runs_section().endswith("reads 2 finished runs: 1 at commit 2d2c33d (code new), 1 at commit 52fb789 "
-                                     "(code newer). The machines they recorded (the same run can round otherwise on "
-                                     "another processor): 2 with no recorded machine.\n")
+                                     "(code newer). Made on (each run records its machine; the same run may round "
+                                     "differently on another processor): 2 with no recorded machine.\n")
 
 
 def test_a_page_ends_with_its_runs_then_its_failures(tmp_path, monkeypatch):
@@ -60,8 +60,8 @@ def test_a_page_ends_with_its_runs_then_its_failures(tmp_path, monkeypatch):
     reproduce(["fake"], Tier.cpu, tmp_path / "runs", tmp_path / "outputs", jobs=1, report_only=True)
     page = (tmp_path / "outputs" / "fake" / "README.md").read_text()
     assert page.startswith("# page\n\ntext\n\n## Runs\n\nThe page reads 1 finished run: 1 at commit 2d2c33d (code "
-                           "new). The machines they recorded (the same run can round otherwise on another "
-                           "processor): 1 with no recorded machine.\n\n## Failed runs\n")
+                           "new). Made on (each run records its machine; the same run may round differently on "
+                           "another processor): 1 with no recorded machine.\n\n## Failed runs\n")
     assert page.endswith("| two | `seed=1` | diverged |\n") and not page.endswith("\n\n")
 
 
@@ -75,7 +75,9 @@ def test_a_sweep_the_page_leaves_out_is_counted_nowhere(tmp_path):
     r.sweep(dropped, "${seed}")
     r.failures.append({"run_dir": "c", "overrides": "seed=3", "message": "diverged", "sweep": str(dropped)})
     r.forget(dropped)
-    assert r.runs_section().startswith("## Runs\n\nThe page reads 1 finished run: 1 at commit 2d2c33d (code new). ")
+    assert r.runs_section() == ("## Runs\n\nThe page reads 1 finished run: 1 at commit 2d2c33d (code new). Made on "
+                                "(each run records its machine; the same run may round differently on another "
+                                "processor): 1 with no recorded machine.\n")
     assert r.failures_section() == ""
 
 
