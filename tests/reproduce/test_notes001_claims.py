@@ -67,10 +67,11 @@ def test_the_regime_is_read_from_each_runs_validation_trace(tmp_path):
               ("VL", 0): [0.5, float("nan"), 0.3, 0.3]}
     rows = []
     for (method, seed), nll in curves.items():
-        trace = tmp_path / f"{method}{seed}.csv"
-        pd.DataFrame({"epoch": [1.0, 2.0, 3.0, 4.0], "valid_nll": nll}).to_csv(trace, index=False)
+        run_dir = tmp_path / f"{method}{seed}"
+        run_dir.mkdir()
+        pd.DataFrame({"epoch": [1.0, 2.0, 3.0, 4.0], "valid_nll": nll}).to_csv(run_dir / "trace.csv", index=False)
         rows.append({"group": {"MAP": "map", "VL": "learned"}.get(method, "map_tempered"), "method": method,
-                     "seed": seed, "beta": 0.1, "multiplier": 10.0, "trace": str(trace)})
+                     "seed": seed, "beta": 0.1, "multiplier": 10.0, "run_dir": str(run_dir)})
     r = Reproduction(runs=tmp_path, out=tmp_path, tier=Tier.quick, jobs=1, report_only=True)
     regime = notes001.overfitting(r, pd.DataFrame(rows))
     assert regime.loc["MAP", ("best_epoch", "mean")] == 2.5
