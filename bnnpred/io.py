@@ -170,10 +170,11 @@ def read_json(path: Path) -> Any:
         return json.load(f)
 
 
-def sha256_file(path: Path) -> str:
-    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+def sha256_file(path: Path, opener: Callable[..., IO[bytes]] = open) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks; ``opener`` (e.g. ``gzip.open``) says how its bytes are
+    read."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with opener(path, "rb") as f:
         while block := f.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()

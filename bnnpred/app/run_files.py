@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import gzip
-import hashlib
 import logging
 import os
 import secrets
@@ -67,13 +66,7 @@ def stored(folder: Path, name: str) -> Path:
 def content_digest(path: Path) -> str:
     """The sha256 of the file that ``path`` holds: of its bytes, or of the bytes a :data:`PACKED` one decompresses
     to."""
-    if not path.name.endswith(PACKED):
-        return sha256_file(path)
-    digest = hashlib.sha256()
-    with gzip.open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256_file(path, gzip.open if path.name.endswith(PACKED) else open)
 
 
 def problems(folder: Path, required: Iterable[str], absent_ok: Iterable[str] = ()) -> str | None:

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from bnnpred.app.report import figures
+from bnnpred.app.report.tables import find_runs
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.base import Reproduction, Study, read_trace
 from bnnpred.reproduce.base import document as run_document
@@ -100,7 +101,7 @@ def sweep(r: Reproduction, folder: Path, name: str, seeds: int, *overrides: str)
 def curves(folder: Path, name: str, method: str) -> pd.DataFrame:
     """Every seed's trace with ``epoch`` = step / (N // M), the negative ELBO and the final predictive's test NLL."""
     frames = []
-    for run_dir in sorted(p.parent for p in folder.glob("seed*/manifest.json")):
+    for run_dir in find_runs([folder]):
         trace = read_trace(run_dir)
         document = run_document(run_dir)
         if document["run"]["dataset"] != f"logreg/{name}":
