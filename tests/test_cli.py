@@ -298,7 +298,7 @@ def test_help_version_and_completion(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["train", "--help"], ["eval", "--help"],
-                                  ["report", "--help"], ["reproduce", "--help"]])
+                                  ["data", "--help"], ["report", "--help"], ["reproduce", "--help"]])
 def test_help_and_version_answer_without_importing_torch(args):
     """The shell's quick questions never pay torch's import (about 3 s here)."""
     code = "\n".join(["import sys", "from bnnpred import cli", "try:", f"    cli.main({args!r})",
