@@ -241,10 +241,13 @@ def claims(table: pd.DataFrame, names: list[str], relaxed: bool = True) -> list[
     monotone = [n for n in names if n != "breast_cancer"]
     gated = [n for n in ("breast_cancer", "usps_3vs5") if n in names]
     kl_units = kl_tolerance_units(table, names)
+    kl_excess = kl_tolerance_units(table, names, signed=True)
 
-    def kl_close(number: int, methods: Sequence[str], among: list[str]) -> Claim:  # item 9's KL tolerance, as `number`
-        return every(item(2, number), Compare("|KL − paper's| / item 9's KL tolerance", "≤", 1),
-                     {f"{n} {m}": kl_units[f"{n} {m}"] for n in among for m in methods}, over="(set, method)")
+    def kl_reached(number: int, methods: Sequence[str], among: list[str]) -> Claim:
+        """Item ``number``'s mechanism: each run at least as close to the exact posterior as the paper's, up to item
+        9's KL tolerance (a run closer than the paper's passes; one that never moved or diverged does not)."""
+        return every(item(2, number), Compare("(KL − paper's) / item 9's KL tolerance", "≤", 1),
+                     {f"{n} {m}": kl_excess[f"{n} {m}"] for n in among for m in methods}, over="(set, method)")
 
     ungated = ", ".join(f"{n} {value(n, 'SLANG L=10', 'kl') / value(n, 'FG EF', 'kl'):.3g}" for n in names
                         if n not in gated)
@@ -280,12 +283,12 @@ def claims(table: pd.DataFrame, names: list[str], relaxed: bool = True) -> list[
                      gaps("FG EF", "FG Hessian", "neg_elbo"), over="set"),
                every(item(2, 12), Compare("|test NLL of FG EF − FG Hessian's|", "≤", 0.0015),
                      gaps("FG EF", "FG Hessian", "nll"), over="set"),
-               kl_close(12, ("FG EF", "FG Hessian"), names),
+               kl_reached(12, ("FG EF", "FG Hessian"), names),
                note="both full-Gaussian runs reached the exact posterior, so two that never moved do not pass"),
         all_of(every(item(2, 13), Compare("KL(SLANG L=10) / KL(FG EF)", "≤", 3),
                      {n: value(n, "SLANG L=10", "kl") / value(n, "FG EF", "kl") for n in gated},
                      over="set of Breast cancer and USPS"),
-               kl_close(13, ("FG EF",), gated),
+               kl_reached(13, ("FG EF",), gated),
                note=f"FG EF at its paper KL, so a diverged FG EF does not pass; ungated: {ungated or 'none run'}"),
     ]
 
@@ -333,11 +336,12 @@ def tolerance_units(table: pd.DataFrame, names: list[str], metric: str, methods:
     return units
 
 
-def kl_tolerance_units(table: pd.DataFrame, names: list[str], printed: bool = True) -> dict[str, float]:
+def kl_tolerance_units(table: pd.DataFrame, names: list[str], printed: bool = True, signed: bool = False
+                       ) -> dict[str, float]:
     """notes-002 #9's KL part per (set, stochastic method) cell: |our mean raw KL − the paper's| in units of max(3 ×
     the paper's s.e., 30 % of the paper's value) (``KL_TOLERANCE``), as the notes write it, and with ``printed``
     never finer than the tables' printing (``KL_PRINTED_HALF_UNIT``: a value printed as 0.0000 is below half its
-    last digit)."""
+    last digit); ``signed``: our KL − the paper's, negative where ours is closer to the exact posterior."""
     units = {}
     for name in names:
         for method in STOCHASTIC:
@@ -345,8 +349,8 @@ def kl_tolerance_units(table: pd.DataFrame, names: list[str], printed: bool = Tr
             paper, se = PAPER[name][2][index], PAPER_KL_SE[name][index]
             tolerance = max(KL_TOLERANCE[0] * se, KL_TOLERANCE[1] * paper,
                             KL_PRINTED_HALF_UNIT[name] if printed else 0.0)
-            units[f"{name} {method}"] = standardised(abs(lookup(table, (name, method), ("kl", "mean")) - paper),
-                                                     tolerance)
+            excess = lookup(table, (name, method), ("kl", "mean")) - paper
+            units[f"{name} {method}"] = standardised(excess if signed else abs(excess), tolerance)
     return units
 
 
@@ -461,5 +465,6 @@ def from_levels(heatmaps: dict[str, Any]) -> dict[str, np.ndarray]:
 
 STUDY = Study(name="notes002_logreg", title="SLANG paper (notes-002) Table 1: Bayesian logistic regression, "
               "SLANG against mean-field and full-Gaussian VI", make=make,
-              cpu_cost="about 2 h beside two other studies (130 runs)",
-              items=items(2, 8, 9, 10, 11, 12, 13, 14, 15, 25), full_scale=True)
+              cpu_cost="about 2 h 10 min with 2 jobs for its 130 runs (2.6 h of recorded run time, 0.3-428 s a run, "
+                       "a1a's 13 one-run sweeps one at a time: the records of its rerun, 2026-11-28/29)",
+              items=items(2, 8, 9, 10, 11, 12, 13, 14, 15, 25), full_scale=True, from_records=True)
