@@ -7,6 +7,7 @@ A run's record (:mod:`bnnpred.app.records`) reads as finished too, its large fil
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,6 @@ from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from bnnpred.app.run_files import EVALS, RECORD, REPLACING, TRACE, locked, problems, recover
 from bnnpred.io import read_json
@@ -30,6 +30,10 @@ RECORDED = (*ALWAYS_RECORDED, TRACE)  # the small files a record may keep
 SUMMARY = ("dataset", "task", "model", "inference", "seed", "key")
 
 
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where installed: a config checked
+# as a mapping in about a millisecond (OmegaConf reads it when a reader asks for it: FinishedRun.config)
+
+
 class NotFinished(Exception):
     """The folder holds no finished, intact result; the message says why."""
 
@@ -37,9 +41,15 @@ class NotFinished(Exception):
 @dataclass(frozen=True)
 class FinishedRun:
     folder: Path  # the run directory
-    config: DictConfig  # the resolved config it ran with
     document: dict[str, Any]  # metrics.json: {"run": summary, "info": diagnostics, "metrics": split/kind/metric}
     record: bool = False  # a record: the large files stayed on the machine that made the run
+
+    @functools.cached_property
+    def config(self) -> DictConfig:
+        """The resolved config it ran with, made on first use: most readers (tables, pages, the skip check) need
+        only metrics.json, and OmegaConf's own YAML reading and wrapping was most of a page's rebuild (525 records:
+        about 18 ms each)."""
+        return OmegaConf.load(self.folder / "config.yaml")
 
 
 def read_finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> FinishedRun:
@@ -56,19 +66,19 @@ def read_finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Finis
     if (reason := problems(folder, required, absent_ok=absent or ())) is not None:
         raise NotFinished(reason if absent is None else f"its record's {reason}")
     try:
-        config = OmegaConf.load(folder / "config.yaml")
-    except (OSError, ValueError, OmegaConfBaseException, yaml.YAMLError) as e:
+        config = yaml.load((folder / "config.yaml").read_bytes(), Loader=YAML_LOADER)
+    except (OSError, ValueError, yaml.YAMLError) as e:
         raise NotFinished("config.yaml is not a readable config") from e
     try:
         document = read_json(folder / "metrics.json")
     except (OSError, ValueError) as e:
         raise NotFinished("metrics.json is not readable JSON") from e
-    if not (isinstance(config, DictConfig) and isinstance(document, dict)
+    if not (isinstance(config, dict) and isinstance(document, dict)
             and isinstance(document.get("run"), dict) and isinstance(document.get("metrics"), dict)):
         raise NotFinished("config.yaml or metrics.json does not hold a run")
     if missing := [name for name in SUMMARY if document["run"].get(name) is None]:
         raise NotFinished(f"metrics.json records no {', '.join(missing)}")
-    return FinishedRun(folder=folder, config=config, document=document, record=absent is not None)
+    return FinishedRun(folder=folder, document=document, record=absent is not None)
 
 
 def record_absent(folder: Path) -> tuple[str, ...] | None:
