@@ -1,8 +1,16 @@
 """Fixtures of the identity-check tests."""
 
+import helpers
 import pytest
 
 from bnnpred.reproduce.identity_checks import single_thread
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_measurements(tmp_path_factory):
+    """The identity checks' measurements are shared between pytest-xdist's workers in the session's temporary folder
+    (a worker's own is ``.../pytest-N/popen-gwK``), which pytest removes with old sessions' folders."""
+    helpers.SHARED = tmp_path_factory.getbasetemp().parent
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import functools
 import json
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -32,6 +31,11 @@ def declared(study: str) -> set[tuple[str, int]]:
     return {(i.notes, i.number) for i in STUDIES[study].items}
 
 
+# the test session's temporary folder, which pytest-xdist's workers share (each works in its popen-gwK folder) and
+# pytest removes with old sessions' folders; set by conftest's session fixture
+SHARED: Path | None = None
+
+
 @dataclasses.dataclass(frozen=True)
 class Measurement:
     claims: list[Claim]
@@ -47,12 +51,12 @@ def measured(module: ModuleType) -> list[Claim]:
 @functools.cache
 def measurement(module: ModuleType) -> Measurement:
     """An identity-check module's claims measured as the page measures them, once per test session (tens of
-    seconds). pytest-xdist's workers share it through a pickle in the temporary folder, written by whichever worker
-    asks first while the others wait on its lock."""
+    seconds). pytest-xdist's workers share it through a pickle in the session's temporary folder (:data:`SHARED`),
+    written by whichever worker asks first while the others wait on its lock."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run is None:
+    if run is None or SHARED is None:
         return _measure(module)
-    shared = Path(tempfile.gettempdir()) / f"bnnpred-identity-checks-{run}" / module.__name__
+    shared = SHARED / f"bnnpred-identity-checks-{run}" / module.__name__
     with locked(shared):
         if (shared / "measurement.pkl").is_file():
             return pickle.loads((shared / "measurement.pkl").read_bytes())
