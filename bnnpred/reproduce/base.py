@@ -70,6 +70,8 @@ class Reproduction:
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
     made_by: dict[Path, Made] = field(default_factory=dict)  # what made each run it reads
+    # this device's sweeps a rebuild passed over for another device's whole one: (records, runs held, jobs)
+    passed_over: list[tuple[Path, int, int]] = field(default_factory=list)
 
     def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
         """The setting for this tier, the one way a study chooses by tier; the full tier takes the CPU tier's
@@ -91,17 +93,30 @@ class Reproduction:
         device's when it holds any finished run of it (a sweep is one device's: this device's records of older code
         are trained again here, not mixed with another's); else, when training, another device's that holds every
         run ``bnnpred train [-m] OVERRIDES`` would make on that device (each job's run key there, finished or failed
-        for good), and when only rebuilding, the first other device's with any (read as they are: a rebuild at
-        newer code shows the runs' own commit and code); else this device's."""
+        for good); else this device's. A rebuild reads the records as they are (a rebuild at newer code shows the
+        runs' own commit and code): this device's sweep when it holds every job's run (finished or failed), else
+        the first other device's that does, naming this device's in the Runs section as a campaign under way
+        (:attr:`passed_over`), else this device's as far as it goes, else the first other device's with any."""
         relative = Path(run_dir).relative_to(self.runs)
         own = self.records / relative
-        if not self.from_records or _sweep_made_by(own):
+        if not self.from_records:
             return own
-        for records in sorted(p for p in (self.out / "runs").glob("*") if p.is_dir() and p != self.records):
-            made = _sweep_made_by(records / relative)
-            if made and (self.report_only or self._made_there(records / relative, made, overrides, multirun)):
-                return records / relative
-        return own
+        others = [records / relative for records in sorted(self.out.joinpath("runs").glob("*"))
+                  if records.is_dir() and records != self.records]
+        if not self.report_only:
+            if _sweep_made_by(own):
+                return own
+            return next((other for other in others if (made := _sweep_made_by(other))
+                         and self._made_there(other, made, overrides, multirun)), own)
+        held = _recorded(own)
+        if held and not _short(own, overrides, multirun):
+            return own
+        whole = next((other for other in others if _recorded(other) and not _short(other, overrides, multirun)), None)
+        if whole is not None and held:
+            self.passed_over.append((own, held, len(expand_sweep(list(overrides)))))
+        if whole is not None or held:
+            return whole or own
+        return next((other for other in others if _recorded(other)), own)
 
     def _made_there(self, record: Path, made: dict[Path, Made], overrides: Sequence[str],
                     multirun: bool) -> bool:
@@ -330,7 +345,18 @@ class Reproduction:
         total = len(self.made_by)
         return "\n".join(["## Runs", "", f"The page reads {total} finished run{'s' * (total != 1)}: {by_code}. Made "
                           f"on (each run records its machine; the same run may round differently on another "
-                          f"processor): {on}.", ""])
+                          f"processor): {on}.{self._passed_over()}", ""])
+
+    def _passed_over(self) -> str:
+        """A sentence on this device's sweeps that the page passed over for another device's whole ones (a campaign
+        under way: its records are committed as its runs end); empty if none."""
+        if not self.passed_over:
+            return ""
+        runs = self.out / "runs"
+        sweeps = "; ".join(f"`{records.relative_to(runs).as_posix()}` ({held} of its {jobs} runs)"
+                           for records, held, jobs in self.passed_over)
+        return (f" Not read: the {self.device} records of sweeps that are not whole yet, each shown from another "
+                f"device's whole sweep until they are: {sweeps}.")
 
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``, and what of the page's runs (read so far) was
@@ -394,6 +420,18 @@ def _bnnpred(*args: str, failures_allowed: bool = False) -> None:
     result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if result.returncode != 0 and not (failures_allowed and result.returncode == 2):
         raise BnnpredError(f"'bnnpred {' '.join(args[:3])} ...' failed (exit {result.returncode}); see above")
+
+
+def _recorded(records: Path) -> int:
+    """How many runs a record folder (a run's or a sweep's) holds, readable or not: a broken one is refused when it
+    is read, never passed over."""
+    return len(find_runs([records])) if records.is_dir() else 0
+
+
+def _short(records: Path, overrides: Sequence[str], multirun: bool) -> bool:
+    """Whether a sweep's records hold fewer runs, finished or failed for good, than ``bnnpred train -m OVERRIDES``
+    has jobs."""
+    return multirun and _recorded(records) + len(failed_keys(records)) < len(expand_sweep(list(overrides)))
 
 
 def _held(folder: Path, jobs: list[list[str]]) -> bool:

@@ -209,13 +209,31 @@ def test_runs_another_device_made_at_other_code_or_config_are_trained_here(tmp_p
 def test_a_page_names_every_device_whose_records_it_read_and_prefers_its_own(tmp_path, made):
     cpu, cuda = (tmp_path / "outputs" / "tiny" / "runs" / device for device in ("cpu", "cuda"))
     shutil.copytree(cpu / "tiny" / "sweep", cuda / "tiny" / "sweep")  # the sweep made on both devices
+    good = (cuda / "tiny" / "sweep" / "delta1.0" / "metrics.json").read_bytes()
     (cuda / "tiny" / "sweep" / "delta1.0" / "metrics.json").write_text("{}")  # so reading cuda's fails loudly
     with pytest.raises(BnnpredError, match=r"runs/cuda/tiny/sweep/delta1\.0 is corrupt"):
         build(tmp_path, "elsewhere", report_only=True, device="cuda")
-    shutil.rmtree(cuda / "tiny" / "sweep" / "delta1.0")
+    (cuda / "tiny" / "sweep" / "delta1.0" / "metrics.json").write_bytes(good)
+    (cpu / "tiny" / "sweep" / "delta3.0" / "metrics.json").write_text("{}")  # and reading cpu's sweep would fail
     page = build(tmp_path, "elsewhere", report_only=True, device="cuda")
-    assert "from the records of its runs, `runs/cpu/` and `runs/cuda/` beside this page" in page
-    assert page.count("| glm |") == 1  # the sweep read from cuda's records alone (one run), not from both
+    assert "from the records of its runs, `runs/cpu/` and `runs/cuda/` beside this page" in page  # cpu's single
+    assert page.count("| glm |") == 2 and "Not read" not in page  # the sweep read from cuda's records alone
+
+
+def test_a_rebuild_shows_another_devices_whole_sweep_while_its_own_campaign_is_under_way(tmp_path, made):
+    """A CPU campaign that continues a GPU's sweep commits its records as its runs end: until they are whole the
+    page shows the GPU's whole sweep and names the CPU's, never a table of fewer δ; whole, they are read."""
+    cpu, cuda = (tmp_path / "outputs" / "tiny" / "runs" / device for device in ("cpu", "cuda"))
+    shutil.copytree(cpu / "tiny" / "sweep" / "delta1.0", cuda / "tiny" / "sweep" / "delta1.0")  # 1 of its 2 runs
+    (cuda / "tiny" / "sweep" / "delta1.0" / "metrics.json").write_text("{}")  # reading it would fail loudly
+    page = build(tmp_path, "elsewhere", report_only=True, device="cuda")
+    assert page.replace("device cuda", "device cpu").split("## Runs")[0] == made.split("## Runs")[0]
+    assert "`runs/cpu/` beside this page" in page and page.count("| glm |") == 2
+    assert ("Not read: the cuda records of sweeps that are not whole yet, each shown from another device's whole "
+            "sweep until they are: `cuda/tiny/sweep` (1 of its 2 runs).") in page
+    shutil.rmtree(cpu / "tiny" / "sweep")  # no whole sweep elsewhere: its own is read, short as it is
+    with pytest.raises(BnnpredError, match=r"runs/cuda/tiny/sweep/delta1\.0 is corrupt"):
+        build(tmp_path, "elsewhere", report_only=True, device="cuda")
 
 
 def test_a_record_cannot_be_restored_or_re_evaluated(tmp_path, made):
