@@ -70,7 +70,7 @@ class Reproduction:
     claims: list[Claim] = field(default_factory=list)  # every claim the page shows, in order, for claims.json
     failures: list[dict[str, str]] = field(default_factory=list)  # failed runs of its sweeps, listed on the page
     made_by: dict[Path, Made] = field(default_factory=dict)  # what made each run it reads
-    # this device's sweeps a rebuild passed over for another device's whole one: (records, runs held, jobs)
+    # the sweeps a rebuild passed over for another device's whole one: (records, runs held, jobs)
     passed_over: list[tuple[Path, int, int]] = field(default_factory=list)
 
     def pick(self, *, quick: T, cpu: T, full: T | None = None) -> T:
@@ -95,8 +95,9 @@ class Reproduction:
         run ``bnnpred train [-m] OVERRIDES`` would make on that device (each job's run key there, finished or failed
         for good); else this device's. A rebuild reads the records as they are (a rebuild at newer code shows the
         runs' own commit and code): this device's sweep when it holds every job's run (finished or failed), else
-        the first other device's that does, naming this device's in the Runs section as a campaign under way
-        (:attr:`passed_over`), else this device's as far as it goes, else the first other device's with any."""
+        the first other device's that does; the devices' sweeps it passed over that hold fewer (campaigns under
+        way) are named in the Runs section (:attr:`passed_over`). With no whole sweep, this device's as far as it
+        goes, else the first other device's with any."""
         relative = Path(run_dir).relative_to(self.runs)
         own = self.records / relative
         if not self.from_records:
@@ -108,15 +109,14 @@ class Reproduction:
                 return own
             return next((other for other in others if (made := _sweep_made_by(other))
                          and self._made_there(other, made, overrides, multirun)), own)
-        held = _recorded(own)
-        if held and not _short(own, overrides, multirun):
-            return own
-        whole = next((other for other in others if _recorded(other) and not _short(other, overrides, multirun)), None)
-        if whole is not None and held:
-            self.passed_over.append((own, held, len(expand_sweep(list(overrides)))))
-        if whole is not None or held:
-            return whole or own
-        return next((other for other in others if _recorded(other)), own)
+        folders = [folder for folder in (own, *others) if _recorded(folder)]
+        whole = next((folder for folder in folders if not _short(folder, overrides, multirun)), None)
+        if whole is None:
+            return folders[0] if folders else own
+        jobs = len(expand_sweep(list(overrides)))
+        self.passed_over.extend((folder, _recorded(folder), jobs) for folder in folders
+                                if _short(folder, overrides, multirun))
+        return whole
 
     def _made_there(self, record: Path, made: dict[Path, Made], overrides: Sequence[str],
                     multirun: bool) -> bool:
@@ -355,8 +355,8 @@ class Reproduction:
         runs = self.out / "runs"
         sweeps = "; ".join(f"`{records.relative_to(runs).as_posix()}` ({held} of its {jobs} runs)"
                            for records, held, jobs in self.passed_over)
-        return (f" Not read: the {self.device} records of sweeps that are not whole yet, each shown from another "
-                f"device's whole sweep until they are: {sweeps}.")
+        return (f" Not read: the records of sweeps that are not whole yet (campaigns under way), each shown from "
+                f"another device's whole sweep until they are: {sweeps}.")
 
     def provenance(self, command: str) -> str:
         """``Made by COMMAND at commit C on DATE, machine, wall time``, and what of the page's runs (read so far) was
