@@ -316,6 +316,30 @@ class LedgerEntry:
     message: str
 
 
+def _new_ledger() -> Path:
+    """An empty ledger for this command's jobs in the temporary folder, named by its process id
+    (``bnnpred-sweep-PID-*.tsv``); first the ledgers of commands that are gone (killed before they could remove
+    theirs) are removed."""
+    for stale in Path(tempfile.gettempdir()).glob("bnnpred-sweep-*-*.tsv"):
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+    fd, path = tempfile.mkstemp(prefix=f"bnnpred-sweep-{os.getpid()}-", suffix=".tsv")
+    os.close(fd)
+    return Path(path)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (anyone's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def read_ledger(path: Path) -> list[LedgerEntry]:
     entries = []
     for line in path.read_text().splitlines():
@@ -427,22 +451,21 @@ def _run_hydra(args: list[str], multirun: bool, total: int) -> list[LedgerEntry]
             print(f"{status}: {run_dir} ({seconds:.1f} s)", file=sys.stderr, flush=True)
         return sweep_objective(cfg, document)
 
-    fd, ledger_path = tempfile.mkstemp(prefix="bnnpred-sweep-", suffix=".tsv")
-    os.close(fd)
+    ledger_path = _new_ledger()
     saved = sys.argv
     multirun_flags = [a for a in args if a in ("-m", "--multirun")]  # Hydra's parser wants flags before overrides
     sys.argv = ["bnnpred", *multirun_flags, *(a for a in args if a not in multirun_flags)]
-    os.environ[LEDGER_ENV] = ledger_path
+    os.environ[LEDGER_ENV] = str(ledger_path)
     if multirun:  # the sweep's id in the run index (launcher workers inherit it)
         os.environ[SWEEP_ENV] = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
     try:
         task()
-        return read_ledger(Path(ledger_path))
+        return read_ledger(ledger_path)
     finally:
         sys.argv = saved
         os.environ.pop(LEDGER_ENV, None)
         os.environ.pop(SWEEP_ENV, None)
-        Path(ledger_path).unlink(missing_ok=True)
+        ledger_path.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- eval

@@ -63,7 +63,9 @@ def table(tmp_path: Path, sweep: Path, name: str) -> bytes:
     return (tmp_path / name / "table.csv").read_bytes()
 
 
-def test_a_killed_sweep_resumes_without_redoing_runs_and_matches_a_parallel_one(tmp_path):
+def test_a_killed_sweep_resumes_without_redoing_runs_and_matches_a_parallel_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where the sweeps' ledgers go
+    (tmp_path / "tmp").mkdir()
     parallel = bnnpred("train", "-m", *SWEEP, "task_name=parallel", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
                        cwd=tmp_path)
     assert parallel.returncode == 0, parallel.stderr
@@ -78,11 +80,13 @@ def test_a_killed_sweep_resumes_without_redoing_runs_and_matches_a_parallel_one(
     first.wait()
     done = {p.parent: p.stat().st_mtime_ns for p in serial.glob("*/manifest.json")}
     assert 2 <= len(done) < 6, "the sweep must be killed part-way"
+    assert [p.name.split("-")[2] for p in (tmp_path / "tmp").glob("bnnpred-sweep-*")] == [str(first.pid)]
 
     resumed = bnnpred("train", "-m", *SWEEP, "task_name=serial", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert f"sweep: 6/6 runs ({6 - len(done)} trained, {len(done)} skipped, 0 failed), 0 left" in resumed.stderr
     assert all(run.joinpath("manifest.json").stat().st_mtime_ns == stamp for run, stamp in done.items())
+    assert not list((tmp_path / "tmp").glob("bnnpred-sweep-*"))  # the killed sweep's ledger removed by the next
     assert not list(serial.glob("*/.stage-*")) and not list(serial.glob("*/.replacing"))
     assert table(tmp_path, serial, "serial") == table(tmp_path, tmp_path / "runs" / "parallel", "parallel")
 
