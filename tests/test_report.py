@@ -86,12 +86,16 @@ def test_runs_of_different_code_are_refused_kept_apart_or_narrowed_to_the_newest
     assert table[(table["predictive"] == "glm") & (table["delta"] == 1.0)]["n"].tolist() == [1, 1]
 
 
-@pytest.mark.parametrize("damage", ["config", "empty_metrics", "non_utf8", "missing_posterior", "edited"])
+@pytest.mark.parametrize("damage", ["config", "duplicate_key", "empty_metrics", "non_utf8", "missing_posterior",
+                                    "edited"])
 def test_a_broken_run_is_skipped_with_its_reason(sweep, caplog, damage):
     run = sweep / "a"
     if damage == "config":
         (run / "config.yaml").write_text("seed: [unclosed\n")
         write_manifest(run)  # even with checksums that match, an invalid config is not a run
+    elif damage == "duplicate_key":  # YAML that OmegaConf refuses when a reader asks for the config
+        (run / "config.yaml").write_text((run / "config.yaml").read_text() + "seed: 3\n")
+        write_manifest(run)
     elif damage == "empty_metrics":
         (run / "metrics.json").write_text("{}")
         write_manifest(run)
@@ -105,7 +109,8 @@ def test_a_broken_run_is_skipped_with_its_reason(sweep, caplog, damage):
     with caplog.at_level("WARNING"):
         frame = collect([sweep])
     assert str(run) not in set(frame["run_dir"])
-    reason = {"config": "config.yaml is not a readable config", "empty_metrics": "does not hold a run",
+    reason = {"config": "config.yaml is not a readable config",
+              "duplicate_key": "config.yaml is not a readable config", "empty_metrics": "does not hold a run",
               "non_utf8": "metrics.json is not readable JSON", "missing_posterior": "posterior.pt is missing",
               "edited": "metrics.json does not match its checksum"}[damage]
     assert f"skipping {run}: " in caplog.text and reason in caplog.text

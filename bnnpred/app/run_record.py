@@ -30,8 +30,16 @@ RECORDED = (*ALWAYS_RECORDED, TRACE)  # the small files a record may keep
 SUMMARY = ("dataset", "task", "model", "inference", "seed", "key")
 
 
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where installed: a config checked
-# as a mapping in about a millisecond (OmegaConf reads it when a reader asks for it: FinishedRun.config)
+class _ConfigLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """libyaml's parser where installed (a config checked as a mapping in about a millisecond; OmegaConf reads it
+    when a reader asks for it: :attr:`FinishedRun.config`), refusing a mapping with a key twice as OmegaConf's
+    loader does, so a config that passes here is one OmegaConf reads."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        keys = [self.construct_object(key, deep=deep) for key, _ in node.value]
+        if len(set(keys)) != len(keys):
+            raise yaml.constructor.ConstructorError(None, None, "a key is given twice", node.start_mark)
+        return super().construct_mapping(node, deep=deep)
 
 
 class NotFinished(Exception):
@@ -66,8 +74,8 @@ def read_finished(run_dir: Path, required: tuple[str, ...] = RUN_FILES) -> Finis
     if (reason := problems(folder, required, absent_ok=absent or ())) is not None:
         raise NotFinished(reason if absent is None else f"its record's {reason}")
     try:
-        config = yaml.load((folder / "config.yaml").read_bytes(), Loader=YAML_LOADER)
-    except (OSError, ValueError, yaml.YAMLError) as e:
+        config = yaml.load((folder / "config.yaml").read_bytes(), Loader=_ConfigLoader)
+    except (OSError, ValueError, TypeError, yaml.YAMLError) as e:
         raise NotFinished("config.yaml is not a readable config") from e
     try:
         document = read_json(folder / "metrics.json")
