@@ -237,5 +237,6 @@ def make_for(depth: int) -> Callable[[Reproduction], str]:
 
 STUDY = Study(name="notes004_table1", title="GLM predictive paper (notes-004) Table 1 and Fig. 5: UCI classification "
               "with MAP, MFVI, bnn, glm, glm diag and refined GLM posteriors (2x50 tanh)", make=make_for(2),
-              cpu_cost="about 1 h 50 min (525 runs: 8 sets x 3 splits x 5 δ x 4-5 methods)", items=items(4, 6, 7),
-              full_scale=True)
+              cpu_cost="about 2.5 h with 2 jobs for its 525 runs (8 sets x 3 splits x 5 δ x 4-5 methods; 4.7 h of "
+                       "recorded run time, up to 439 s a run: the records of its rerun, 2026-11-29)",
+              items=items(4, 6, 7), full_scale=True, from_records=True)
