@@ -348,8 +348,8 @@ class Reproduction:
                           f"processor): {on}.{self._passed_over()}", ""])
 
     def _passed_over(self) -> str:
-        """A sentence on this device's sweeps that the page passed over for another device's whole ones (a campaign
-        under way: its records are committed as its runs end); empty if none."""
+        """A sentence on the sweeps the page passed over, each for another device's whole one (a campaign under way:
+        its records are committed as its runs end); empty if none."""
         if not self.passed_over:
             return ""
         runs = self.out / "runs"

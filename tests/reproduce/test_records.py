@@ -221,8 +221,9 @@ def test_a_page_names_every_device_whose_records_it_read_and_prefers_its_own(tmp
 
 
 def test_a_rebuild_shows_another_devices_whole_sweep_while_its_own_campaign_is_under_way(tmp_path, made):
-    """A CPU campaign that continues a GPU's sweep commits its records as its runs end: until they are whole the
-    page shows the GPU's whole sweep and names the CPU's, never a table of fewer δ; whole, they are read."""
+    """A campaign on one device that makes a sweep another device made whole commits its records as its runs end:
+    until they are whole the page shows the other device's sweep and names the campaign's, never a table of fewer
+    δ; with no whole sweep anywhere the campaign's is read as far as it goes (here: refused, as it is broken)."""
     cpu, cuda = (tmp_path / "outputs" / "tiny" / "runs" / device for device in ("cpu", "cuda"))
     shutil.copytree(cpu / "tiny" / "sweep" / "delta1.0", cuda / "tiny" / "sweep" / "delta1.0")  # 1 of its 2 runs
     (cuda / "tiny" / "sweep" / "delta1.0" / "metrics.json").write_text("{}")  # reading it would fail loudly
