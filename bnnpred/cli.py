@@ -320,24 +320,15 @@ def _new_ledger() -> Path:
     """An empty ledger for this command's jobs in the temporary folder, named by its process id
     (``bnnpred-sweep-PID-*.tsv``); first the ledgers of commands that are gone (killed before they could remove
     theirs) are removed."""
+    from bnnpred.app.run_files import process_alive
+
     for stale in Path(tempfile.gettempdir()).glob("bnnpred-sweep-*-*.tsv"):
         pid = stale.name.split("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             stale.unlink(missing_ok=True)
     fd, path = tempfile.mkstemp(prefix=f"bnnpred-sweep-{os.getpid()}-", suffix=".tsv")
     os.close(fd)
     return Path(path)
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists (anyone's)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def read_ledger(path: Path) -> list[LedgerEntry]:

@@ -183,11 +183,12 @@ def remove_dead_stages(run_dir: Path) -> None:
     """Remove staging folders whose process has died (a killed run's half-written files)."""
     for stage in run_dir.glob(f"{STAGE_PREFIX}*"):
         pid = stage.name[len(STAGE_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or not _alive(int(pid)):
+        if not pid.isdigit() or not process_alive(int(pid)):
             shutil.rmtree(stage, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (anyone's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
