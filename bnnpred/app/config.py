@@ -157,21 +157,26 @@ def _run_key_resolver(*, _root_: Any) -> str:
     return run_key(_root_)
 
 
+_STORED: dict[tuple[str | None, str], type] = {}  # what register_configs put in the ConfigStore, by (group, name)
+
+
 def register_configs() -> None:
-    """Register the root schema, every group's schemas and the resolvers (idempotent)."""
+    """Register the root schema, every group's schemas and the resolvers (idempotent: a schema already stored under
+    its name is not stored again, which made each compose about a third slower)."""
     for name, resolver in [("logspace", logspace), ("logspace_sweep", logspace_sweep), ("run_key", _run_key_resolver)]:
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, resolver)
-    cs = ConfigStore.instance()
-    cs.store(name="bnnpred_schema", node=Config)
-    groups: dict[str, dict[str, type]] = {
-        "dataset": dataset_schemas(),
-        "model": {name: schema for name, (schema, _) in MODELS.items()},
-        "inference": {name: schema for name, (schema, _) in METHODS.items()},
+    groups: dict[str | None, dict[str, type]] = {
+        None: {"bnnpred_schema": Config},
+        "schema/dataset": dataset_schemas(),
+        "schema/model": {name: schema for name, (schema, _) in MODELS.items()},
+        "schema/inference": {name: schema for name, (schema, _) in METHODS.items()},
     }
     for group, schemas in groups.items():
         for name, schema in schemas.items():
-            cs.store(group=f"schema/{group}", name=name, node=schema)
+            if _STORED.get((group, name)) is not schema:
+                ConfigStore.instance().store(group=group, name=name, node=schema)
+                _STORED[group, name] = schema
 
 
 def retyped(saved: Any) -> Any:

@@ -110,12 +110,12 @@ class Reproduction:
             return next((other for other in others if (made := _sweep_made_by(other))
                          and self._made_there(other, made, overrides, multirun)), own)
         folders = [folder for folder in (own, *others) if _recorded(folder)]
-        whole = next((folder for folder in folders if not _short(folder, overrides, multirun)), None)
+        jobs = len(expand_sweep(list(overrides))) if multirun and folders else 1
+        short = [folder for folder in folders if _short(folder, jobs)]
+        whole = next((folder for folder in folders if folder not in short), None)
         if whole is None:
             return folders[0] if folders else own
-        jobs = len(expand_sweep(list(overrides)))
-        self.passed_over.extend((folder, _recorded(folder), jobs) for folder in folders
-                                if _short(folder, overrides, multirun))
+        self.passed_over.extend((folder, _recorded(folder), jobs) for folder in short)
         return whole
 
     def _made_there(self, record: Path, made: dict[Path, Made], overrides: Sequence[str],
@@ -428,10 +428,9 @@ def _recorded(records: Path) -> int:
     return len(find_runs([records])) if records.is_dir() else 0
 
 
-def _short(records: Path, overrides: Sequence[str], multirun: bool) -> bool:
-    """Whether a sweep's records hold fewer runs, finished or failed for good, than ``bnnpred train -m OVERRIDES``
-    has jobs."""
-    return multirun and _recorded(records) + len(failed_keys(records)) < len(expand_sweep(list(overrides)))
+def _short(records: Path, jobs: int) -> bool:
+    """Whether a run's or a sweep's records hold fewer runs, finished or failed for good, than its ``jobs``."""
+    return _recorded(records) + len(failed_keys(records)) < jobs
 
 
 def _held(folder: Path, jobs: list[list[str]]) -> bool:
