@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -15,6 +16,7 @@ import yaml
 
 from bnnpred.app.compose import CONF_DIR
 from bnnpred.cli import main
+from bnnpred.errors import BnnpredError
 from tests.helpers import TINY, bnnpred
 
 
@@ -332,3 +334,37 @@ def test_eval_of_a_run_made_by_another_version_is_one_line(trained, tmp_path):
     out = bnnpred("eval", f"run_dir={other}", "predictive=nn", cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().endswith("it was made by another version of bnnpred: train it again with this one")
+
+
+def test_train_and_eval_flush_subnormals_before_they_load_any_data(monkeypatch, tmp_path):
+    """The FTZ/DAZ flags are per thread and the intra-op threads copy them when they start, so a command sets them
+    before its first parallel operation: the checks' data loading for ``train``, the run's for ``eval``. A subnormal
+    operand (1e-39 < 1.2e-38, float32) then reads as zero instead of taking a microcode assist."""
+    import bnnpred.app.saved_runs
+    import bnnpred.cli
+
+    seen = []
+
+    def stop(*args, **kwargs):
+        seen.append(float(torch.from_numpy(np.full(1, 1e-39, dtype=np.float32)) * 2))
+        raise BnnpredError("stopped here")
+
+    monkeypatch.setattr(bnnpred.cli, "check_job", stop)
+    monkeypatch.setattr(bnnpred.app.saved_runs, "evaluate_run", stop)
+    for command in (["train", *TINY], ["eval", f"run_dir={tmp_path}"]):
+        torch.set_flush_denormal(False)
+        assert float(torch.from_numpy(np.full(1, 1e-39, dtype=np.float32)) * 2) == pytest.approx(2e-39, rel=1e-3)
+        with pytest.raises(SystemExit):
+            main(command)
+    assert seen == [0.0, 0.0]
+
+
+def test_intra_op_threads_started_after_the_flags_keep_them():
+    """Why the commands set the flags first: in a fresh process, a two-thread product over 2²² subnormals is all
+    zeros when the flags come before the pool starts, and only the main thread's share when they come after."""
+    code = ("import sys, numpy as np, torch; from bnnpred.app.run_setup import flush_subnormals; "
+            "x = torch.from_numpy(np.full(2**22, 1e-39, dtype=np.float32)); torch.set_num_threads(2); "
+            "sys.argv[1] == 'after' and (x + 1).sum(); flush_subnormals(); print(int((x * 2).count_nonzero()))")
+    counts = {when: int(subprocess.run([sys.executable, "-c", code, when], capture_output=True, text=True,
+                                       check=True).stdout) for when in ("first", "after")}
+    assert counts["first"] == 0 and 0 < counts["after"] < 2**22, counts
