@@ -87,7 +87,7 @@ def test_a_record_resumed_mid_training_does_not_time_the_stages_after_it(tmp_pat
     fake_record(records, "kron", 100.0, 5000.0, {"seconds": 2000.0}, fit_seconds=1000.0)
     out = planned("mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "10",
                    "--hours", "9")
-    assert plan_lines(out.stdout)[0] == f"mnist kron δ=10 (about 8100 s) at {commit()}"  # the guesses: 3600 + 4500
+    assert plan_lines(out.stdout)[0] == f"mnist kron δ=10 (about 5200 s) at {commit()}"  # the guesses: 3000 + 2200
 
 
 def test_a_set_is_one_campaign_at_one_commit_and_bad_input_is_one_line(tmp_path, planned):
