@@ -44,7 +44,6 @@ def typed(cfg: DictConfig) -> Config:
     return OmegaConf.to_object(cfg)
 
 
-
 def flush_subnormals() -> None:
     """Subnormal numbers (float32: ``|x| < 1.2e-38``) read and written as zero by this process's CPU arithmetic (the
     FTZ and DAZ flags). The prior's decay drives the weights and Adam moments that get no gradient (dead units) into
