@@ -276,9 +276,9 @@ def train_command(args: list[str]) -> None:
     if any(a in ("-h", "--help") for a in args):
         print(train_help())
         return
-    from bnnpred.app.run_setup import flush_subnormals
+    from bnnpred.app.process import prepare_process
 
-    flush_subnormals()  # before the checks load the data: the intra-op threads they start keep the flags
+    prepare_process()  # before the checks load the data: the intra-op threads they start keep the flags
     multirun = any(a in ("-m", "--multirun") for a in args)
     overrides = overrides_of(args)
     if any(a.split("=", 1)[0] in HYDRA_INFO_FLAGS for a in args):  # Hydra shows the config: no checks of data
@@ -477,10 +477,10 @@ def eval_command(args: list[str]) -> None:
     if any(a in ("-h", "--help") for a in args):
         print(EVAL_HELP)
         return
-    from bnnpred.app.run_setup import flush_subnormals
+    from bnnpred.app.process import prepare_process
     from bnnpred.app.saved_runs import evaluate_run  # torch's import: after the help, which needs none
 
-    flush_subnormals()
+    prepare_process()
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # the predictives' progress
 
     run_dirs = [a.split("=", 1)[1] for a in args if a.startswith("run_dir=")]

@@ -13,6 +13,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from bnnpred.app.config import Config, DType, LikelihoodConfig, Split
+from bnnpred.app.process import prepare_process
 from bnnpred.app.run_checks import check_config, check_full_covariance_fits, check_task, resolve_device
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.data import Dataset, load_dataset
@@ -44,20 +45,11 @@ def typed(cfg: DictConfig) -> Config:
     return OmegaConf.to_object(cfg)
 
 
-def flush_subnormals() -> None:
-    """Subnormal numbers (float32: ``|x| < 1.2e-38``) read and written as zero by this process's CPU arithmetic (the
-    FTZ and DAZ flags). The prior's decay drives the weights and Adam moments that get no gradient (dead units) into
-    them, and on Intel processors each product with a subnormal operand takes a microcode assist: 3c3d's training
-    step ran 6x slower by epoch 15 of notes004_table2 (bench/README.md). The flags are per thread and the intra-op
-    threads copy them when they start, so a command sets them before its first parallel operation (its data)."""
-    torch.set_flush_denormal(True)
-
-
 def setup(cfg: Config) -> Setup:
     check_config(cfg)
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
-    flush_subnormals()
+    prepare_process()
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
     if device.type == "cuda":  # dtype=float32 means float32: no TF32 (10-bit mantissa) convolutions or products
