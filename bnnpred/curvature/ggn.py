@@ -56,7 +56,8 @@ def curvature(
         X, y: training inputs ``[N, ...]`` and targets ``[N]``.
         kind: ``ggn`` (``Σ JᵀΛJ``) or ``ef`` (``Σ g gᵀ``).
         structure: ``full`` gives ``[P, P]``; ``diag`` gives its diagonal ``[P]``.
-        max_elems: bound on ``B·C·P`` per Jacobian chunk.
+        max_elems: bound on ``B·C·P`` per Jacobian chunk (the diagonal from the layers' factors: on the factors
+            and a convolution's per-example gradients, :func:`~bnnpred.curvature.kron.iter_layer_gradients`).
 
     Returns:
         The curvature and ``Σ_i log p(y_i | f(x_i; θ))`` (a scalar tensor).

@@ -239,21 +239,22 @@ class LayerJacobian:
 
 
 def iter_layer_gradients(model: FlatModel, theta: Tensor, X: Tensor, layers: list[Layer] | None = None,
-                         max_elems: int = DEFAULT_CHUNK_ELEMS) -> Iterator[tuple[slice, Tensor, list[LayerJacobian]]]:
-    """``(rows, f, factors)`` of :func:`layer_output_gradients` over chunks of ``X`` sized so that the factors and
-    each convolution's formed Jacobian (``C·out·in·k·k`` numbers) hold about ``max_elems`` numbers (measured on the
-    first input)."""
+                         max_elems: int = DEFAULT_CHUNK_ELEMS, seeds: Callable[[Tensor], Tensor] | None = None
+                         ) -> Iterator[tuple[slice, Tensor, list[LayerJacobian]]]:
+    """``(rows, f, factors)`` of :func:`layer_output_gradients` (with ``seeds``) over chunks of ``X`` sized so that
+    the factors and each convolution's formed Jacobian (``K·out·in·k·k`` numbers for ``K`` seed rows) hold about
+    ``max_elems`` numbers (measured on the first input)."""
     if len(X) == 0:
         return
     layers = supported_layers(model) if layers is None else layers
-    f, factors = layer_output_gradients(model, theta, X[:1], layers)
+    f, factors = layer_output_gradients(model, theta, X[:1], layers, seeds)
     yield slice(0, 1), f, factors
     per_input = sum(u.a.numel() + u.g.numel() + (u.g.shape[1] * u.g.shape[2] * u.a.shape[1] if u.a.shape[-1] > 1
                                                  else 0) for u in factors)
     step = max(1, max_elems // per_input)
     for start in range(1, len(X), step):
         rows = slice(start, min(start + step, len(X)))
-        yield (rows, *layer_output_gradients(model, theta, X[rows], layers))
+        yield (rows, *layer_output_gradients(model, theta, X[rows], layers, seeds))
 
 
 @dataclass
@@ -353,19 +354,17 @@ def layer_diag_ggn(model: FlatModel, likelihood: Likelihood, theta: Tensor, X: T
     per-example Jacobians for linear layers: with the rows ``g⁽ᵏ⁾`` of ``R_n J_s`` back-propagated (``RᵀR = Λ``),
     a weight's diagonal is ``Σ_n (Σ_k g⁽ᵏ⁾²)_o a²_i`` (one ``[out, B] x [B, in]`` product); a convolution's
     ``Σ_{n,k} (Σ_t g⁽ᵏ⁾_t a_tᵀ)²``. ``None`` where :func:`layer_jacobians` would be (the factors do not describe
-    the network)."""
+    the network). Chunks of inputs as :func:`iter_layer_gradients` sizes them (``max_elems``), not by ``C·P`` a
+    per-example Jacobian would hold: a convolution's per-example gradients are the most formed at once."""
     diag, loglik = theta.new_zeros(theta.numel()), theta.new_zeros(())
-    with torch.no_grad():
-        n_out = model(theta, X[:1]).shape[1]
-    step = max(1, max_elems // (n_out * theta.numel()))
-    for start in range(0, len(X), step):
-        rows = slice(start, min(start + step, len(X)))
-        with torch.enable_grad():
-            try:
-                f, factors = layer_output_gradients(model, theta, X[rows], layers,
-                                                    seeds=lambda f: likelihood.hessian_root(f))
-            except BnnpredError:
-                return None
+    chunks = iter_layer_gradients(model, theta, X, layers, max_elems, seeds=likelihood.hessian_root)
+    while True:
+        try:
+            rows, f, factors = next(chunks)
+        except StopIteration:
+            break
+        except BnnpredError:  # a layer the factors cannot describe (called twice)
+            return None
         loglik += likelihood.log_prob(f, y[rows]).sum()
         for layer, u in zip(layers, factors, strict=True):
             if not _per_example(layer, u, len(f)):
