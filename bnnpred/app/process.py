@@ -42,7 +42,9 @@ def keep_freed_memory() -> bool:
     kernel and unmaps it when freed, and it gives the heap's free top back: every step then faults its activations'
     pages in again, one kernel entry per 4 KiB page: up to a quarter of 3c3d's training step and of a banana run's
     time went to it (bench/README.md)."""
-    libc = ctypes.CDLL(None)
-    if not sys.platform.startswith("linux") or not hasattr(libc, "gnu_get_libc_version"):
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None)  # the process's own C library
+    if not hasattr(libc, "gnu_get_libc_version"):  # musl and the others: no such parameters
         return False
     return all(libc.mallopt(parameter, value) == 1 for parameter, value in HEAP_SETTINGS.items())
