@@ -324,4 +324,5 @@ def make(r: Reproduction) -> str:
 
 STUDY = Study(name="notes003_structures", title="second thesis (notes-003) Figs 5.2, 5.3, 5.5-5.7 and Table 5.1's "
               "diagonal row: full, Kronecker and diagonal posteriors on the toys", make=make,
-              cpu_cost="about 2 h (banana's 96 runs)", items=items(3, 6, 7, 8, 10, 11))
+              cpu_cost="about 70 min (110 runs on 2 cores at 0608e73, part of it beside another job; banana's 96: "
+              "45 min)", items=items(3, 6, 7, 8, 10, 11), from_records=True)
