@@ -47,7 +47,10 @@ mkdir -p "$runs" && cd "$runs"  # the runs' relative paths (the fit cache) stay 
 # the study in a session of its own, so that the budget stops its sweeps' workers too (setsid does not fork here:
 # a background job of a script without job control is no process group leader, so $! is the new group's leader)
 # (FROM_RECORDS=1: a study whose page predates records, rerun from the records of earlier calls: issue 33's reruns)
-setsid "$python" -m bnnpred.cli reproduce "$study" --tier "$tier" --device "$device" --runs "$runs" \
+# (a new session is a new autogroup at nice 0 on Linux: it takes the caller's, so a low-priority campaign stays low)
+nice=$(awk '{print $NF}' /proc/self/autogroup 2>/dev/null)
+setsid sh -c '[ -n "$0" ] && echo "$0" >/proc/self/autogroup 2>/dev/null; exec "$@"' "$nice" \
+  "$python" -m bnnpred.cli reproduce "$study" --tier "$tier" --device "$device" --runs "$runs" \
   --out "$work/outputs" --jobs "$jobs" $([ "${FROM_RECORDS:-0}" = 1 ] && echo --from-records) >>"$log" 2>&1 &
 group=$!
 deadline=$((SECONDS + budget))
