@@ -80,13 +80,29 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(e.exit_status)
     except KeyboardInterrupt:
         print("error: interrupted; finished runs are kept, the run in progress left nothing", file=sys.stderr)
-        sys.exit(130)
+        end_as_interrupted()
     except BrokenPipeError:  # the reader of stdout went away (| head): quiet, as other tools are
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
     except OSError as e:
         print(f"error: {environment_fault(e)}", file=sys.stderr)
         sys.exit(1)
+
+
+def end_as_interrupted() -> None:
+    """End the process by SIGINT at its default action, as CPython ends on a KeyboardInterrupt nobody caught: a
+    shell shows exit status 130 and stops a loop that ran the command (a plain exit 130 reads as handled, and the
+    loop goes on). Always, never some of the time: CPython also ends by SIGINT, whatever ``sys.exit`` said, when
+    the interrupt passed through an ``exec`` of a string (a dataclass being made, a type hint evaluated) on its way
+    here, and a run interrupted while it imported its modules did."""
+    import signal
+
+    logging.shutdown()  # what finalisation would flush: the run's log
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(130)  # SIGINT blocked by the parent: the status a shell would show
 
 
 def version_line() -> str:

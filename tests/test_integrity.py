@@ -411,7 +411,7 @@ def test_two_identical_sweeps_at_once_train_every_run_once(tmp_path):
     assert pd.read_csv(tmp_path / "report" / "table.csv")["n"].tolist() == [3, 3, 3, 3]
 
 
-def test_ctrl_c_is_one_line_exit_130_and_leaves_no_result(tmp_path):
+def test_ctrl_c_is_one_line_ends_by_sigint_and_leaves_no_result(tmp_path):
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "bnnpred.cli", "train", *TINY, "inference.map.steps=10000000",
                f"hydra.run.dir={run_dir}"]
@@ -429,9 +429,24 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_no_result(tmp_path):
     finally:
         process.kill()
         process.wait()
-    assert process.returncode == 130
+    assert process.returncode == -signal.SIGINT  # a shell shows 130
     assert err.strip() == "error: interrupted; finished runs are kept, the run in progress left nothing"
     assert sorted(p.name for p in run_dir.iterdir()) == [".hydra", "run.log"]
+
+
+@pytest.mark.parametrize("interrupt", ["raise KeyboardInterrupt", "exec('raise KeyboardInterrupt')"])
+def test_an_interrupt_ends_by_sigint_wherever_it_landed(tmp_path, interrupt):
+    """CPython ends a ``python -m`` process by SIGINT, whatever ``sys.exit`` said, once a KeyboardInterrupt has
+    left an ``exec`` of a string (a dataclass being made during an import): the end is the same either way."""
+    (tmp_path / "interrupted_cli.py").write_text(
+        "import bnnpred.cli as cli\n"
+        f"def interrupted(args):\n    {interrupt}\n"
+        "cli.report_command = interrupted\n"
+        "cli.main(['report'])\n")
+    done = subprocess.run([sys.executable, "-m", "interrupted_cli"], cwd=tmp_path, capture_output=True, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert done.returncode == -signal.SIGINT, done.stderr
+    assert done.stderr.strip() == "error: interrupted; finished runs are kept, the run in progress left nothing"
 
 
 def test_an_unexpected_exception_in_one_job_fails_that_run_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
