@@ -30,10 +30,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture
 def data_root(monkeypatch: pytest.MonkeyPatch) -> Path:
-    configured = os.environ.get("BNNPRED_DATA_DIR")
-    root = Path(configured) if configured else Path(__file__).resolve().parents[2] / "shared" / "data"
-    if not root.is_dir():
-        pytest.skip("real data root not found: set BNNPRED_DATA_DIR to the shared data folder")
+    from helpers import real_data_root  # not above: it imports torch, which must see OMP_NUM_THREADS first
+
+    root = real_data_root()
     monkeypatch.setenv("BNNPRED_DATA_DIR", str(root))
     return root
 

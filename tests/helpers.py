@@ -19,6 +19,24 @@ from bnnpred.likelihoods import Bernoulli, Categorical, Gaussian, Likelihood, Po
 from bnnpred.models.mlp import MLPConfig, build_mlp
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def found_data_root() -> Path | None:
+    """The real data folder: ``BNNPRED_DATA_DIR``, else ``shared/data`` next to the repository; None if absent."""
+    configured = os.environ.get("BNNPRED_DATA_DIR")
+    root = Path(configured) if configured else REPO.parent / "shared" / "data"
+    return root if root.is_dir() else None
+
+
+def real_data_root() -> Path:
+    """:func:`found_data_root`; skips the test when it is absent."""
+    import pytest
+
+    if (root := found_data_root()) is None:
+        pytest.skip("real data root not found: set BNNPRED_DATA_DIR to the shared data folder")
+    return root
+
+
 # a run of seconds through the command line
 TINY = [
     "dataset.n_train=30", "dataset.n_valid=20", "dataset.n_test=40", "model=mlp", "model.width=8",

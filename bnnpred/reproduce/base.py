@@ -33,7 +33,7 @@ from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
 from bnnpred.reproduce.budget import Budget, OutOfTime, held_keys, longest_evaluation, longest_seconds
 from bnnpred.reproduce.claims import Claim, Item, claims_table
-from bnnpred.reproduce.derived import FIGURE_DIGITS, FIGURE_GRID, compact, figure_data, kept, plain
+from bnnpred.reproduce.derived import FIGURE_DIGITS, FIGURE_GRID, compact, figure_data, kept, plain, training_points
 
 T = TypeVar("T")
 
@@ -303,8 +303,10 @@ class Reproduction:
         """The numbers of the predictive ``figures`` (``predictive_glm``, ...) of the run the page reads as ``read``,
         on the pages' grid (:func:`~bnnpred.reproduce.derived.figure_data`), kept as :meth:`derived` keeps numbers;
         drawn by :func:`~bnnpred.app.report.run_figures.predictive_drawings`."""
-        return self.derived(read, "figures", figure_data(FIGURE_GRID, figures),
-                            {"grid_points": FIGURE_GRID, "digits": FIGURE_DIGITS, "figures": sorted(figures)})
+        numbers = self.derived(read, "figures", figure_data(FIGURE_GRID, figures),
+                               {"grid_points": FIGURE_GRID, "digits": FIGURE_DIGITS, "figures": sorted(figures)})
+        points = training_points(read)
+        return {**numbers, "X": points["x"], "y": points["y"]}
 
     def _device(self) -> tuple[str, ...]:
         """The device override of every run a study built from records trains (its run keys name the device)."""

@@ -1,5 +1,5 @@
 """Numbers a page computes from a run's large files (its posterior, its stored predictions): a predictive on a grid,
-a posterior's marginals, the training points a figure draws. Where only the run's record is (a fresh clone), they
+a posterior's marginals. Where only the run's record is (a fresh clone), they
 cannot be computed again, so each is kept beside the page as JSON with the checksums of the large files it came
 from, as the run's manifest lists them (issue 38: a page rebuilt from its records alone, figures included).
 
@@ -21,11 +21,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from bnnpred.app.config import DType
 from bnnpred.app.report.run_figures import predictive_figure_data
 from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.run_files import MANIFEST
-from bnnpred.app.run_record import RECORDED, RUN_FILES, NotFinished, read_finished
-from bnnpred.app.saved_runs import restore
+from bnnpred.app.run_record import ALWAYS_RECORDED, RECORDED, RUN_FILES, NotFinished, read_finished
+from bnnpred.app.run_setup import typed
+from bnnpred.app.saved_runs import eval_config, restore
+from bnnpred.data import load_dataset
 from bnnpred.errors import BnnpredError
 from bnnpred.io import non_finite_to_null, read_json, write_text
 
@@ -57,12 +60,16 @@ def plain(value: Any) -> Any:
     return non_finite_to_null(value)
 
 
-def training_points(run: Path) -> dict[str, torch.Tensor]:
-    """The run's training inputs (``x`` ``[N]`` for a 1-D set, ``[N, D]`` else) and targets ``y`` ``[N]``, as its
-    restored set-up holds them."""
-    s, _ = restore(run)
-    X = s.data.X_train
-    return {"x": X[:, 0] if X.shape[1] == 1 else X, "y": s.data.y_train}
+def training_points(read: Path) -> dict[str, torch.Tensor]:
+    """The training inputs (``x`` ``[N]`` for a 1-D set, ``[N, D]`` else) and targets ``y`` ``[N]`` of the run or
+    record in ``read``, float64, loaded as its config names them and in its dtype, as its set-up held them: a real
+    set from the data root (:class:`~bnnpred.data.root.MissingDataError` without it), a synthetic one from its
+    generator and seed. Data is never kept beside a page (nor committed with it)."""
+    config = typed(eval_config(read_finished(read, ALWAYS_RECORDED), None))
+    dtype = torch.float64 if config.dtype is DType.float64 else torch.float32
+    data = load_dataset(config.dataset)
+    X, y = data.X_train.to(dtype).double(), data.y_train.to(dtype).double()
+    return {"x": X[:, 0] if X.shape[1] == 1 else X, "y": y}
 
 
 def predictive_band(kind: str, x: torch.Tensor) -> Callable[[Path], dict[str, torch.Tensor]]:
@@ -134,8 +141,8 @@ def figure_data(grid_points: int, figures: Collection[str]) -> Callable[[Path], 
     """The numbers of the predictive figures named in ``figures`` (``predictive_<kind>``, ``predictive_means``,
     ``blr_uncertainty``) of a run (:func:`~bnnpred.app.report.run_figures.predictive_figure_data`, its own
     predictives, samples and seed) on ``grid_points`` per axis, to :data:`FIGURE_DIGITS` significant digits and
-    without what those figures do not draw (a 50 x 50 map is then about 17 kB); drawn again by
-    :func:`~bnnpred.app.report.run_figures.predictive_drawings`."""
+    without what those figures do not draw (a 50 x 50 map is then about 17 kB) or the training points (data, which
+    :func:`training_points` reads); drawn again by :func:`~bnnpred.app.report.run_figures.predictive_drawings`."""
     def data(run: Path) -> dict[str, Any]:
         s, ctx = restore(run)
         predict = {kind: fn for kind, fn in predictors(s, ctx).items()
@@ -143,6 +150,7 @@ def figure_data(grid_points: int, figures: Collection[str]) -> Callable[[Path], 
         found = predictive_figure_data(s, ctx, predict, grid_points, blr="blr_uncertainty" in figures)
         if found is None:
             raise BnnpredError(f"{run} has no predictive figure (its inputs are neither 1-D regression nor 2-D binary)")
+        del found["X"], found["y"]  # data: read again from the data root with the numbers (:func:`training_points`)
         found["kinds"] = [drawn if f"predictive_{drawn['kind']}" in figures else
                           {"kind": drawn["kind"], "prob": drawn["prob"]}  # predictive_means draws the mean alone
                           for drawn in found["kinds"]]

@@ -71,7 +71,7 @@ def cubic_claims(ratios: dict[str, dict[str, tuple[float, float]]], fall: dict[s
 
 def make(r: Reproduction) -> str:
     by_method = runs(r)
-    points = tensors(r.derived(by_method["BBB"], "training_points", training_points))
+    points = training_points(by_method["BBB"])
     x = torch.linspace(-EDGE, EDGE, 241, dtype=torch.float64)  # step 0.05
     bands = {}
     for method, run in by_method.items():

@@ -115,7 +115,7 @@ def snelson(r: Reproduction) -> str:
     kinds = {name: ["closed", "gp"] if name == "laplace_ggn" else ["closed"] for name in dirs}
     kept = {name: r.derived(run, "latent_bands", band_data(kinds[name], grid), {"grid": grid, "kinds": kinds[name]})
             for name, run in dirs.items()}
-    points = tensors(r.derived(dirs["laplace_ggn"], "training_points", training_points))
+    points = training_points(dirs["laplace_ggn"])
     x_train, y_train = points["x"].numpy(), points["y"].numpy()
 
     def band(name: str, kind: str) -> tuple[np.ndarray, np.ndarray]:

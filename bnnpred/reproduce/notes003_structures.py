@@ -61,7 +61,7 @@ def regression(r: Reproduction) -> str:
                          **{f"{split}_mse": document(run)["metrics"][split]["closed"]["rmse"] ** 2
                             for split in ("train", "test")}}
                         for (end, structure), run in runs.items()])
-    points = tensors(r.derived(runs["★", "full"], "training_points", training_points))
+    points = training_points(runs["★", "full"])
     x = torch.linspace(float(points["x"].min()) - 1, float(points["x"].max()) + 1, 400, dtype=torch.float64)[:, None]
     panels = {}
     for (end, structure), run in runs.items():
@@ -144,7 +144,7 @@ def surfaces(r: Reproduction, runs: dict[str, Path], margin: float
              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, np.ndarray], dict[str, torch.Tensor]]:
     """The grid around the first run's training points (``xx``, ``yy`` ``[H, W]``; the runs share their data),
     each run's :func:`glm_surface` labelled ``GLM, <name>``, and the training points, all kept beside the page."""
-    points = tensors(r.derived(next(iter(runs.values())), "training_points", training_points))
+    points = training_points(next(iter(runs.values())))
     xx, yy, _ = grid_around(points["x"], margin)
     means = {f"GLM, {k}": tensors(r.derived(run, "glm_surface", glm_surface(margin), {"margin": margin}))["p"].numpy()
              for k, run in runs.items()}

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
+from bnnpred.app.records import export_record
 from bnnpred.app.report.run_figures import draw_predictive_figures, predictive_drawings, predictive_figure_data
 from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.saved_runs import restore
-from bnnpred.reproduce.derived import compact, figure_data, plain, rounded, scalars
+from bnnpred.reproduce.derived import compact, figure_data, plain, rounded, scalars, training_points
 from tests.helpers import trained
 
 KINDS = "predictive.kinds=[map,nn,glm]"
@@ -76,6 +78,7 @@ def test_kept_figure_numbers_are_the_runs_to_four_significant_digits(runs, input
     s, ctx = restore(run)
     full = plain(predictive_figure_data(s, ctx, predictors(s, ctx), grid_points=7))
     kept = figure_data(7, ("predictive_map", "predictive_nn", "predictive_glm", "blr_uncertainty"))(run)
+    del full["X"], full["y"]  # data: never kept (the next test)
     assert kept["name"] == full["name"] and kept.keys() == full.keys()
     exact, short = numbers(full), numbers(kept)
     assert len(exact) == len(short) > 0
@@ -83,13 +86,27 @@ def test_kept_figure_numbers_are_the_runs_to_four_significant_digits(runs, input
     assert not np.array_equal(short, exact)  # rounded, not copied
 
 
+@pytest.mark.parametrize("inputs", ["2-D", "1-D"])
+def test_the_training_points_are_read_from_the_data_as_the_run_held_them_and_never_kept(runs, inputs, tmp_path):
+    run = runs[inputs]
+    s, ctx = restore(run)
+    drawn = predictive_figure_data(s, ctx, predictors(s, ctx), grid_points=5)
+    export_record(run, tmp_path / "record")
+    for source in (run, tmp_path / "record"):  # a fresh clone has the record alone
+        points = training_points(source)
+        assert points["x"].dtype == points["y"].dtype == torch.float64
+        assert torch.equal(points["x"], drawn["X"].double()) and torch.equal(points["y"], drawn["y"].double())
+    assert not {"X", "y"} & set(figure_data(5, ("predictive_glm",))(run))
+
+
 def test_kept_figure_numbers_hold_what_the_named_figures_draw_and_no_more(runs):
     run = runs["2-D"]
-    means = figure_data(5, ("predictive_means",))(run)
+    points = training_points(run)
+    means = {**figure_data(5, ("predictive_means",))(run), "X": points["x"], "y": points["y"]}
     assert means["kinds"] == [{"kind": k, "prob": p["prob"]} for k, p in zip(("map", "nn", "glm"), means["kinds"],
                                                                              strict=True)]
     assert "blr" not in means and set(predictive_drawings(means)) >= {"predictive_means"}
-    glm = figure_data(5, ("predictive_glm", "blr_uncertainty"))(run)
+    glm = {**figure_data(5, ("predictive_glm", "blr_uncertainty"))(run), "X": points["x"], "y": points["y"]}
     assert [sorted(p) for p in glm["kinds"]] == [["aleatoric", "epistemic", "kind", "prob"]]
     assert set(predictive_drawings(glm)) == {"predictive_glm", "blr_uncertainty"}
 

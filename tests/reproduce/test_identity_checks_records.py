@@ -13,13 +13,16 @@ from helpers import verdicts
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.identity_checks import records
 from bnnpred.reproduce.identity_checks.records import Field, RunFiles
+from tests.helpers import real_data_root
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def runs(one_thread) -> records.Runs:
-    return records.make_runs()
+    with pytest.MonkeyPatch.context() as patch:  # one of the runs reads a real set
+        patch.setenv("BNNPRED_DATA_DIR", str(real_data_root()))
+        return records.make_runs()
 
 
 def test_every_field_is_recorded_by_the_runs(runs):

@@ -24,11 +24,11 @@ from bnnpred.app.run_files import MANIFEST, PACKED, RECORD, locked, staged, stor
 from bnnpred.app.run_record import EVAL_FILES, RECORDED, TRACE
 from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError, MissingDataError
-from bnnpred.io import sha256_file, write_json
+from bnnpred.io import read_json, sha256_file, write_json
 from bnnpred.reproduce import base, budget, reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier, document, read_trace
 from bnnpred.reproduce.derived import compact, digest, kept, plain, tensors
-from tests.helpers import TINY, bnnpred
+from tests.helpers import TINY, bnnpred, found_data_root
 
 RUN = [*TINY, "plot.enabled=false", "threads=1"]
 
@@ -425,17 +425,29 @@ def test_the_committed_records_stay_within_their_budget():
     assert sizes["notes004_table2"] > 0 and sum(sizes.values()) < RECORDS_BUDGET, sizes
 
 
+def test_the_numbers_kept_beside_the_pages_hold_no_data():
+    """The training points a figure draws are read from the data root (or a synthetic set's generator) when the
+    page is built, never committed: not as a file of their own, nor inside a figure's numbers."""
+    kept = list(COMMITTED.glob("*/derived/**/*.json"))
+    assert kept and not [p for p in kept if p.name == "training_points.json"]
+    figures = [read_json(p)["data"] for p in kept if p.name == "figures.json"]
+    assert figures and not [data for data in figures if {"X", "y"} & set(data)]
+
+
 @pytest.mark.parametrize("name", [name for name, study in reproduce_module.STUDIES.items()
                                   if study.from_records and (COMMITTED / name / "claims.json").is_file()])
-def test_every_committed_page_built_from_records_is_rebuilt_from_them_to_the_byte(tmp_path, name):
-    """A fresh clone: no run folder, the committed page and its records only; nothing trains. A page that redraws
-    images from the data (thesis_fig5_6 keeps their indices, not their pixels) needs the real data root."""
+def test_every_committed_page_built_from_records_is_rebuilt_from_them_to_the_byte(tmp_path, name, monkeypatch):
+    """A fresh clone: no run folder, the committed page and its records only; nothing trains. A page that draws
+    a real set's points or images (its figures' training points, thesis_fig5_6's images: data is never kept beside
+    a page) needs the real data root."""
+    if (root := found_data_root()) is not None:
+        monkeypatch.setenv("BNNPRED_DATA_DIR", str(root))
     shutil.copytree(COMMITTED / name, tmp_path / "outputs" / name)
     tier = Tier(json.loads((COMMITTED / name / "claims.json").read_text())["tier"])
     try:
         reproduce([name], tier, tmp_path / "runs", tmp_path / "outputs", jobs=1, report_only=True)
     except MissingDataError as e:
-        pytest.skip(f"{name} redraws its images from the real data: {e}")
+        pytest.skip(f"{name} draws points or images of a real set: {e}")
     for page in ("README.md", "claims.json"):
         assert (tmp_path / "outputs" / name / page).read_bytes() == (COMMITTED / name / page).read_bytes(), page
     assert not (tmp_path / "runs").exists()
