@@ -110,7 +110,8 @@ class Reproduction:
             return next((other for other in others if (made := _sweep_made_by(other))
                          and self._made_there(other, made, overrides, multirun)), own)
         folders = [folder for folder in (own, *others) if _recorded(folder)]
-        jobs = len(expand_sweep(list(overrides))) if multirun and folders else 1
+        # one device's records are read however many runs they hold: its jobs are counted (composed) only to choose
+        jobs = len(expand_sweep(list(overrides))) if multirun and len(folders) > 1 else 1
         short = [folder for folder in folders if _short(folder, jobs)]
         whole = next((folder for folder in folders if folder not in short), None)
         if whole is None:
