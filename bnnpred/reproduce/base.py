@@ -31,6 +31,7 @@ from bnnpred.app.run_record import EVAL_FILES, EVALS, RUN_FILES, FinishedRun, No
 from bnnpred.app.saved_runs import eval_config, eval_folder
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json
+from bnnpred.provenance import code_commit
 from bnnpred.reproduce.budget import Budget, OutOfTime, held_keys, longest_evaluation, longest_seconds
 from bnnpred.reproduce.claims import Claim, Item, claims_table
 from bnnpred.reproduce.derived import FIGURE_DIGITS, FIGURE_GRID, compact, figure_data, kept, plain, training_points
@@ -387,8 +388,7 @@ class Reproduction:
             return (f"Made by `{command}` (tier {self.tier.value}, device {self.device}) from the records of its "
                     f"runs, {folders} beside this page (the Runs section names the commits that made "
                     "them; `--report-only` rebuilds this page from them on any machine).")
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip()
+        commit = code_commit() or UNRECORDED  # ``…+dirty`` where the page was made by uncommitted code
         minutes = (time.time() - self.started) / 60
         took = (f"measured in {minutes:.1f} min (it reads no runs: every number is measured when the page is made)"
                 if not self.made_by else

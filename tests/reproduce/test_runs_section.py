@@ -6,6 +6,7 @@ from helpers import finished_run
 
 import bnnpred.reproduce as reproduce_module
 import bnnpred.reproduce.base as base_module
+from bnnpred.provenance import COMMIT_VARIABLE, code_commit
 from bnnpred.reproduce import reproduce
 from bnnpred.reproduce.base import Reproduction, Study, Tier
 
@@ -107,3 +108,14 @@ def test_the_provenance_line_says_whether_the_page_was_measured_or_rebuilt_from_
     for report_only in (True, False):  # a page that reads no runs measured every number itself, whatever the flag
         assert "it reads no runs: every number is measured when the page is made" in made(report_only)
     assert made(True, run).endswith("page rebuilt from the runs (the commits that made them: the Runs section).")
+
+
+def test_a_page_measured_by_uncommitted_code_says_so_in_its_header(tmp_path, monkeypatch):
+    """A page whose every number is measured when it is made (identities) names the code that measured them: the
+    commit, ``+dirty`` where the working tree had uncommitted changes (:func:`~bnnpred.provenance.code_commit`)."""
+    for stated in ("2d2c33d", "2d2c33d+dirty"):
+        monkeypatch.setenv(COMMIT_VARIABLE, stated)
+        code_commit.cache_clear()
+        r = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1)
+        assert f"(tier cpu) at commit {stated} on " in r.provenance("bnnpred reproduce identities")
+    code_commit.cache_clear()
