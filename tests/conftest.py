@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture
 def data_root(monkeypatch: pytest.MonkeyPatch) -> Path:
-    from helpers import real_data_root  # not above: it imports torch, which must see OMP_NUM_THREADS first
+    from tests.helpers import real_data_root  # not above: it imports torch, which must see OMP_NUM_THREADS first
 
     root = real_data_root()
     monkeypatch.setenv("BNNPRED_DATA_DIR", str(root))

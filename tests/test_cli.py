@@ -130,7 +130,8 @@ def test_eval_of_a_corrupt_run_is_one_line(trained, tmp_path):
 
 def test_sweep_and_report(tmp_path):
     sweep = tmp_path / "sweep"
-    out = bnnpred("train", "-m", *TINY, "prior.delta=0.1,10", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    out = bnnpred("train", "-m", *TINY, "prior.delta=0.1,10", "plot.enabled=false", f"hydra.sweep.dir={sweep}",
+                  cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     runs = sorted(p.parent for p in sweep.rglob("metrics.json"))
     assert len(runs) == 2
@@ -148,7 +149,7 @@ def test_sweep_and_report(tmp_path):
 def test_a_failing_job_in_a_parallel_sweep_fails_the_sweep_but_not_the_others(tmp_path):
     """The joblib workers report their errors to the parent: exit 2, the other run finished."""
     sweep = tmp_path / "sweep"
-    out = bnnpred("train", "-m", *TINY, "inference.map.lr=0.01,1e200", "hydra/launcher=joblib",
+    out = bnnpred("train", "-m", *TINY, "inference.map.lr=0.01,1e200", "plot.enabled=false", "hydra/launcher=joblib",
                   "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1].startswith("error: 1 run(s) failed: MAP loss became")
