@@ -100,6 +100,22 @@ def test_newton_finish_makes_a_smooth_network_stationary():
     assert float(sum_neg_log_joint(problem, fit.theta)) < float(sum_neg_log_joint(problem, start.theta))
 
 
+def test_a_newton_finish_asked_for_less_than_float64_can_give_ends_where_it_is():
+    """A tolerance below the gradient's float64 floor (about 4e-15 here): the finish ends there within a few steps
+    of reaching it, unconverged, instead of running to its iteration cap. It once cycled between a line search that
+    could not see the log joint fall and a damped step that moved θ by nothing but left it equal (2,000 iterations,
+    95 s, on this problem); below the log joint's rounding a full step must now halve the gradient."""
+    problem, _ = tiny_problem("gaussian", depth=1, n=40, d=2, delta=1.0)
+    problem.X, problem.y, problem.theta0 = problem.X.double(), problem.y.double(), problem.theta0.double()
+    problem.prior_precision = problem.prior_precision.double()
+    problem.model.module.double()
+    adam = MapConfig(steps=50, lr=0.01, schedule=Schedule.constant)
+    fit = train_map(problem, dataclasses.replace(adam, finish=Finish.newton, finish_tol=1e-15,
+                                                 finish_iterations=2000))
+    assert fit.info["finish_converged"] == 0.0 and fit.info["grad_norm"] < 1e-13
+    assert fit.info["finish_iterations"] < 100
+
+
 def test_the_tempered_map_control_is_map_at_beta_times_the_prior_precision():
     r"""notes-001's tempered ELBO ``E_q log p(y | θ) − β KL(q ‖ p)`` (eq. 10; per example, eq. 29) depends on the
     mean only through ``log p(y | µ) − β ½ µᵀΔµ`` (eq. 11's mean term; VI's and VL's likelihood terms aside): the
