@@ -102,7 +102,21 @@ class FullCurvature(LaplaceCurvature):
                 return value
             inverse_diag = (self._vectors.to(precision).square() / shifted.detach()).sum(dim=1) / scale
             return value + ((precision - precision.detach()) * inverse_diag).sum()
-        L, info = torch.linalg.cholesky_ex(c * self.H.to(precision) + torch.diag(precision))
+        return self._cholesky_logdet(precision, c)
+
+    def _cholesky_logdet(self, precision: Tensor, c: Tensor | float, work: Tensor | None = None) -> Tensor:
+        """``log det(c·H + diag(precision))`` ``[]`` by one Cholesky factor (``P³/3`` flops). Without a gradient the
+        matrix is formed in place in ``work`` ``[P, P]`` (a grid's rows share one: forming it afresh, a scaled copy
+        plus a dense diagonal, was a quarter of a row's time at P = 4,706; the same numbers)."""
+        if precision.requires_grad or (torch.is_tensor(c) and c.requires_grad):
+            A = c * self.H.to(precision) + torch.diag(precision)
+        else:
+            A = torch.empty(self.H.shape, dtype=precision.dtype, device=precision.device) if work is None else work
+            A.copy_(self.H)
+            if torch.is_tensor(c) or c != 1:
+                A.mul_(c)
+            A.diagonal().add_(precision)
+        L, info = torch.linalg.cholesky_ex(A)
         if info != 0:
             raise BnnpredError("the posterior precision is not positive definite at this prior; raise prior.delta")
         return 2 * L.diagonal().log().sum()
@@ -123,8 +137,10 @@ class FullCurvature(LaplaceCurvature):
             scales = _column(c[spectral] if _is_grid(c) else c)
             shifted = scales * self._spectrum.to(precisions) + ratios[spectral, :1]
             values[spectral] = self._scale.to(precisions).log().sum() + torch.log(shifted).sum(dim=1)
+        work = None  # one [P, P] buffer for every row off the spectrum
         for g in torch.nonzero(~spectral).flatten().tolist():
-            values[g] = self.logdet(precisions[g], c[g] if _is_grid(c) else c)
+            work = torch.empty(self.H.shape, dtype=precisions.dtype, device=precisions.device) if work is None else work
+            values[g] = self._cholesky_logdet(precisions[g], c[g] if _is_grid(c) else c, work)
         return values
 
     def _keep_spectrum(self, vectors: bool) -> None:

@@ -140,6 +140,23 @@ def test_a_fan_in_prior_uses_the_kept_spectrum_and_agrees_with_a_cholesky_factor
     assert float(fit.evidence.curvature.logdet(precision, 1.0)) == pytest.approx(float(exact), rel=1e-10)
 
 
+def test_rows_off_the_spectrum_share_one_buffer_and_give_a_fresh_cholesky_factors_value_to_the_bit():
+    """A grid's per-layer rows form ``c·H + diag(Δ)`` in place in one buffer (at noise factor 1, a float and a
+    tensor ``c``, a ``c`` per row), each row's value the same to the bit as the factor of the matrix made afresh."""
+    problem, _ = tiny_problem("gaussian", depth=2, n=40, width=6)
+    curvature = laplace(problem, Structure.full).evidence.curvature
+    layer = Prior.from_config(problem.model, PriorConfig(groups=PriorGroups.layer))
+    rows = torch.stack([layer.with_free_log_delta(torch.tensor(d, dtype=torch.float64)).precision()
+                        for d in ([0.0, 1.0, 2.0], [1.5, -1.0, 0.5], [2.0, 2.0, -2.0])])
+    curvature.logdet(torch.ones_like(rows[0]), 1.0)  # the kept spectrum's scale: isotropic, so no row is on it
+    for c in (1.0, 0.37, torch.tensor(0.37, dtype=torch.float64), torch.tensor([1.0, 0.5, 2.0], dtype=torch.float64)):
+        each = c if torch.is_tensor(c) and c.dim() else torch.full((len(rows),), float(c), dtype=torch.float64)
+        fresh = torch.stack([2 * torch.linalg.cholesky(k * curvature.H + torch.diag(row)).diagonal().log().sum()
+                             for k, row in zip(each, rows, strict=True)])
+        assert torch.equal(curvature.logdets(rows, c), fresh), c
+        assert torch.equal(torch.stack([curvature.logdet(row, k) for k, row in zip(each, rows, strict=True)]), fresh)
+
+
 def test_an_evidence_value_is_the_same_before_and_after_a_gradient_asked_for_the_eigenvectors():
     """The kept eigenvalues are those of the first evaluation (eigvalsh); the eigh a gradient needs adds its
     eigenvectors only, so a value at a prior never moves in its last bits."""
