@@ -9,7 +9,7 @@ log joint), ending at their last point:
 * ``newton``: Newton's method on the log joint, ``d ≈ −(H + λI)⁻¹ g`` by conjugate gradients on exact
   Hessian-vector products, preconditioned by ``(GGN + diag(δ) + λI)⁻¹`` (notes-000 eq. 2.25's GGN plus the prior
   precision, Levenberg-Marquardt damping ``λ``), with an Armijo backtracking line search; where the decrease a step
-  promises is below the log joint's float64 rounding, which the search cannot see, the full step is taken when it
+  promises is below the log joint's rounding, which the search cannot see, the full step is taken when it
   at least halves the gradient (a damped step that moves θ by nothing never does, so ``λ`` rises and the finish
   ends there). Where the residuals are
   small the GGN is nearly the Hessian and CG takes a step or two (its first iterate is the Gauss-Newton step); the
@@ -38,7 +38,7 @@ ARMIJO = 1e-4  # sufficient decrease: f(θ + t d) ≤ f(θ) + ARMIJO · t · g�
 CG_STEPS = 50  # at most, conjugate-gradient steps per Newton step
 HALVINGS = 30  # line-search halvings before the damping is raised
 MAX_DAMPING = 1e12  # λ / mean diagonal of the curvature at which Newton gives up (no descent found)
-ROUNDING = 1e3 * torch.finfo(torch.float64).eps  # relative changes of the log joint its line search cannot see
+ROUNDING = 1e3  # machine epsilons: relative changes of the log joint its line search cannot see
 
 
 class Finish(str, Enum):
@@ -128,7 +128,7 @@ def _newton(problem: Problem, theta0: Tensor, tol: float, max_iterations: int) -
         while True:
             step, cg = _preconditioned_cg(hvp, G, grad, damping, forcing=min(0.5, math.sqrt(norm)))
             slope = float(grad @ step)
-            if -slope <= ROUNDING * max(abs(value), 1.0):  # a decrease below the log joint's rounding: blind
+            if -slope <= _rounding(theta, value):  # a decrease below the log joint's rounding: the search is blind
                 t = 1.0 if _full_step_helps(problem, theta, step, value, norm) else None
             else:
                 t = _armijo(problem, theta, step, value, slope)
@@ -152,10 +152,16 @@ def _full_step_helps(problem: Problem, theta: Tensor, step: Tensor, value: float
     another stationary point, does not."""
     with torch.no_grad():
         trial = float(sum_neg_log_joint(problem, theta + step))
-    if not abs(trial - value) <= ROUNDING * max(abs(value), 1.0):
+    if not abs(trial - value) <= _rounding(theta, value):
         return False
     gradient = torch.func.grad(lambda t: sum_neg_log_joint(problem, t))(theta + step)
     return float(gradient.norm()) <= norm / 2
+
+
+def _rounding(theta: Tensor, value: float) -> float:
+    """The changes of a log joint ``value`` computed in ``θ``'s dtype that its rounding hides: :data:`ROUNDING`
+    epsilons of it (of 1 near 0)."""
+    return ROUNDING * torch.finfo(theta.dtype).eps * max(abs(value), 1.0)
 
 
 def _hessian_vector_product(problem: Problem, theta: Tensor) -> Callable[[Tensor], Tensor]:
