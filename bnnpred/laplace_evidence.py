@@ -137,9 +137,9 @@ class FullCurvature(LaplaceCurvature):
             scales = _column(c[spectral] if _is_grid(c) else c)
             shifted = scales * self._spectrum.to(precisions) + ratios[spectral, :1]
             values[spectral] = self._scale.to(precisions).log().sum() + torch.log(shifted).sum(dim=1)
-        work = None  # one [P, P] buffer for every row off the spectrum
-        for g in torch.nonzero(~spectral).flatten().tolist():
-            work = torch.empty(self.H.shape, dtype=precisions.dtype, device=precisions.device) if work is None else work
+        off = torch.nonzero(~spectral).flatten().tolist()
+        work = torch.empty(self.H.shape, dtype=precisions.dtype, device=precisions.device) if off else None
+        for g in off:  # one [P, P] buffer for every row off the spectrum
             values[g] = self._cholesky_logdet(precisions[g], c[g] if _is_grid(c) else c, work)
         return values
 

@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 import numpy as np
+import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
@@ -36,6 +37,11 @@ class Device(str, Enum):
 class DType(str, Enum):
     float32 = "float32"
     float64 = "float64"
+
+    @property
+    def torch(self) -> torch.dtype:
+        """The torch dtype of that name."""
+        return getattr(torch, self.value)
 
 
 class Split(str, Enum):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from bnnpred import inference
-from bnnpred.app.config import Config, Device, DType, Split, SweepObjective
+from bnnpred.app.config import Config, Device, Split, SweepObjective
 from bnnpred.curvature.functional import FlatModel
 from bnnpred.curvature.ggn import Structure
 from bnnpred.data import Dataset, Task
@@ -36,8 +36,7 @@ def check_network(cfg: Config, data: Dataset) -> None:
     cfg.inference.check_network(module)
     p = cfg.predictive
     if PredictiveKind.gp in p.kinds:  # on the run's device: its memory is the one the GP will need
-        dtype = torch.float64 if cfg.dtype is DType.float64 else torch.float32
-        model = FlatModel(module.to(device=resolve_device(cfg.device), dtype=dtype))
+        model = FlatModel(module.to(device=resolve_device(cfg.device), dtype=cfg.dtype.torch))
         M = gp_subset_count(p.gp_subset_size, len(data.X_train))
         n_valid = 0 if p.gp_prior_factors is None else len(data.X_valid)
         check_gp_memory(model, model.theta(), data.X_train[:1].to(model.theta()), M, n_valid)

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from bnnpred.app.config import Config, DType, LikelihoodConfig, Split
+from bnnpred.app.config import Config, LikelihoodConfig, Split
 from bnnpred.app.process import prepare_process
 from bnnpred.app.run_checks import check_config, check_full_covariance_fits, check_task, resolve_device
 from bnnpred.curvature.functional import FlatModel
@@ -54,7 +54,7 @@ def setup(cfg: Config) -> Setup:
     device = resolve_device(cfg.device)
     if device.type == "cuda":  # dtype=float32 means float32: no TF32 (10-bit mantissa) convolutions or products
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    dtype = torch.float64 if cfg.dtype is DType.float64 else torch.float32
+    dtype = cfg.dtype.torch
     data = to_device(load_dataset(cfg.dataset), device, dtype)
     check_targets(data)
     check_task(cfg, data)

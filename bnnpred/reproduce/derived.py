@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from bnnpred.app.config import DType
 from bnnpred.app.report.run_figures import predictive_figure_data
 from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.run_files import MANIFEST
@@ -66,9 +65,8 @@ def training_points(read: Path) -> dict[str, torch.Tensor]:
     set from the data root (:class:`~bnnpred.data.root.MissingDataError` without it), a synthetic one from its
     generator and seed. Data is never kept beside a page (nor committed with it)."""
     config = typed(eval_config(read_finished(read, ALWAYS_RECORDED), None))
-    dtype = torch.float64 if config.dtype is DType.float64 else torch.float32
     data = load_dataset(config.dataset)
-    X, y = data.X_train.to(dtype).double(), data.y_train.to(dtype).double()
+    X, y = data.X_train.to(config.dtype.torch).double(), data.y_train.to(config.dtype.torch).double()
     return {"x": X[:, 0] if X.shape[1] == 1 else X, "y": y}
 
 
