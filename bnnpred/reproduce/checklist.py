@@ -58,9 +58,14 @@ def tally(claims: list[dict]) -> str:
 
 def verdicts(claims: list[dict], item: Item) -> str:
     """The :func:`tally` of the claims on ``item`` (any part), or why there is none: the page was built before its
-    study answered the item."""
-    return tally([c for c in claims if (c["notes"], c["number"]) == (item.notes, item.number)]) or (
-        "no verdict yet (the page was built before its study answered this item; rerun it)")
+    study answered the item. A claim the page added beside the notes' criteria (``added``:
+    :func:`~bnnpred.reproduce.claims.added`) is not counted toward the item's verdict; they are tallied apart."""
+    on_item = [c for c in claims if (c["notes"], c["number"]) == (item.notes, item.number)]
+    notes = tally([c for c in on_item if not c.get("added")])
+    extra = tally([c for c in on_item if c.get("added")])
+    if extra:
+        return (notes or "none of the notes' criteria") + f" (not counted: added beside the notes' criteria, {extra})"
+    return notes or "no verdict yet (the page was built before its study answered this item; rerun it)"
 
 
 def where(entry: Entry, out: Path, studies: Mapping[str, Study],

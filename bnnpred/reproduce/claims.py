@@ -142,18 +142,26 @@ TRENDS: dict[str, tuple[Callable[[float, float], bool], str]] = {
     "strictly falls": (operator.gt, " > "), "does not fall": (operator.le, " ≤ "),
     "strictly rises": (operator.lt, " < "), "does not rise": (operator.ge, " ≥ "),
 }
+RISING = ("strictly rises", "does not fall")  # the directions whose overall move is a rise
 
 
 @dataclass(frozen=True)
 class Trend:
     """``quantity`` moves one way over a sequence (``over`` names it), with at most ``allowed`` exceptions; the
-    value is the sequence in that order."""
+    value is the sequence in that order. With ``net``, it must also move that way by more than ``net`` from its first
+    value to its last: a sequence the variable had no effect on (constant, or flat within its noise or rounding),
+    which "does not fall" or "does not rise" on ties, then does not pass.
+
+    >>> Trend("train MSE", "does not fall", "δ", net=0.01).show([0.3, 0.3, 0.305])
+    '0.3 ≤ 0.3 ≤ 0.305 (first to last +0.005)'
+    """
 
     quantity: str
     direction: str
     over: str
     allowed: int = 0
     digits: int = 4
+    net: float | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in TRENDS:
@@ -162,18 +170,27 @@ class Trend:
     @property
     def text(self) -> str:
         exceptions = f" (≤ {self.allowed} exceptions)" if self.allowed else ""
-        return f"{self.quantity} {self.direction} over {self.over}{exceptions}"
+        moved = "" if self.net is None else \
+            f", {'rising' if self.direction in RISING else 'falling'} by > {self.net:g} from first to last"
+        return f"{self.quantity} {self.direction} over {self.over}{exceptions}{moved}"
 
     def violations(self, value: Sequence[float]) -> int:
         step = TRENDS[self.direction][0]
         return sum(not step(a, b) for a, b in zip(value[:-1], value[1:], strict=True))
 
+    def change(self, value: Sequence[float]) -> float:
+        """The move from the first value to the last in the trend's direction (a rise, or a fall, as positive)."""
+        return (value[-1] - value[0]) * (1 if self.direction in RISING else -1)
+
     def test(self, value: Sequence[float]) -> bool:
-        return len(value) >= 2 and self.violations(value) <= self.allowed
+        return len(value) >= 2 and self.violations(value) <= self.allowed and (
+            self.net is None or self.change(value) > self.net)
 
     def show(self, value: Sequence[float]) -> str:
         shown = TRENDS[self.direction][1].join(fmt(v, self.digits) for v in value)
-        return f"{shown} ({self.violations(value)} exceptions)" if self.allowed else shown
+        notes = [f"{self.violations(value)} exceptions"] * bool(self.allowed) + (
+            [] if self.net is None or not value else [f"first to last {value[-1] - value[0]:+.{self.digits}g}"])
+        return f"{shown} ({'; '.join(notes)})" if notes else shown
 
 
 @dataclass(frozen=True)
@@ -230,12 +247,15 @@ class Claim:
     verdict: Verdict
     numbers: str
     as_written: AsWritten | None = None
+    added: bool = False  # a criterion the page adds beside the notes' own (:func:`added`)
 
     def to_json(self) -> dict[str, Any]:
         document = {**asdict(self.item), "text": self.text, "verdict": self.verdict.value, "numbers": self.numbers}
         if self.as_written is not None:
             document["as_written"] = {"text": self.as_written.text, "verdict": self.as_written.verdict.value,
                                       "why": self.as_written.why}
+        if self.added:
+            document["added"] = True
         return document
 
 
@@ -281,6 +301,17 @@ def departs(coded: Claim, as_written: Claim, why: str) -> Claim:
     if coded.item != as_written.item:
         raise BnnpredError(f"departs: the coded claim answers {coded.item}, the notes' criterion {as_written.item}")
     return replace(coded, as_written=AsWritten(as_written.text, as_written.verdict, why))
+
+
+def added(c: Claim, why: str) -> Claim:
+    """``c``, a criterion the page adds beside the notes' own for its item (``why`` says what it adds): the page shows
+    it, and the checklist index (``outputs/checklist.md``) leaves it out of the item's verdict counts.
+
+    >>> c = added(claim(item(4, 10), Compare("dampened bnn accuracy", "≥", "MAP accuracy"), (91.5, 91.8)), "§7")
+    >>> c.text, c.to_json()["added"]
+    ('dampened bnn accuracy ≥ MAP accuracy (added: §7)', True)
+    """
+    return replace(c, text=f"{c.text} (added: {why})", added=True)
 
 
 # "not MAP's copy": a posterior or GP that collapsed onto the MAP moves a predictive's test NLL by about its Monte Carlo
@@ -357,6 +388,8 @@ def _joined(name: str, claims: Sequence[Claim], word: str, order: tuple[Verdict,
         raise BnnpredError(f"{name}: the claims answer several checklist items; give it claims of one item")
     if any(c.as_written is not None for c in claims):
         raise BnnpredError(f"{name}: a part departs from the notes; join the parts first, then mark the departure")
+    if any(c.added for c in claims):
+        raise BnnpredError(f"{name}: a part is added beside the notes' criteria; join the parts first, then mark it")
     verdicts = {c.verdict for c in claims}
     verdict = next((v for v in order if v in verdicts), order[-1])
     text = f" {word} ".join(f"({c.text})" if " and " in c.text or " or " in c.text else c.text for c in claims)

@@ -62,9 +62,15 @@ def wine(r: Reproduction) -> str:
     ])
 
 
+# notes-003 #5: train MSE "monotone non-decreasing in δ" must rise by more than this (standardised y: 1 % of its
+# variance) from the smallest δ to the largest: a curve δ had no effect on is flat within the MAP's optimisation noise
+# (the one fall on the committed grid: 0.002), and would pass "does not fall" on its ties
+TRAIN_MSE_RISE = 0.01
+
+
 def wine_claims(by_delta: pd.DataFrame) -> list[Claim]:
     """notes-003 checklist item 5 on the means over splits per δ (ascending): log marginal likelihood per example,
-    train and test MSE."""
+    train and test MSE; the train MSE's trend must rise overall (:data:`TRAIN_MSE_RISE`)."""
     nan = float("nan")
     ratio, at_ml, lowest, where = nan, nan, nan, ""
     if len(by_delta) > 1:
@@ -78,7 +84,8 @@ def wine_claims(by_delta: pd.DataFrame) -> list[Claim]:
         claim(item(3, 5), Compare("max(δ*_ML / δ*_test, δ*_test / δ*_ML)", "≤", 3 * (1 + 1e-9)), ratio,
               note="within a factor 3 of the test-MSE argmin", numbers=where),
         claim(item(3, 5), Compare("test MSE at δ*_ML", "≤", "the minimum test MSE", factor=1.05), (at_ml, lowest)),
-        claim(item(3, 5), Trend("train MSE", "does not fall", "δ", allowed=2), list(by_delta["train_mse"])),
+        claim(item(3, 5), Trend("train MSE", "does not fall", "δ", allowed=2, net=TRAIN_MSE_RISE),
+              list(by_delta["train_mse"])),
     ]
 
 

@@ -31,6 +31,7 @@ from bnnpred.reproduce.derived import FIGURE_DIGITS, rounded, scalars
 QUICK = ("dataset.n_train=300", "inference.map.steps=100", "predictive.n_samples=10")
 ENDS = 20  # the training images at each end of the sorted importances whose labels are checked
 MIDDLE = 0.01  # the middle examples' |a_i| "≈ 0" (notes-000 #19), our reading
+CODE_CHECK = 1e-8  # the identity with the gradient term, exact at any θ: float64 rounding over 3000 images is less
 
 
 def logit_and_jacobians(model, theta, X) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,7 +161,7 @@ def make(r: Reproduction) -> str:
     extremes = float(torch.cat([ordered[:ENDS], ordered[-ENDS:]]).abs().min())
     middle = float(torch.tensor(found["pick_importances"][4:8]).abs().max())
     checks = [*importance_claims(numbers["train_accuracy"], max_a, found["fours"], found["nines"], rel_error,
-                                 grad_norm, corrected_error, extremes, middle),
+                                 grad_norm, extremes, middle),
               neighbour_claim(ranks)]
     stationary = rel_error <= 1e-3
     return "\n".join([
@@ -180,6 +181,14 @@ def make(r: Reproduction) -> str:
          "about 0.2' describes its network, not the MAP at δ = 10 here. " if max_a > 0.2 else "") +
         "The kernel J Jᵀ / δ is not normalised, so images with much ink (large Jacobians) rank high for every test "
         "image.",
+        "",
+        f"A check of the code, not a verdict of notes-000 #20a: the identity with the gradient term, m(x*) + "
+        f"Σ a_i κ(x*, x_i) − J(x*) Δ⁻¹ ∇ log p(y, θ*) = f(x*), holds at any θ* by algebra (∇ log p(y, θ) = "
+        f"Σ_i J_iᵀ a_i − Δθ), so with ∇ by autograd its relative error tests the kernel, the importances and the "
+        f"prior mean as computed: {corrected_error:.2e}, "
+        + (f"within float64's rounding ({CODE_CHECK:g}): they are right, and the gap of the identity above is the "
+           "MAP's gradient." if corrected_error <= CODE_CHECK else
+           f"above float64's rounding ({CODE_CHECK:g}): the kernel, the importances or the prior mean is wrong."),
         "",
         *([] if (act, pooling) == ("relu", "max") and stationary else [STATIONARITY_TRIED, ""]),
         "![importances](importances.png)",
@@ -214,14 +223,14 @@ STATIONARITY_TRIED = (
 
 
 def importance_claims(train_acc: float, max_a: float, fours: int, nines: int, rel_error: float,
-                      grad_norm: float, corrected_error: float, extremes: float, middle: float) -> list[Claim]:
+                      grad_norm: float, extremes: float, middle: float) -> list[Claim]:
     """notes-000 checklist items 19 and 20a: training accuracy, the largest |a_i|, the 4s among the ``ENDS`` most
     negative importances and the 9s among the largest (``a = y − σ(f)`` makes a 4's ≤ 0 and a 9's ≥ 0, so this
     part also asks that the ends stand out: their smallest ``|a_i|``, ``extremes``, above the middle four's largest,
     which a flat predictor's equal ``|a_i|`` do not), the middle examples' ``|a_i| ≈ 0`` (``middle``: the largest of
-    the figure's middle four), the representer identity's relative error, and that of the identity with the MAP's
-    gradient term (the check of the kernel and importances item 20a asks for, apart from stationarity; float64
-    rounding over 3000 images is far below its 1e-8)."""
+    the figure's middle four), and the representer identity's relative error at the MAP's gradient norm. The
+    identity with the gradient term holds at any θ by algebra, so it is no verdict of item 20a: the page shows its
+    error as a check of the code (:data:`CODE_CHECK`)."""
     return [
         claim(item(0, 19), Compare("training accuracy", "≥", 0.995), train_acc,
               note="100 % in the thesis, the proposed fallback"),
@@ -236,10 +245,6 @@ def importance_claims(train_acc: float, max_a: float, fours: int, nines: int, re
               note=f"the notes' 'middle examples have |a_i| ≈ 0', read as ≤ {MIDDLE:g}"),
         claim(item(0, 20, "a"), Compare("representer identity m(x*) + Σ a_i κ(x*, x_i) = f(x*): relative error", "≤",
                                         1e-3), rel_error, numbers=f"{rel_error:.2e} at gradient norm {grad_norm:.3g}"),
-        claim(item(0, 20, "a"), Compare("the same with the gradient term, m(x*) + Σ a_i κ(x*, x_i) − J(x*) Δ⁻¹ "
-                                        "∇ log p(y, θ*) = f(x*): relative error", "≤", 1e-8), corrected_error,
-              note="∇ by autograd: the kernel and importances are right, the gap above is the MAP's gradient",
-              numbers=f"{corrected_error:.2e}"),
     ]
 
 

@@ -41,6 +41,12 @@ FIG5_2_GRID = (31, 21)
 FIG5_3_GRID = (41,)
 FALL = 1.0  # notes-000 #13d: nats by which the log evidence falls off at each end of the grid
 FAR = 2.0  # notes-004 item 5: grid points "more than 2 units from any training point"
+# notes-000 #12: A's "visibly wiggly fits to noise" is a GLM mean that travels (total variation over the training
+# inputs' range) at least WIGGLY times ★'s and fits the training targets closer than ★ (lower training RMSE); B
+# "misses the shape" when its test RMSE is at least MISSES times ★'s: both see the noise (σ = 0.3), so with ★ near
+# it (0.31 here) B's error against the generating function is then above √((2·0.3)² − 0.3²) ≈ 0.5, most of the
+# function's spread over the data (★'s GLM mean: std 0.8)
+WIGGLY, MISSES = 2.0, 2.0
 BOUNDARY_MARGIN = 0.5  # the grid on which B's 0.5-contour is compared with a straight one reaches this beyond the data
 BANANA_PAPER = {  # notes-003 Table 5.1 (no error bars in the thesis)
     "nn": (0.4289, 0.8251, 0.1295), "glm": (0.2151, 0.8955, 0.0288), "gp": (0.2137, 0.8968, 0.0251),
@@ -80,7 +86,8 @@ def fig5_2(r: Reproduction) -> str:
                                                                               ("B", b_run)]}
     for name, numbers in drawn.items():
         predictive_drawings(numbers)["predictive_glm"](out / f"fig5_2_predictive_{name}.png")
-    rows = fig5_2_claims(table, best, a, b_row, corner, band_std(drawn["star"]))
+    rows = fig5_2_claims(table, best, a, b_row, corner, band_std(drawn["star"]),
+                         {name: total_variation(numbers) for name, numbers in drawn.items()})
     return "\n".join([
         "## Thesis Fig. 5.2: evidence over (σ², δ), Snelson with a gap",
         "",
@@ -106,13 +113,17 @@ def fig5_2(r: Reproduction) -> str:
 
 
 def fig5_2_claims(table: pd.DataFrame, best: pd.Series, a: pd.Series, b: pd.Series,
-                  corner: pd.Series, band: dict[str, float]) -> list[Claim]:
+                  corner: pd.Series, band: dict[str, float], variation: dict[str, float]) -> list[Claim]:
     """notes-000 checklist items 11-12 on the evidence grid (``table``: one row per (δ, σ²)), its argmax ★, the rows
-    of A (the train-ℓℓ argmax), B (δ = 100, σ² = 1) and the grid's (δ_min, σ²_min) corner, and ★'s GLM predictive
-    std in the gap, outside the data and at the training inputs (``band``: :func:`band_std`). The notes' A is that
-    corner (#11c: the train ℓℓ is largest there, above ★'s, its test ℓℓ below; #12: A overfits); the page reads the
-    overfitting claims at the train-ℓℓ argmax, where an optimiser reaches the MAP, and carries them at the corner as
-    the notes write them. The argmax is read on this grid, coarser than the notes' (:data:`FIG5_2_GRID`)."""
+    of A (the train-ℓℓ argmax), B (δ = 100, σ² = 1) and the grid's (δ_min, σ²_min) corner, ★'s GLM predictive
+    std in the gap, outside the data and at the training inputs (``band``: :func:`band_std`), and the total
+    variation of the GLM means of ★, A and B over the training inputs (``variation``, by name "star", "A", "B":
+    :func:`total_variation`). The notes' A is that corner (#11c: the train ℓℓ is largest there, above ★'s, its test
+    ℓℓ below; #12: A overfits, with visibly wiggly fits to noise); the page reads the overfitting claims at the
+    train-ℓℓ argmax, where an optimiser reaches the MAP, and carries them at the corner as the notes write them (its
+    fit is not drawn: no variation). #12's "wiggly fits to noise" and B's "misses the shape" are read with
+    :data:`WIGGLY` and :data:`MISSES`. The argmax is read on this grid, coarser than the notes'
+    (:data:`FIG5_2_GRID`)."""
     def above(what: str, row: pd.Series, key: str, op: str, number: int = 12, part: str = "") -> Claim:
         return claim(item(0, number, part), Compare(f"{what}: {key.split('_')[0]} ℓℓ", op, "★'s"),
                      (row[key], best[key]))
@@ -125,6 +136,13 @@ def fig5_2_claims(table: pd.DataFrame, best: pd.Series, a: pd.Series, b: pd.Seri
         above("the corner", corner, "train_ll_map", ">", 11, "c"),
         above("the corner", corner, "test_ll_map", "<", 11, "c"))
     corner_note = "the notes' A is the (δ_min, σ²_min) corner, where the thesis MLP does not reach its MAP"
+
+    def wiggly(what: str, row: pd.Series, travel: float) -> Claim:
+        return all_of(claim(item(0, 12), Compare(f"{what}: training RMSE", "<", "★'s"),
+                            (row["train_rmse_map"], best["train_rmse_map"])),
+                      claim(item(0, 12), Compare(f"{what}: total variation of the GLM mean over the training inputs",
+                                                 "≥", "★'s", factor=WIGGLY), (travel, variation.get("star", np.nan))),
+                      note="visibly wiggly fits to noise")
 
     shape = (len(deltas), len(sigma2s))
     return [
@@ -144,8 +162,12 @@ def fig5_2_claims(table: pd.DataFrame, best: pd.Series, a: pd.Series, b: pd.Seri
                 all_of(above("the corner", corner, "train_ll_map", ">"),
                        above("the corner", corner, "test_ll_map", "<")),
                 corner_note),
+        departs(wiggly("A", a, variation.get("A", np.nan)), wiggly("the corner", corner, np.nan), corner_note),
         all_of(above("B (δ = 100, σ² = 1)", b, "train_ll_map", "<"), above("B", b, "test_ll_map", "<"),
                note="B underfits"),
+        claim(item(0, 12), Compare("B: test RMSE", "≥", "★'s", factor=MISSES), (b["test_rmse_map"],
+                                                                               best["test_rmse_map"]),
+              note="B misses the shape"),
         all_of(*[claim(item(0, 12), Compare(f"★'s GLM predictive std {where}", ">", "at the training inputs"),
                        (band[key], band["data"])) for key, where in (("gap", "inside the gap"),
                                                                      ("outside", "outside the data"))],
@@ -166,6 +188,16 @@ def band_std(numbers: dict[str, Any]) -> dict[str, float]:
     regions = {"gap": (grid > low + quarter) & (grid < high - quarter), "outside": (grid < X[0]) | (grid > X[-1])}
     return {**{key: float(std[inside].mean()) if inside.any() else float("nan") for key, inside in regions.items()},
             "data": float(np.interp(X, grid, std).mean())}
+
+
+def total_variation(numbers: dict[str, Any]) -> float:
+    """The total variation ``Σ |m(x_{j+1}) − m(x_j)|`` of a 1-D GLM predictive's mean (its kept numbers, as
+    :func:`band_std` reads them) over the grid points within the training inputs' range: how far the curve travels up
+    and down where the data are."""
+    grid, X = np.asarray(numbers["grid"], dtype=float), np.asarray(numbers["X"], dtype=float).ravel()
+    mean = np.asarray(next(k for k in numbers["kinds"] if k["kind"] == "glm")["mean"], dtype=float)
+    inside = (grid >= X.min()) & (grid <= X.max())
+    return float(np.abs(np.diff(mean[inside])).sum())
 
 
 def on_grid(coded: Claim, shape: tuple[int, ...], notes: tuple[int, ...]) -> Claim:

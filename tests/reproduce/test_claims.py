@@ -11,12 +11,14 @@ import pytest
 
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce import base
+from bnnpred.reproduce.checklist import tally, verdicts
 from bnnpred.reproduce.claims import (
     Between,
     Compare,
     Ordered,
     Trend,
     Verdict,
+    added,
     all_of,
     any_of,
     at_least,
@@ -127,6 +129,45 @@ def test_a_trend_counts_its_exceptions():
     assert (result.verdict, result.numbers) == (Verdict.holds, "1 ≤ 0.9 ≤ 1.2 ≤ 1.1 ≤ 1.3 (2 exceptions)")
     assert claim(ITEM, loose, [1.0, 0.9, 0.8, 0.7]).verdict is Verdict.fails
     assert claim(ITEM, falls, [1.0]).verdict is Verdict.not_applicable  # one value shows no trend
+
+
+def test_a_trend_with_a_net_move_does_not_pass_a_flat_sequence():
+    """A sequence the variable had no effect on "does not fall" on its ties; with ``net`` the trend must also move its
+    way by more than ``net`` from the first value to the last."""
+    rises = Trend("train MSE", "does not fall", "δ", allowed=2, net=0.01)
+    assert rises.text == "train MSE does not fall over δ (≤ 2 exceptions), rising by > 0.01 from first to last"
+    result = claim(ITEM, rises, [0.30, 0.29, 0.31, 0.35])
+    assert (result.verdict, result.numbers) == (Verdict.holds,
+                                                "0.3 ≤ 0.29 ≤ 0.31 ≤ 0.35 (1 exceptions; first to last +0.05)")
+    assert claim(ITEM, rises, [0.3] * 5).verdict is Verdict.fails  # constant: no exception, no rise
+    assert claim(ITEM, rises, [0.3, 0.301, 0.302, 0.305]).verdict is Verdict.fails  # within the noise
+    assert claim(ITEM, rises, [0.3, 0.2, 0.1, 0.0, 0.5]).verdict is Verdict.fails  # rises, with 3 exceptions
+    assert claim(ITEM, Trend("train MSE", "does not fall", "δ"), [0.3] * 5).verdict is Verdict.holds  # no net: ties
+    falls = Trend("KL", "does not rise", "L", net=0.5)
+    assert falls.text == "KL does not rise over L, falling by > 0.5 from first to last"
+    assert claim(ITEM, falls, [2.0, 1.0, 1.0]).verdict is Verdict.holds
+    assert claim(ITEM, falls, [2.0, 2.0, 1.8]).verdict is Verdict.fails
+    assert claim(ITEM, falls, [2.0, 1.0]).numbers == "2 ≥ 1 (first to last -1)"
+    assert claim(ITEM, falls, []).verdict is Verdict.not_applicable
+
+
+def test_an_added_claim_is_marked_in_its_record_and_left_out_of_its_items_verdicts():
+    """A criterion a page adds beside the notes' own for an item is shown, recorded with ``added``, and not counted
+    toward the item's verdict in the checklist index (outputs/checklist.md); the page's own tally still counts it."""
+    notes = [claim(item(4, 10), Compare("glm NLL", "≤", "MAP NLL"), (0.2, 0.3)),
+             claim(item(4, 10), Compare("glm accuracy", "≥", "MAP accuracy"), (90.0, 91.0))]
+    extra = added(claim(item(4, 10), Compare("dampened bnn accuracy", "≥", "MAP accuracy"), (91.5, 91.0)), "§7")
+    assert extra.text == "dampened bnn accuracy ≥ MAP accuracy (added: §7)" and extra.verdict is Verdict.holds
+    assert extra.to_json()["added"] is True and "added" not in notes[0].to_json()
+    records = claims_json([*notes, extra])
+    assert verdicts(records, item(4, 10)) == ("1 holds, 1 does not hold (not counted: added beside the notes' "
+                                              "criteria, 1 holds)")
+    assert verdicts(records[:2], item(4, 10)) == "1 holds, 1 does not hold"
+    assert verdicts(records[2:], item(4, 10)) == ("none of the notes' criteria (not counted: added beside the notes' "
+                                                  "criteria, 1 holds)")
+    assert tally(records) == "2 hold, 1 does not hold"  # a page's own count is of every claim it shows
+    with pytest.raises(BnnpredError, match="added beside the notes"):
+        all_of(notes[0], extra)
 
 
 def test_an_ordering_counts_every_pair_out_of_order_not_only_neighbours():

@@ -19,19 +19,38 @@ SETS = ["australian", "glass"]
 
 def test_fig3_claims_test_the_notes_criteria_as_written():
     rising = [0.01 * i for i in range(50)]
-    claims = notes004_fig3.fig3_claims(4e-4, 0.04, {"glm": 0.01, "nn": 0.04}, rising)
-    assert verdicts(claims) == ["holds"] * 3 and claims[1].numbers == "0 falls of 49 steps"
+    claims = notes004_fig3.fig3_claims(4e-4, 0.04, {"glm": 0.01, "nn": 0.04}, rising, rising)
+    assert verdicts(claims) == ["holds"] * 3 and claims[1].numbers == "0 falls of 49 steps, first to last +0.49"
     # the notes' thresholds, not looser ones: true mass 0.002 > 0.1 %, Laplace 0.5 % < 1 %; glm's |Δ| 0.6 of bnn's
     # is closer but not 2x closer; one dip of 1e-3 breaks monotonicity
     dip = [*rising[:10], rising[9] - 1e-3, *rising[11:]]
-    off = notes004_fig3.fig3_claims(0.002, 0.005, {"glm": 0.024, "nn": 0.04}, dip)
-    assert verdicts(off) == ["does not hold"] * 3 and off[1].numbers == "1 falls of 49 steps, the largest 0.001"
-    assert verdicts(notes004_fig3.fig3_claims(4e-4, 0.01, {"glm": 0.02, "nn": 0.04}, rising)) == ["holds"] * 3
-    # a flat predictor is monotone, but a glm mean no closer to the truth than bnn's is not half its distance
-    flat = notes004_fig3.fig3_claims(4e-4, 0.04, {"glm": 0.3, "nn": 0.3}, [0.5] * 50)
-    assert verdicts(flat) == ["holds", "holds", "does not hold"]
-    assert verdicts(notes004_fig3.fig3_claims(0.0, 0.04, {}, []))[1:] == [NA, NA]
+    off = notes004_fig3.fig3_claims(0.002, 0.005, {"glm": 0.024, "nn": 0.04}, dip, dip)
+    assert verdicts(off) == ["does not hold"] * 3
+    assert off[1].numbers == "1 falls of 49 steps, the largest 0.001, first to last +0.49"
+    assert verdicts(notes004_fig3.fig3_claims(4e-4, 0.01, {"glm": 0.02, "nn": 0.04}, rising, rising)) == ["holds"] * 3
+    assert verdicts(notes004_fig3.fig3_claims(0.0, 0.04, {}, [], []))[1:] == [NA, NA]
     assert answered(claims) == declared("notes004_fig3")
+
+
+def test_fig3_a_flat_glm_mean_is_not_monotone_non_decreasing_and_the_sampled_curve_is_carried():
+    """notes-004 #4's "glm predictive mean is monotone non-decreasing on the x-grid": a flat curve (x without
+    effect) passes "does not fall" on its ties, so the curve must also rise by more than GLM_RISE (0.01) over the
+    grid. The page tests the mean by quadrature and carries the notes' criterion on the sampled glm mean beside it."""
+    rising = [0.01 * i for i in range(50)]
+    for flat in ([0.5] * 50, [0.5 + 1e-4 * i for i in range(50)]):  # constant, or rising within the noise
+        claims = notes004_fig3.fig3_claims(4e-4, 0.04, {"glm": 0.01, "nn": 0.04}, flat, flat)
+        assert verdicts(claims) == ["holds", "does not hold", "holds"]
+        assert claims[1].as_written.verdict.value == "does not hold"
+    # the sampled curve's Monte Carlo noise breaks its ties: the notes' version fails beside a quadrature that holds
+    noisy = [v + (0.015 if i % 2 else 0.0) for i, v in enumerate(rising)]  # each odd point 0.015 up
+    monotone = notes004_fig3.fig3_claims(4e-4, 0.04, {"glm": 0.01, "nn": 0.04}, rising, noisy)[1]
+    assert monotone.verdict.value == "holds" and monotone.as_written.verdict.value == "does not hold"
+    assert monotone.text == ("glm predictive mean by 64-point quadrature does not fall over the x-grid, rising by "
+                             "> 0.01 from first to last")
+    assert monotone.as_written.text == ("glm predictive mean does not fall over the x-grid, rising by > 0.01 from "
+                                        "first to last")
+    assert "Monte Carlo noise" in monotone.as_written.why
+    assert notes004_fig3.fig3_claims(4e-4, 0.04, {}, rising, rising)[1].as_written.verdict.value == "holds"
 
 
 def uci_table(sets: list[str], columns: list[str] | None = None) -> pd.DataFrame:
@@ -130,21 +149,37 @@ def fig5_frame(with_refine: bool) -> pd.DataFrame:
 
 
 def test_fig5_claims():
+    """notes-004 #7 asks Fig. 5 "on at least one UCI dataset": each criterion holds if one set meets it over its δ
+    grid; the same criteria pooled over every (set, δ) are added beside them, not counted toward the item."""
     claims = notes004_table1.fig5_claims(fig5_frame(with_refine=True))
-    # australian at δ = 100: glm 0.9 > bnn 0.8; glm refine ≤ MAP on 2 of the 3 refined (set, δ), below 70 %
-    assert verdicts(claims) == ["does not hold", "does not hold"]
-    assert claims[0].numbers.startswith("5/6: ")
-    assert claims[1].numbers.startswith("2/3: ")
-    # a δ whose glm runs all failed has no number: the claim says so, never checks "every δ" without it
+    # glass has glm < bnn at every δ (australian not: 0.9 > 0.8 at δ = 100); australian's glm refine ≤ MAP at 2 of
+    # 3 δ, below 70 %; pooled: 5 of 6 (set, δ), and 2 of the 3 refined
+    assert verdicts(claims) == ["holds", "does not hold", "does not hold", "does not hold"]
+    assert claims[0].numbers == "1/2: australian: -0.1, glass: 0.4"
+    assert claims[0].text.startswith("min over δ of (bnn NLL − glm NLL) > 0 on ≥ 1/2 of the sets (glm NLL < bnn NLL "
+                                     "at every δ, on at least one UCI dataset")
+    assert claims[1].numbers == "0/1: australian: 0.6667"
+    assert [c.added for c in claims] == [False, False, True, True]
+    assert claims[2].numbers.startswith("5/6: ") and claims[3].numbers.startswith("2/3: ")
+    assert claims[2].text.endswith("(added: every set's δ pooled, stricter than the notes' one dataset)")
+    # no set below bnn at every δ fails; a set with glm refine ≤ MAP at ≥ 70 % of its δ holds
+    worse = fig5_frame(with_refine=True).assign(glm=[0.4, 0.45, 0.9, 0.3, 0.85, 0.4])
+    worse.loc[("australian", 1.0), "glm refine"] = 0.5
+    assert verdicts(notes004_table1.fig5_claims(worse))[:2] == ["does not hold", "holds"]
+    # a δ whose glm runs all failed has no number: that set is not one that passes, and the pooled claim says so,
+    # never checks "every δ" without it
     failed = fig5_frame(with_refine=True)
     failed.loc[("glass", 1.0), "glm"] = math.nan
-    gap = notes004_table1.fig5_claims(failed)[0]
-    assert (gap.verdict.value, gap.numbers) == (NA, "no number for 1: glass δ = 1")
+    one, _, pooled, _ = notes004_table1.fig5_claims(failed)
+    assert (one.verdict.value, one.numbers) == ("does not hold", "0/2 (1 without a number): australian: -0.1, glass: "
+                                                "no number")
+    assert (pooled.verdict.value, pooled.numbers) == (NA, "no number for 1: glass δ = 1")
 
 
 def test_fig5_refinement_claim_without_a_refined_run_is_not_applicable_not_passed():
     claims = notes004_table1.fig5_claims(fig5_frame(with_refine=False))
-    assert (claims[1].verdict.value, claims[1].numbers) == (NA, "no refined (set, δ) to check")
+    assert (claims[1].verdict.value, claims[1].numbers) == (NA, "no refined sets to check")
+    assert (claims[3].verdict.value, claims[3].numbers) == (NA, "no refined (set, δ) to check")
     assert set(verdicts(notes004_table1.fig5_claims(pd.DataFrame()))) == {NA}
     assert answered([*claims, *notes004_table1.claims(uci_table(SETS), SETS, None)]) == declared("notes004_table1")
 
@@ -155,7 +190,7 @@ def test_table2_claims():
         "bnn (Ritter et al.)": (74.6, 0.70, 0.05, 0.80), "glm predictive": (84.3, 0.45, 0.04, 0.874),
         "gp predictive": (85.5, 0.41, 0.02, 0.745)}, orient="index", columns=list(notes004_table2.METRICS))
     paper = notes004_table2.PAPER
-    claims = notes004_table2.claims(stats, (paper["MAP"], paper["glm predictive"]))
+    claims = notes004_table2.claims(stats, (paper["MAP"], paper["glm predictive"]), "fashion_mnist")
     # item 8: bnn collapses (a); glm loses 1.2 points (b); glm's AUC beats MAP's and the dampened bnn's (c); gp ECE
     # lowest (d); MAP 85.5 % is not within 1.5 points of the paper's 91.39 (e); item 10: glm loses more than 1 point
     # and NLL; dampening recovers only to 74.6
@@ -163,14 +198,38 @@ def test_table2_claims():
                                 "holds", "does not hold", "does not hold", "holds", "does not hold"]
     assert claims[3].numbers == "0.02 vs 0.03" and claims[4].item.part == "e"
     # item 8 is Fashion-MNIST's (and CIFAR-10's): another set answers item 10 and the added claim only
-    assert verdicts(notes004_table2.claims(stats, None)) == verdicts(claims)[5:]
+    assert verdicts(notes004_table2.claims(stats, None, "mnist")) == verdicts(claims)[5:]
     assert notes004_table2.cifar10().verdict.value == NA
-    assert set(verdicts(notes004_table2.claims(stats.iloc[:0], (paper["MAP"], paper["glm predictive"])))) == {NA}
+    empty = notes004_table2.claims(stats.iloc[:0], (paper["MAP"], paper["glm predictive"]), "fashion_mnist")
+    assert set(verdicts(empty)) == {NA}
     assert answered(claims) == {key for key in declared("notes004_table2") if key[0] == "notes-004"}
     # item 8 as written is on both datasets: no CIFAR-10 number, so each Fashion-MNIST verdict departs from it
     assert {(c.as_written.verdict.value, c.as_written.text.endswith(", on Fashion-MNIST and CIFAR-10"))
             for c in claims[:5]} == {(NA, True)}
     assert all(c.as_written is None for c in claims[5:])
+
+
+def test_table2_item10_claims_name_their_set_and_the_added_one_is_marked():
+    """notes-004 #10 is answered on both pairs with the same criteria: each claim names its set, so that the two are
+    told apart in claims.json; the dampened bnn's accuracy is a claim added beside item 10, marked so that the
+    checklist index does not count it toward the item."""
+    stats = pd.DataFrame.from_dict({
+        "MAP": (91.5, 0.25, 0.02, 0.86), "bnn predictive": (80.0, 0.9, 0.3, 0.9),
+        "bnn (Ritter et al.)": (91.0, 0.26, 0.02, 0.9), "glm predictive": (91.6, 0.24, 0.01, 0.95),
+        "gp predictive": (91.5, 0.25, 0.005, 0.9)}, orient="index", columns=list(notes004_table2.METRICS))
+    fmnist, mnist = (notes004_table2.claims(stats, None, name) for name in ("fashion_mnist", "mnist"))
+    assert [c.text.split(": ")[0] for c in fmnist] == ["fashion_mnist"] * 5
+    assert not {c.text for c in fmnist} & {c.text for c in mnist}
+    assert fmnist[0].text == "fashion_mnist: undampened bnn accuracy ≤ MAP accuracy − 3 (points)"
+    assert [c.added for c in fmnist] == [False] * 4 + [True]
+    assert [c.to_json().get("added", False) for c in fmnist] == [False] * 4 + [True]
+    assert fmnist[4].text == ("fashion_mnist: dampened bnn accuracy ≥ MAP accuracy − 1 (points) (added: notes-004 "
+                              "§7's dampening recovers the bnn accuracy)")
+    assert verdicts(fmnist) == ["holds"] * 5
+    # item 8 (Fashion-MNIST only) keeps its texts
+    item8 = notes004_table2.claims(stats, (notes004_table2.PAPER["MAP"], notes004_table2.PAPER["glm predictive"]),
+                                   "fashion_mnist")[:5]
+    assert item8[0].text == "undampened bnn accuracy < MAP accuracy − 5 (points)"
 
 
 def test_table2_glm_claims_do_not_pass_a_glm_that_is_maps_copy():
@@ -184,16 +243,17 @@ def test_table2_glm_claims_do_not_pass_a_glm_that_is_maps_copy():
         "gp predictive": (91.5, 0.25, 0.002, 0.98)}, orient="index", columns=list(notes004_table2.METRICS))
     for nll in (0.25, 0.2495):
         copy.loc["glm predictive", "nll"] = nll
-        item8, item10 = notes004_table2.claims(copy, near)[:5], notes004_table2.claims(copy, None)
+        item8 = notes004_table2.claims(copy, near, "fashion_mnist")[:5]
+        item10 = notes004_table2.claims(copy, None, "mnist")
         assert (verdicts(item8)[1], verdicts(item8)[4]) == ("does not hold", "does not hold")
         assert verdicts(item10) == ["holds", *["does not hold"] * 3, "holds"]
     copy.loc["glm predictive", "nll"] = 0.248  # moved, and within 0.03 of the paper's 0.244
-    item8 = notes004_table2.claims(copy, near)[:5]
+    item8 = notes004_table2.claims(copy, near, "fashion_mnist")[:5]
     assert (verdicts(item8)[1], verdicts(item8)[4]) == ("holds", "holds")
     # the notes' criterion as written is shown without the added part
     assert item8[1].as_written.text == ("glm accuracy ≥ MAP accuracy − 0.2 (points) and glm NLL ≤ MAP NLL + 0.005, "
                                         "on Fashion-MNIST and CIFAR-10")
-    assert verdicts(notes004_table2.claims(copy, None)) == ["holds"] * 5
+    assert verdicts(notes004_table2.claims(copy, None, "mnist")) == ["holds"] * 5
 
 
 def test_table2_answers_notes003s_items_without_a_number_until_their_sweeps_are_made(tmp_path):
