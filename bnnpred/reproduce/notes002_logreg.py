@@ -253,6 +253,9 @@ def claims(table: pd.DataFrame, names: list[str], relaxed: bool = True) -> list[
                         gaps("FG EF", "FG Hessian", "neg_elbo"), over="set"),
                   every(item(2, 12), Compare("|test NLL of FG EF − FG Hessian's|", "≤", 0.0015),
                         gaps("FG EF", "FG Hessian", "nll"), over="set"))
+    approaches = every(item(2, 13), Compare("KL(SLANG L=10) / KL(FG EF)", "≤", 3),
+                       {n: value(n, "SLANG L=10", "kl") / value(n, "FG EF", "kl") for n in gated},
+                       over="set of Breast cancer and USPS")
     ungated = ", ".join(f"{n} {value(n, 'SLANG L=10', 'kl') / value(n, 'FG EF', 'kl'):.3g}" for n in names
                         if n not in gated)
     return [
@@ -290,11 +293,10 @@ def claims(table: pd.DataFrame, names: list[str], relaxed: bool = True) -> list[
                 all_of(*ef_hessian),
                 "each run's KL within item 9's tolerance of the paper's added: two full-Gaussian runs that never "
                 "moved have gaps of 0, which the notes' two gaps alone pass"),
-        all_of(every(item(2, 13), Compare("KL(SLANG L=10) / KL(FG EF)", "≤", 3),
-                     {n: value(n, "SLANG L=10", "kl") / value(n, "FG EF", "kl") for n in gated},
-                     over="set of Breast cancer and USPS"),
-               kl_reached(13, ("FG EF",), gated),
-               note=f"FG EF at its paper KL, so a diverged FG EF does not pass; ungated: {ungated or 'none run'}"),
+        departs(all_of(approaches, kl_reached(13, ("FG EF",), gated),
+                       note=f"FG EF at its paper KL; ungated: {ungated or 'none run'}"),
+                approaches, "FG EF's KL within item 9's tolerance of the paper's added: a diverged FG EF has a large "
+                            "KL, whose ratio the notes' criterion alone passes"),
     ]
 
 
