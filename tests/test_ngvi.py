@@ -62,7 +62,8 @@ def test_oggn_from_the_map_stays_there_and_its_precision_converges_to_the_laplac
     0.25¹⁹ ≈ 4e-12) is δI + GGN(θ*) from autograd (the page: 1e-4 and 1e-3)."""
     with single_thread():  # the page's setting; two threads on a busy machine take many times longer
         theta_map = methods.laplace_fit("bernoulli")[1].theta
-        _, precision, final = methods.oggn_from_map("bernoulli", 0.75, 0.02, precision_step=methods.OGGN_STEPS - 1)
+        run = methods.oggn_run("bernoulli", 0.75, 0.02)
+        precision, final = run[methods.OGGN_STEPS - 1].dense_precision(), run[-1].mean
     assert relative_error(final, theta_map) < 1e-6
     torch.testing.assert_close(precision, methods.laplace_precision_reference("bernoulli", theta_map), rtol=1e-6,
                                atol=1e-8)

@@ -21,7 +21,20 @@ import pandas as pd
 from bnnpred.app.report import figures
 from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.reproduce.base import Reproduction, Study
-from bnnpred.reproduce.claims import Claim, Compare, added, at_least, claim, departs, every, item, items, lookup
+from bnnpred.reproduce.claims import (
+    Claim,
+    Compare,
+    added,
+    all_of,
+    any_of,
+    at_least,
+    claim,
+    departs,
+    every,
+    item,
+    items,
+    lookup,
+)
 
 SETS = ["australian", "breast_cancer", "ionosphere", "glass", "vehicle", "waveform", "digits", "satellite"]
 # one sweep (splits x δ) per set and method; each method's predictives give the table's columns
@@ -179,8 +192,8 @@ def fig5(r: Reproduction, frame: pd.DataFrame, sets: list[str]) -> list[str]:
 def fig5_claims(by_delta: pd.DataFrame) -> list[Claim]:
     """notes-004 checklist item 7 (``by_delta``: mean test NLL, one column per table column). The notes ask for Fig. 5
     "on at least one UCI dataset" and its criteria over that dataset's δ grid: glm NLL < bnn NLL at every δ, glm
-    refine NLL ≤ MAP NLL at ≥ 70 % of the δ; each holds if one set (of those the column ran on) meets it. The same
-    criteria pooled over every (set, δ), stricter, are added beside them (not counted toward the item)."""
+    refine NLL ≤ MAP NLL at ≥ 70 % of the δ, both on that one dataset: the item holds if one refined set meets both.
+    The same criteria pooled over every (set, δ), stricter, are added beside it (not counted toward the item)."""
     def pairs(column: str, other: str) -> dict[str, dict[str, tuple[float, float]]]:
         """Per set the column ran on, its (column, other) NLL per δ; a δ missing there has no number, never left out."""
         if column not in by_delta or other not in by_delta:
@@ -200,12 +213,15 @@ def fig5_claims(by_delta: pd.DataFrame) -> list[Claim]:
     # and the share of its δ where glm refine ≤ MAP (a δ without a number counts as one where it is not)
     margin = {n: float(np.min([b - a for a, b in by_d.values()])) for n, by_d in below.items()}
     share = {n: sum(bool(a <= b) for a, b in by_d.values()) / len(by_d) for n, by_d in refined.items()}
-    one_set = "on at least one UCI dataset, as the notes' Fig. 5 asks"
+    # notes-004 #7: both parts on one dataset (the Fig. 5 set), so on a refined set; any one of them
+    on_one = [all_of(claim(item(4, 7), Compare(f"{n}: min over δ of (bnn NLL − glm NLL)", ">", 0),
+                           margin.get(n, np.nan), note="glm NLL < bnn NLL at every δ"),
+                     claim(item(4, 7), Compare(f"{n}: share of δ with glm refine NLL ≤ MAP NLL", "≥", 0.7), share[n]))
+              for n in share]
     return [
-        at_least(item(4, 7), Compare("min over δ of (bnn NLL − glm NLL)", ">", 0), margin, (1, max(len(margin), 1)),
-                 over="sets", note=f"glm NLL < bnn NLL at every δ, {one_set}"),
-        at_least(item(4, 7), Compare("share of δ with glm refine NLL ≤ MAP NLL", "≥", 0.7), share,
-                 (1, max(len(share), 1)), over="refined sets", note=one_set),
+        any_of(*on_one, note="on at least one UCI dataset, both parts on it, as the notes' Fig. 5 asks") if on_one
+        else claim(item(4, 7), Compare("share of δ with glm refine NLL ≤ MAP NLL", "≥", 0.7), np.nan,
+                   note="no set refined"),
         added(every(item(4, 7), Compare("glm NLL", "<", "bnn NLL"), pooled(below), over="(set, δ)"),
               "every set's δ pooled, stricter than the notes' one dataset"),
         added(at_least(item(4, 7), Compare("glm refine NLL", "≤", "MAP NLL"), pooled(refined), (7, 10),

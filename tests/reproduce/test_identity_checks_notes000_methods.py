@@ -8,6 +8,7 @@ std without σ², unbalanced or noise-free moons and a shifted generating functi
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -80,7 +81,8 @@ def test_a_pseudo_noise_without_its_inflation_fails_item_6(method, inflation):
 
 def test_a_precision_reference_without_the_prior_fails_item_7(claims):
     theta_map = m.laplace_fit("bernoulli")[1].theta
-    _, precision, final = m.oggn_from_map("bernoulli", 1.0, 0.02)
+    run = m.oggn_run("bernoulli", 1.0, 0.02)
+    precision, final = run[-1].dense_precision(), run[-1].mean
     ggn_only = m.laplace_precision_reference("bernoulli", theta_map) - m.DELTA * torch.eye(len(theta_map))
     drift = {"bernoulli": m.relative_error(final, theta_map)}
     error = {"bernoulli": m.relative_error(precision, ggn_only)}
@@ -95,7 +97,8 @@ def test_the_precision_converges_when_read_at_the_runs_end_not_after_5_steps():
     reference = m.laplace_precision_reference("gaussian", theta_map)
 
     def precision_claim(gamma: float, mean_gamma: float, step: int) -> Claim:
-        _, precision, final = m.oggn_from_map("gaussian", gamma, mean_gamma, precision_step=step)
+        run = m.oggn_run("gaussian", gamma, mean_gamma)
+        precision, final = run[step].dense_precision(), run[-1].mean
         return m.fixed_point_claims("γ, ρ", {"gaussian": m.relative_error(final, theta_map)},
                                     {"gaussian": m.relative_error(precision, reference)})[1]
 
@@ -105,8 +108,7 @@ def test_the_precision_converges_when_read_at_the_runs_end_not_after_5_steps():
     end = precision_claim(m.LITERAL_GAMMA, m.LITERAL_GAMMA, m.OGGN_STEPS)
     assert (early.verdict.value, end.verdict.value) == (HOLDS, FAILS)
     assert 1e-3 < float(end.numbers.split(": ")[-1]) < 1e-1
-    assert m.oggn_from_map("gaussian", 1.0, 0.02)[1].equal(m.oggn_run("gaussian", 1.0, 0.02)[m.OGGN_STEPS]
-                                                            .dense_precision())  # the default reads the end
+    assert len(m.oggn_run("gaussian", 1.0, 0.02)) == m.OGGN_STEPS + 1  # the start and each step's posterior
 
 
 def test_the_literal_precision_row_shows_its_end_and_its_5_step_numbers(claims):
@@ -179,3 +181,20 @@ def test_the_checks_leave_the_global_random_state_and_dtype_alone():
     state, dtype = torch.random.get_rng_state(), torch.get_default_dtype()
     m.ngvi_step("gaussian", "LGVA")
     assert torch.equal(torch.random.get_rng_state(), state) and torch.get_default_dtype() == dtype
+
+
+def test_the_mean_must_stay_near_the_map_at_every_step_not_only_the_last(monkeypatch):
+    """notes-000 #7's "keeps µ within 1e-4·‖θ*‖ of θ*": a mean that leaves θ* by 1e-2 at step 3 and returns by the
+    run's end fails, read over every step; the precision is read at the end."""
+    def run(kind: str, gamma: float, mean_gamma: float) -> list[SimpleNamespace]:
+        theta_map = m.laplace_fit(kind)[1].theta
+        reference = m.laplace_precision_reference(kind, theta_map)
+        away = theta_map + 1e-2 * theta_map.norm() / len(theta_map) ** 0.5
+        return [SimpleNamespace(mean=away if t == 3 else theta_map, dense_precision=lambda: reference)
+                for t in range(m.OGGN_STEPS + 1)]
+
+    monkeypatch.setattr(m, "oggn_run", run)
+    found = m.oggn_fixed_point(1.0, 0.02)
+    assert found.drift["gaussian"] == pytest.approx(1e-2, rel=1e-12)  # the largest, at step 3
+    assert found.errors["gaussian"] == 0.0 and found.early_drift["gaussian"] == pytest.approx(1e-2, rel=1e-12)
+    assert verdicts(m.fixed_point_claims("γ, ρ", found.drift, found.errors)) == [FAILS, HOLDS]

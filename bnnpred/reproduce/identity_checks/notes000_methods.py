@@ -238,14 +238,6 @@ def oggn_run(kind: str, gamma: float, mean_gamma: float) -> list[Posterior]:
     return [*seen, fit.posterior]
 
 
-def oggn_from_map(kind: str, gamma: float, mean_gamma: float, *,
-                  precision_step: int = OGGN_STEPS) -> tuple[Tensor, Tensor, Tensor]:
-    """Of :func:`oggn_run`: the mean ``[P]`` and precision ``[P, P]`` after ``precision_step`` steps (at most
-    :data:`OGGN_STEPS`, the run's end by default) and the final mean ``[P]``."""
-    run = oggn_run(kind, gamma, mean_gamma)
-    return run[precision_step].mean, run[precision_step].dense_precision(), run[-1].mean
-
-
 def laplace_precision_reference(kind: str, theta: Tensor) -> Tensor:
     """``δI + Σ_i J_iᵀ Λ_i J_i`` ``[P, P]`` at ``θ`` (notes-000 eq. 3.11), autograd Jacobians and ``Λ``."""
     problem, _ = laplace_fit(kind)
@@ -275,12 +267,12 @@ def mean_step_radii(kind: str, theta: Tensor, steps: tuple[float, ...]) -> tuple
 
 def fixed_point_claims(setting: str, drift: Mapping[str, float], precision_error: Mapping[str, float],
                        note: str = "", precision_note: str = "") -> list[Claim]:
-    """notes-000 §7 A.7 for OGGN run with ``setting``, one value per likelihood: ``‖µ_T − θ*‖ / ‖θ*‖`` and the
-    relative error of the precision against ``δI + GGN(θ*)``, both after the run's :data:`OGGN_STEPS` steps (the
-    notes' "converges": read at the end, so a precision that reaches the target early and leaves it with the mean
-    does not pass)."""
-    return [every(item(0, 7), Compare(f"‖µ_T − θ*‖ / ‖θ*‖ after T = {OGGN_STEPS} OGGN steps ({setting}) from the "
-                                      "L-GGN MAP θ*", "≤", 1e-4), drift, over="likelihood", note=note),
+    """notes-000 §7 A.7 for OGGN run with ``setting``, one value per likelihood: the largest ``‖µ_t − θ*‖ / ‖θ*‖``
+    over the run's :data:`OGGN_STEPS` steps (the notes' "keeps µ within") and the relative error of the precision
+    against ``δI + GGN(θ*)`` after them (the notes' "converges": read at the end, so a precision that reaches the
+    target early and leaves it with the mean does not pass)."""
+    return [every(item(0, 7), Compare(f"max over t ≤ T = {OGGN_STEPS} OGGN steps ({setting}) from the L-GGN MAP θ* of "
+                                      "‖µ_t − θ*‖ / ‖θ*‖", "≤", 1e-4), drift, over="likelihood", note=note),
             every(item(0, 7), Compare(f"relative Frobenius error of OGGN's precision after the same T = {OGGN_STEPS} "
                                       f"steps ({setting}) vs δI + GGN(θ*) (autograd)", "<", 1e-3), precision_error,
                   over="likelihood", note=precision_note)]
@@ -317,8 +309,8 @@ def early_note(errors: Mapping[str, float], early_errors: Mapping[str, float]) -
 
 
 class FixedPoint(NamedTuple):
-    """Per likelihood, relative to θ* and ``δI + GGN(θ*)``: the mean's drift and the precision's error after the
-    run's :data:`OGGN_STEPS` steps and after :data:`EARLY_STEPS`."""
+    """Per likelihood, relative to θ* and ``δI + GGN(θ*)``: the mean's largest drift over the run's
+    :data:`OGGN_STEPS` steps and the precision's error after them, and both over the first :data:`EARLY_STEPS`."""
 
     drift: dict[str, float]
     errors: dict[str, float]
@@ -334,10 +326,11 @@ def oggn_fixed_point(gamma: float, mean_gamma: float) -> FixedPoint:
         theta_map = laplace_fit(kind)[1].theta
         reference = laplace_precision_reference(kind, theta_map)
         run = oggn_run(kind, gamma, mean_gamma)
-        for drift, errors, post in ((found.drift, found.errors, run[OGGN_STEPS]),
-                                    (found.early_drift, found.early_errors, run[EARLY_STEPS])):
-            drift[kind] = relative_error(post.mean, theta_map)
-            errors[kind] = relative_error(post.dense_precision(), reference)
+        for drift, errors, steps in ((found.drift, found.errors, OGGN_STEPS),
+                                     (found.early_drift, found.early_errors, EARLY_STEPS)):
+            # "keeps µ within": the largest drift over steps 1..steps; the precision at the last of them
+            drift[kind] = max(relative_error(post.mean, theta_map) for post in run[1:steps + 1])
+            errors[kind] = relative_error(run[steps].dense_precision(), reference)
     return found
 
 
