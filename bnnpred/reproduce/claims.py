@@ -314,6 +314,19 @@ def added(c: Claim, why: str) -> Claim:
     return replace(c, text=f"{c.text} (added: {why})", added=True)
 
 
+def guarded(criterion: Claim, guard: Claim, why: str) -> Claim:
+    """``criterion`` as the notes write it joined with ``guard``, a mechanism the notes leave implicit that a
+    degenerate method fails (a posterior that never left the MAP, a curve that never moved); the page's verdict is
+    the join's and the notes' criterion alone is carried beside it (:func:`departs`), with ``why``.
+
+    >>> c = guarded(claim(item(3, 13), Compare("glm NLL", "≤", "MAP NLL"), (0.33, 0.33)),
+    ...             claim(item(3, 13), Compare("|glm NLL − MAP NLL|", ">", 1e-3), 0.0), "a glm that never moved")
+    >>> c.verdict.value, c.as_written.text, c.as_written.verdict.value
+    ('does not hold', 'glm NLL ≤ MAP NLL', 'holds')
+    """
+    return departs(all_of(criterion, guard), criterion, why)
+
+
 # "not MAP's copy": a posterior or GP that collapsed onto the MAP moves a predictive's test NLL by about its Monte Carlo
 # noise (a GP at its prior factor grid's top, 1000: by its variance), far below this; 100 samples of one that moved
 # change it by more

@@ -63,14 +63,16 @@ def wine(r: Reproduction) -> str:
 
 
 # notes-003 #5: train MSE "monotone non-decreasing in δ" must rise by more than this (standardised y: 1 % of its
-# variance) from the smallest δ to the largest: a curve δ had no effect on is flat within the MAP's optimisation noise
-# (the one fall on the committed grid: 0.002), and would pass "does not fall" on its ties
+# variance) from the smallest δ to the largest (:data:`FLAT_PASSES`; the one fall on the committed grid: 0.002)
 TRAIN_MSE_RISE = 0.01
+FLAT_PASSES = ("a train MSE curve δ had no effect on is flat within the MAP's optimisation noise and passes \"does "
+               f"not fall\" on its ties: the page asks too that it rises by more than {TRAIN_MSE_RISE:g}")
 
 
 def wine_claims(by_delta: pd.DataFrame) -> list[Claim]:
     """notes-003 checklist item 5 on the means over splits per δ (ascending): log marginal likelihood per example,
-    train and test MSE; the train MSE's trend must rise overall (:data:`TRAIN_MSE_RISE`)."""
+    train and test MSE; the train MSE's trend must rise overall (:data:`TRAIN_MSE_RISE`), beside the notes' trend
+    as written (without that rise)."""
     nan = float("nan")
     ratio, at_ml, lowest, where = nan, nan, nan, ""
     if len(by_delta) > 1:
@@ -80,12 +82,13 @@ def wine_claims(by_delta: pd.DataFrame) -> list[Claim]:
         steps = abs(np.log10(d_ml / d_test)) / np.log10(deltas[1] / deltas[0])
         at_ml, lowest = by_delta.loc[d_ml, "test_mse"], by_delta["test_mse"].min()
         where = f"δ*_ML = {d_ml:.3g}, δ*_test = {d_test:.3g}: a factor {ratio:.3g} ({steps:.0f} grid steps)"
+    train = list(by_delta["train_mse"])
     return [
         claim(item(3, 5), Compare("max(δ*_ML / δ*_test, δ*_test / δ*_ML)", "≤", 3 * (1 + 1e-9)), ratio,
               note="within a factor 3 of the test-MSE argmin", numbers=where),
         claim(item(3, 5), Compare("test MSE at δ*_ML", "≤", "the minimum test MSE", factor=1.05), (at_ml, lowest)),
-        claim(item(3, 5), Trend("train MSE", "does not fall", "δ", allowed=2, net=TRAIN_MSE_RISE),
-              list(by_delta["train_mse"])),
+        departs(claim(item(3, 5), Trend("train MSE", "does not fall", "δ", allowed=2, net=TRAIN_MSE_RISE), train),
+                claim(item(3, 5), Trend("train MSE", "does not fall", "δ", allowed=2), train), FLAT_PASSES),
     ]
 
 

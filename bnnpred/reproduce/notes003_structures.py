@@ -18,7 +18,20 @@ from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.saved_runs import restore
 from bnnpred.reproduce.base import Reproduction, Study, document
-from bnnpred.reproduce.claims import MOVED_NLL, Claim, Compare, Item, Ordered, all_of, claim, every, item, items
+from bnnpred.reproduce.claims import (
+    MOVED_NLL,
+    Claim,
+    Compare,
+    Item,
+    Ordered,
+    all_of,
+    claim,
+    departs,
+    every,
+    guarded,
+    item,
+    items,
+)
 from bnnpred.reproduce.derived import predictive_band, scalars, tensors, training_points
 from bnnpred.reproduce.grids import grid_around, nearest_distance
 
@@ -271,11 +284,16 @@ def banana(r: Reproduction) -> tuple[str, dict[str, float]]:
     return page, {**split, "nn_train_nll": train["nn"]["nll"], "glm_train_nll": train["glm"]["nll"]}
 
 
+# why items 8 and 11 ask too that each structure's GLM moved off its runs' MAP (the notes' criteria alone do not)
+NEVER_MOVED = ("a posterior that never moved gives the MAP's NLL under every structure, which the order's ties, and "
+               "item 8's \"≥\", pass: the page asks too that each structure's GLM moved off its runs' MAP")
+
+
 def banana_claims(glm_nll: dict[str, float], map_nll: dict[str, float]) -> list[Claim]:
     """notes-003 items 8 (the diagonal row) and 11 on the GLM test NLL per structure (``glm_nll``, mean over seeds):
     the order full ≤ KFAC ≤ diag with at most one of its three pairs inverted, and that one by at most 0.01; each
-    structure's GLM away from the MAP of its own runs (``map_nll``, the same runs' MAP test NLL): a posterior that
-    never moved gives the MAP's NLL under every structure, which the order's ties, and item 8's "≥", would pass."""
+    structure's GLM away from the MAP of its own runs (``map_nll``, the same runs' MAP test NLL), which the notes
+    leave implicit (:data:`NEVER_MOVED`): each carries the notes' criterion alone beside it."""
     full, kron, diag = ordered = [glm_nll.get(k, math.nan) for k in STRUCTURES]
     inverted = max((a - b for i, a in enumerate(ordered) for b in ordered[i + 1:] if a > b), default=0.0)
 
@@ -284,13 +302,13 @@ def banana_claims(glm_nll: dict[str, float], map_nll: dict[str, float]) -> list[
                      {k: abs(glm_nll.get(k, math.nan) - map_nll.get(k, math.nan)) for k in structures},
                      over="structure", note="the posterior moved")
 
+    order = (claim(item(3, 11), Ordered("GLM test NLL", "full, KFAC, diag", allowed=1), ordered),
+             claim(item(3, 11), Compare("the inverted pair's NLL gap", "≤", 0.01),
+                   math.nan if any(map(math.isnan, ordered)) else inverted))
     return [
-        all_of(claim(item(3, 8), Compare("GLM-diag NLL", "≥", "GLM-full's"), (diag, full),
-                     note="Table 5.1's GP-GGN-diag row"), moved(item(3, 8), ("full", "diag"))),
-        all_of(claim(item(3, 11), Ordered("GLM test NLL", "full, KFAC, diag", allowed=1), ordered),
-               claim(item(3, 11), Compare("the inverted pair's NLL gap", "≤", 0.01),
-                     math.nan if any(map(math.isnan, ordered)) else inverted),
-               moved(item(3, 11), STRUCTURES)),
+        guarded(claim(item(3, 8), Compare("GLM-diag NLL", "≥", "GLM-full's"), (diag, full),
+                      note="Table 5.1's GP-GGN-diag row"), moved(item(3, 8), ("full", "diag")), NEVER_MOVED),
+        departs(all_of(*order, moved(item(3, 11), STRUCTURES)), all_of(*order), NEVER_MOVED),
     ]
 
 

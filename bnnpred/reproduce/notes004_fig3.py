@@ -123,8 +123,8 @@ def fig3_claims(true_neg_w: float, laplace_neg_w: float, error: dict[str, float]
     glm predictive mean non-decreasing along the x-grid and rising over it by more than :data:`GLM_RISE` (a flat curve
     passes "non-decreasing" on ties), and each predictive's mean |Δ| to the true predictive mean (``"nn"``: bnn,
     ``"glm"``), glm's at most half bnn's. The page tests monotonicity on the glm mean by quadrature (``glm_mean``, in
-    the grid's order), free of Monte Carlo noise, and carries the notes' criterion as written on the sampled glm predictive's
-    mean (``glm_sampled``, the same grid: non-decreasing alone), whose noise breaks its ties."""
+    the grid's order), free of Monte Carlo noise, and carries the notes' criterion as written on the sampled glm
+    predictive's mean (``glm_sampled``, the same grid: non-decreasing alone), whose noise breaks its ties."""
     def monotone(name: str, curve: list[float], net: float | None) -> Claim:
         falls = [a - b for a, b in zip(curve[:-1], curve[1:], strict=True) if b < a]
         rise = f", first to last {curve[-1] - curve[0]:+.3g}" if curve else ""

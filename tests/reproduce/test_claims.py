@@ -27,6 +27,7 @@ from bnnpred.reproduce.claims import (
     claims_table,
     departs,
     every,
+    guarded,
     item,
     standardised,
 )
@@ -215,6 +216,27 @@ def test_a_departure_shows_the_notes_own_verdict_beside_the_coded_one():
         departs(coded, claim(item(4, 5), Compare("x", "<", 1), 0.0), "why")
     with pytest.raises(BnnpredError, match="join the parts first"):
         all_of(c, coded)
+
+
+def test_a_guarded_criterion_carries_the_notes_criterion_alone_beside_the_join():
+    """A mechanism the notes leave implicit, joined to their criterion: the page's verdict is the join's, and the
+    notes' criterion alone is shown beside it, so that a degenerate method (here a glm that is MAP's copy, tying it)
+    reads "does not hold" as coded and "holds" as the notes write it."""
+    ties = claim(ITEM, Compare("glm NLL", "≤", "MAP NLL"), (0.33, 0.33))
+    still = claim(ITEM, Compare("|glm NLL − MAP NLL|", ">", 1e-3), 0.0)
+    c = guarded(ties, still, "a glm that never moved ties MAP")
+    assert (c.verdict, c.as_written.verdict) == (Verdict.fails, Verdict.holds)
+    assert c.text == "glm NLL ≤ MAP NLL and |glm NLL − MAP NLL| > 0.001" and c.numbers == "0.33 vs 0.33; 0"
+    assert (c.as_written.text, c.as_written.why) == ("glm NLL ≤ MAP NLL", "a glm that never moved ties MAP")
+    moved = guarded(ties, claim(ITEM, Compare("|glm NLL − MAP NLL|", ">", 1e-3), 0.01), "why")
+    assert (moved.verdict, moved.as_written.verdict) == (Verdict.holds, Verdict.holds)
+    # a criterion without a number: no number as written either, and the join not a pass
+    unknown = guarded(claim(ITEM, Compare("glm NLL", "≤", "MAP NLL"), (math.nan, 0.33)), still, "why")
+    assert (unknown.verdict, unknown.as_written.verdict) == (Verdict.fails, Verdict.not_applicable)
+    with pytest.raises(BnnpredError, match="join the parts first"):  # a part that departs already
+        guarded(c, still, "why")
+    with pytest.raises(BnnpredError, match="several checklist items"):
+        guarded(ties, claim(item(4, 7), Compare("x", "<", 1), 0.0), "why")
 
 
 def test_standardised_difference():

@@ -430,15 +430,20 @@ def test_cubic_claim_needs_both_sides_of_every_method():
     shrank = {"SLANG L=1": (0.49, 1.0)}  # the page's: 3.239² − 10 below the start's 1
     claims = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": wide}, trained, shrank)
     assert verdicts(claims) == ["holds"]
+    # the guards depart from the notes, whose std ratio alone is carried beside them
+    assert (claims[0].as_written.text, claims[0].as_written.verdict.value) == (
+        "predictive std at |x| = 6 ≥ 2 × the std at x = 0 on every (method, side)", "holds")
+    assert claims[0].as_written.why == notes002_cubic.STAYED_WIDE
     one_side = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": {**wide, "x = -6": (6.0, 3.2)}}, trained,
                                            shrank)
     assert verdicts(one_side) == ["does not hold"]  # 6.0 < 6.4
     # a posterior that never moved from N(θ0, I) has wide edges too: its ELBO fell by no more than its noise
     unmoved = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": wide}, {**trained, "BBB": 0.4}, shrank)
-    assert verdicts(unmoved) == ["does not hold"]
+    assert (unmoved[0].verdict.value, unmoved[0].as_written.verdict.value) == ("does not hold", "holds")
     # a SLANG whose mean fitted (the ELBO fell) but whose covariance stayed at I: at least the output bias's 1 at x = 0
     stayed = notes002_cubic.cubic_claims({"SLANG L=1": wide, "BBB": wide}, trained, {"SLANG L=1": (1.3, 1.0)})
     assert verdicts(stayed) == ["does not hold"] and stayed[0].numbers.endswith("0/1: SLANG L=1: 1.3 vs 1")
+    assert stayed[0].as_written.verdict.value == "holds"
     assert verdicts(notes002_cubic.cubic_claims({}, {}, {})) == ["not applicable"]
     assert answered(claims) == declared("notes002_cubic")
 

@@ -42,8 +42,13 @@ def test_wine_train_mse_that_delta_did_not_move_is_not_non_decreasing_in_delta()
     assert rising.verdict.value == "holds"  # one fall, +0.02 overall
     assert rising.text == "train MSE does not fall over δ (≤ 2 exceptions), rising by > 0.01 from first to last"
     assert rising.numbers.endswith("(1 exceptions; first to last +0.02)")
+    # the rise departs from the notes, whose trend alone is carried beside it
+    assert (rising.as_written.text, rising.as_written.verdict.value) == (
+        "train MSE does not fall over δ (≤ 2 exceptions)", "holds")
+    assert rising.as_written.why == notes003.FLAT_PASSES
     for flat in ([0.3] * 4, [0.3, 0.302, 0.301, 0.305]):  # δ without effect: equal, or within the fit's noise
-        assert verdicts(notes003.wine_claims(by_delta(log_marglik, flat, test)))[2] == "does not hold"
+        unmoved = notes003.wine_claims(by_delta(log_marglik, flat, test))[2]
+        assert (unmoved.verdict.value, unmoved.as_written.verdict.value) == ("does not hold", "holds")
     assert verdicts(notes003.wine_claims(by_delta(log_marglik, [0.5, 0.4, 0.3, 0.2], test)))[2] == "does not hold"
 
 
@@ -116,25 +121,36 @@ def test_image_ood_and_subset_claims():
     assert answered([*ood, *gp, *notes003_images.table_claims(s)]) == declared("notes003_images")
     # the notes' grid reaches M = 3200: the trend and accuracy claims carry it as written, without a number
     assert [c.as_written.text.endswith("over M ∈ {50, …, 3200}") for c in gp[1:]] == [True, True]
-    assert {c.as_written.verdict.value for c in gp[1:]} == {NA} and gp[0].as_written is None
+    assert {c.as_written.verdict.value for c in gp[1:]} == {NA}
+    # the accuracy's as written is the notes' criterion alone, without the page's guard, whose why it gives too
+    assert gp[2].as_written.text == "|accuracy(GP) − accuracy(MAP)| ≤ 0.5 on every M (pp), over M ∈ {50, …, 3200}"
+    assert gp[2].as_written.why.endswith(notes003_images.copy_passes("GP"))
+    # the M = 400 comparison carries the notes' criterion alone beside its guard
+    assert (gp[0].as_written.text, gp[0].as_written.verdict.value) == ("OOD-AUC(GP, M = 400) ≥ OOD-AUC(MAP)", "holds")
+    assert gp[0].as_written.why == notes003_images.copy_passes("GP")
     # a grid without M = 400 (the quick tier's 10, 20): its middle M stands in, and the page says so
     quick = notes003_images.gp_claims(by_m.assign(M=[10, 20, 30, 40]), s)[0]
     assert quick.text.startswith("OOD-AUC(GP, M = 30) ≥ OOD-AUC(MAP)") and quick.verdict.value == "holds"
     assert (quick.as_written.text, quick.as_written.verdict.value) == ("OOD-AUC(GP, M = 400) ≥ OOD-AUC(MAP)", NA)
     assert "M = 30, the middle of the M run, stands in" in quick.as_written.why
+    assert quick.as_written.why.endswith(notes003_images.copy_passes("GP"))
 
 
 def test_a_gp_on_another_m_than_the_notes_carries_the_notes_row_at_m_400():
     """notes-003 #13's GP-GGN row is M = 400: a table whose GP has another M (the 3c3d page's 800) departs from it,
     and the notes' row is evaluated on the GP re-evaluated at M = 400 on the same networks, or has no number."""
     s = image_stats()
-    assert [c.as_written for c in notes003_images.table_claims(s)[4:6]] == [None, None]
+    at_m = notes003_images.table_claims(s)[4:6]  # the notes' M: the criteria alone, beside the guard
+    assert [c.as_written.text for c in at_m] == ["ECE(GP-GGN, M = 400) ≤ 0.04",
+                                                 "|accuracy(GP-GGN, M = 400) − accuracy(MAP)| ≤ 0.5 (pp)"]
+    assert {c.as_written.why for c in at_m} == {notes003_images.copy_passes("GP-GGN")}
     at_400 = pd.Series({"accuracy": 84.2, "ece": 0.05, "nll": 0.45, "ood_auc": 0.8})
     ece, acc = notes003_images.table_claims(s, gp_m=800, at_notes_m=at_400)[4:6]
     assert ece.text.startswith("ECE(GP-GGN, M = 800) ≤ 0.04") and ece.verdict.value == "holds"
     # at M = 400: ECE 0.05 > 0.04, accuracy 0.8 pp below MAP's 85.0
     assert [ece.as_written.verdict.value, acc.as_written.verdict.value] == ["does not hold", "does not hold"]
-    assert ece.as_written.text.startswith("ECE(GP-GGN, M = 400) ≤ 0.04") and "M = 800" in ece.as_written.why
+    assert ece.as_written.text == "ECE(GP-GGN, M = 400) ≤ 0.04" and "M = 800" in ece.as_written.why
+    assert ece.as_written.why.endswith(notes003_images.copy_passes("GP-GGN"))
     unknown = notes003_images.table_claims(s, gp_m=800)[4:6]
     assert {c.as_written.verdict.value for c in unknown} == {NA}
 
@@ -151,7 +167,11 @@ def test_a_glm_that_is_maps_copy_passes_none_of_its_criteria():
         copy = image_stats(MAP={**near, "nll": 0.42}, **{"GLM-KFAC": {**near, "nll": nll}})
         claims = notes003_images.table_claims(copy)
         assert [verdicts(claims)[i] for i in glm] == ["does not hold"] * 4
+        # the notes' criteria as written, carried beside, pass it
+        assert [claims[i].as_written.verdict.value for i in glm] == ["holds"] * 4
         assert claims[2].numbers == f"91.5 vs 91.5; {abs(nll - 0.42):.4g}"
+    assert claims[1].as_written.text == "ECE(GLM-KFAC) < ECE(BNN-KFAC (Ritter et al.)) and ECE(GLM-KFAC) ≤ 0.03"
+    assert claims[1].as_written.why == notes003_images.copy_passes("GLM-KFAC")
     # the guard is only a part: a GLM that moved still fails a criterion it does not meet
     worse = image_stats(**{"GLM-KFAC": {"accuracy": 84.0}})  # 1 pp below MAP's 85.0
     assert verdicts(notes003_images.table_claims(worse))[2] == "does not hold"
@@ -166,8 +186,10 @@ def test_a_gp_that_is_maps_copy_passes_none_of_its_criteria():
         "MAP", ["accuracy", "nll", "ece", "ood_auc"]]
     table = notes003_images.table_claims(copy)
     assert verdicts(table)[4:6] == ["does not hold", "does not hold"]
+    assert [c.as_written.verdict.value for c in table[4:6]] == ["holds", "holds"]  # the notes' criteria alone pass it
     by_m = pd.DataFrame([{"seed": 0, "M": 400, **copy.loc["MAP", ["accuracy", "nll", "ece", "ood_auc"]].to_dict()}])
-    assert verdicts(notes003_images.gp_claims(by_m, copy))[0] == "does not hold"
+    at_400 = notes003_images.gp_claims(by_m, copy)[0]
+    assert (at_400.verdict.value, at_400.as_written.verdict.value) == ("does not hold", "holds")
     # #16's "accuracy within 0.5 pp of MAP for all M": a GP that is MAP's copy at one M (ties) fails it; one that
     # moved at every M within 0.5 pp holds; one 0.6 pp off fails though it moved
     grid = pd.DataFrame([{"seed": 0, "M": M, "accuracy": 85.0, "nll": 0.40, "ece": 0.02, "ood_auc": 0.8 + 0.01 * i}
@@ -177,6 +199,12 @@ def test_a_gp_that_is_maps_copy_passes_none_of_its_criteria():
     accuracy = notes003_images.gp_claims(stuck, s)[2]
     assert accuracy.verdict.value == "does not hold" and "M = 100: 0" in accuracy.numbers
     assert accuracy.as_written.verdict.value == NA  # M = 800 ... 3200 of the notes' grid not run
+    # on the notes' whole grid, the notes' criterion alone, carried beside, passes the GP stuck at M = 100
+    whole = pd.DataFrame([{"seed": 0, "M": M, "accuracy": 85.0, "nll": 0.42 if M == 100 else 0.40, "ece": 0.02,
+                           "ood_auc": 0.8 + 0.01 * i} for i, M in enumerate(notes003_images.NOTES_M)])
+    full_grid = notes003_images.gp_claims(whole, s)[2]
+    assert (full_grid.verdict.value, full_grid.as_written.verdict.value) == ("does not hold", "holds")
+    assert full_grid.as_written.text == "|accuracy(GP) − accuracy(MAP)| ≤ 0.5 on every M (pp)"
     assert verdicts(notes003_images.gp_claims(grid.assign(accuracy=[85.0, 84.4, 85.0, 85.0]), s))[2] == \
         "does not hold"
     # a GP that collapsed onto MAP differs from it only by Monte Carlo noise: 5e-4 in NLL is not a GP that moved

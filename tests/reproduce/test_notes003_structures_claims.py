@@ -67,7 +67,13 @@ def test_moons_and_banana_claims():
     assert verdicts(two) == ["does not hold", "does not hold"] and "3 inversions" in two[1].numbers
     # a posterior that never moved: every structure's GLM is its MAP (ties pass the order and #8's "≥"), or only
     # diag's is, or only full's (within a collapsed posterior's Monte Carlo noise, 5e-4)
-    assert verdicts(study.banana_claims(moved, moved)) == ["does not hold", "does not hold"]
+    never = study.banana_claims(moved, moved)
+    assert verdicts(never) == ["does not hold", "does not hold"]
+    # the notes' criteria as written, carried beside the guard, pass it
+    assert [c.as_written.verdict.value for c in never] == ["holds", "holds"]
+    assert never[0].as_written.text == "GLM-diag NLL ≥ GLM-full's (Table 5.1's GP-GGN-diag row)"
+    assert never[1].as_written.text.startswith("GLM test NLL") and "|GLM test NLL" not in never[1].as_written.text
+    assert {c.as_written.why for c in never} == {study.NEVER_MOVED}
     stuck = study.banana_claims({"full": 0.20, "kron": 0.21, "diag": 0.25}, moved)
     assert verdicts(stuck) == ["does not hold", "does not hold"] and "diag: 0" in stuck[1].numbers
     assert stuck[0].numbers == "0.25 vs 0.2; 1/2: full: 0.05, diag: 0"

@@ -212,7 +212,13 @@ def test_table2_claims():
     # item 8 as written is on both datasets: no CIFAR-10 number, so each Fashion-MNIST verdict departs from it
     assert {(c.as_written.verdict.value, c.as_written.text.endswith(", on Fashion-MNIST and CIFAR-10"))
             for c in claims[:5]} == {(NA, True)}
-    assert all(c.as_written is None for c in claims[5:])
+    # item 10's glm criteria carry the notes' criterion alone beside the guard (not MAP's copy); the others none
+    assert [c.as_written is None for c in claims[5:]] == [True, False, False, False, True]
+    assert [c.as_written.verdict.value for c in claims[6:9]] == ["does not hold", "does not hold", "holds"]
+    assert claims[7].as_written.text == "fashion_mnist: glm NLL ≤ MAP NLL"
+    assert claims[7].as_written.why == notes003_images.copy_passes("glm predictive")
+    assert claims[1].as_written.why.endswith(notes003_images.copy_passes("glm predictive"))
+    assert claims[1].as_written.why.startswith(f"{claims[0].as_written.why}; ")  # 8a (no guard): CIFAR-10's alone
 
 
 def test_table2_item10_claims_name_their_set_and_the_added_one_is_marked():
@@ -253,6 +259,8 @@ def test_table2_glm_claims_do_not_pass_a_glm_that_is_maps_copy():
         item10 = notes004_table2.claims(copy, None, "mnist")
         assert (verdicts(item8)[1], verdicts(item8)[4]) == ("does not hold", "does not hold")
         assert verdicts(item10) == ["holds", *["does not hold"] * 3, "holds"]
+        # the notes' criteria as written, carried beside the guard, pass it
+        assert [c.as_written.verdict.value for c in item10[1:4]] == ["holds"] * 3
     copy.loc["glm predictive", "nll"] = 0.248  # moved, and within 0.03 of the paper's 0.244
     item8 = notes004_table2.claims(copy, near, "fashion_mnist")[:5]
     assert (verdicts(item8)[1], verdicts(item8)[4]) == ("holds", "holds")
