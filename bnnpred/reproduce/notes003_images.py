@@ -408,5 +408,6 @@ def make(r: Reproduction) -> str:
 
 STUDY = Study(name="notes003_images", title="notes-003 Table 5.2, Fig 5.9 and Fig 5.10 at reduced scale: "
               "all 60k Fashion-MNIST images, MAP / BNN / GLM-KFAC / GLM-diag / last-layer GLM / GP, MNIST OOD",
-              make=make, cpu_cost="about 2 h (60 runs; 15 GP re-evaluations, M = 800 about 9 min each on one core)",
-              items=items(3, 13, 15, 16))
+              make=make, cpu_cost="about 2 h (72 runs and 15 GP re-evaluations, M = 800 about 9 min each on one "
+              "core; the rerun at eb141fb took 3.5 h over two calls beside other studies)",
+              items=items(3, 13, 15, 16), from_records=True)
