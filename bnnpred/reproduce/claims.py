@@ -331,6 +331,25 @@ def guarded(criterion: Claim, guard: Claim, why: str) -> Claim:
 # noise (a GP at its prior factor grid's top, 1000: by its variance), far below this; 100 samples of one that moved
 # change it by more
 MOVED_NLL = 1e-3
+NOT_MAP = "not MAP's copy: above a collapsed posterior's Monte Carlo noise"
+
+
+def copy_passes(method: str) -> str:
+    """Why a criterion joined with :func:`moved` departs from the notes' (the ``why`` of :func:`guarded`): the notes'
+    criterion alone passes ``method`` as MAP's copy."""
+    return (f"a {method} that never left the MAP passes the notes' criterion alone, on ties or on MAP's own numbers; "
+            f"the page asks too that it is {NOT_MAP}")
+
+
+def apart(method: str) -> Compare:
+    """``method``'s test NLL differs from MAP's by more than :data:`MOVED_NLL` (the value: ``|NLL − NLL(MAP)|``)."""
+    return Compare(f"|NLL({method}) − NLL(MAP)|", ">", MOVED_NLL)
+
+
+def moved(it: Item, method: str, nll: float, map_nll: float) -> Claim:
+    """The predictive ``method`` (the GLM or the GP) is not MAP's copy: its test NLL differs from MAP's by more than
+    :data:`MOVED_NLL` (one that collapsed onto MAP passes every "≤", "≥ MAP − margin" or "within" criterion on ties)."""
+    return claim(it, apart(method), abs(nll - map_nll), note=NOT_MAP)
 
 
 LISTED = 8  # the numbers column lists each value of at most this many, else only failures

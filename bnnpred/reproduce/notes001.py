@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from bnnpred.app.report import figures
+from bnnpred.app.report.tables import markdown
 from bnnpred.io import load_torch
 from bnnpred.prior import Prior
 from bnnpred.reproduce.base import Reproduction, Study, finished, read_trace
@@ -498,12 +499,12 @@ def runtimes(runs: pd.DataFrame) -> pd.DataFrame:
 
 def runtime_lines(times: pd.DataFrame) -> list[str]:
     """The table of :func:`runtimes`, with each method's mean over MAP's."""
-    lines = ["| method | seconds per epoch (mean) | smallest - largest | runs | of them beside another run | / MAP |",
-             "|---|---|---|---|---|---|"]
-    for method, row in times.iterrows():
-        lines.append(f"| {method} | {row['mean']:.2f} | {row['low']:.2f} - {row['high']:.2f} | {row['runs']} | "
-                     f"{row['beside']} | {row['mean'] / lookup(times, 'MAP', 'mean'):.2f} |")
-    return lines
+    shown = pd.DataFrame({
+        "method": times.index, "seconds per epoch (mean)": times["mean"].map("{:.2f}".format),
+        "smallest - largest": [f"{lo:.2f} - {hi:.2f}" for lo, hi in zip(times["low"], times["high"], strict=True)],
+        "runs": times["runs"], "of them beside another run": times["beside"],
+        "/ MAP": (times["mean"] / lookup(times, "MAP", "mean")).map("{:.2f}".format)})
+    return markdown(shown).splitlines()
 
 
 def runtime_claims(times: pd.DataFrame) -> list[Claim]:

@@ -23,10 +23,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from bnnpred.app.report import figures
 from bnnpred.app.report.tables import find_runs
 from bnnpred.errors import BnnpredError
+from bnnpred.inference.mean_field import kl_to_prior
 from bnnpred.reproduce.base import Reproduction, Study, read_trace
 from bnnpred.reproduce.base import document as run_document
 from bnnpred.reproduce.claims import Claim, Compare, Verdict, all_of, departs, every, item, items, standardised
@@ -245,18 +247,16 @@ NOTES_SEEDS, NOTES_SAMPLES = 10, 20  # notes-002 #18: "20 MC, 500 epochs, 10 see
 
 def start_kl(frame: pd.DataFrame, name: str) -> float:
     """The least KL(q ‖ p) that a posterior with SLANG's starting covariance Σ₀ = I (U = 0, d = 1) can have on set
-    ``name``, whatever its mean (whose term δ_j µ_j² / 2 only adds): ½ Σ_j (δ_j − 1 − log δ_j), the weights at the
-    prior δ of Table 10, the ``BNN_WIDTH`` + 1 biases at 1e-6; the parameter count is the runs' (``n_params``); NaN
-    without a run on the set. A SLANG whose KL is below it has a covariance that left I."""
+    ``name``, whatever its mean (whose term δ_j µ_j² / 2 only adds): :func:`kl_to_prior` at µ = 0, σ = 1, the weights
+    at the prior δ of Table 10, the ``BNN_WIDTH`` + 1 biases at 1e-6; the parameter count is the runs'
+    (``n_params``); NaN without a run on the set. A SLANG whose KL is below it has a covariance that left I."""
     n_params = frame.loc[frame["set"] == name, "n_params"]
     if n_params.empty:
         return math.nan
-
-    def term(delta: float) -> float:
-        return 0.5 * (delta - 1 - math.log(delta))
-
     biases = BNN_WIDTH + 1
-    return (float(n_params.iloc[0]) - biases) * term(BNN_PRIOR[name]) + biases * term(BNN_BIAS_DELTA)
+    precision = torch.cat([torch.full((int(n_params.iloc[0]) - biases,), BNN_PRIOR[name], dtype=torch.float64),
+                           torch.full((biases,), BNN_BIAS_DELTA, dtype=torch.float64)])
+    return float(kl_to_prior(torch.zeros_like(precision), torch.ones_like(precision), precision))
 
 
 def bnn_claims(frame: pd.DataFrame, finals: pd.DataFrame, ranks: dict[str, tuple[int, ...]], early: int,

@@ -27,19 +27,21 @@ from bnnpred.app.run_record import EVAL_FILES
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce.base import Reproduction, Study, document, finished
 from bnnpred.reproduce.claims import (
-    MOVED_NLL,
+    NOT_MAP,
     Claim,
     Compare,
-    Item,
     Verdict,
     all_of,
+    apart,
     claim,
+    copy_passes,
     departs,
     every,
     guarded,
     item,
     items,
     lookup,
+    moved,
 )
 
 POSTERIORS: dict[str, tuple[str, ...]] = {  # one sweep over δ and seeds per posterior
@@ -201,27 +203,6 @@ def gp_claims_at(gp_m: int, acc: float, ece: float, nll: float, map_acc: float, 
              criteria(NOTES_GP_M, *(float(at_notes_m[m]) for m in ("accuracy", "ece"))))
     why = f"the table's GP on M = {gp_m} training points (its scale line says why); the notes' row is M = 400; {why}"
     return [departs(all_of(c, gp_moved), n, why) for c, n in zip(coded, notes, strict=True)]
-
-
-NOT_MAP = "not MAP's copy: above a collapsed posterior's Monte Carlo noise"
-
-
-def copy_passes(method: str) -> str:
-    """Why a criterion joined with :func:`moved` departs from the notes' (the ``why`` of
-    :func:`~bnnpred.reproduce.claims.guarded`): the notes' criterion alone passes ``method`` as MAP's copy."""
-    return (f"a {method} that never left the MAP passes the notes' criterion alone, on ties or on MAP's own numbers; "
-            f"the page asks too that it is {NOT_MAP}")
-
-
-def apart(method: str) -> Compare:
-    """``method``'s test NLL differs from MAP's by more than :data:`MOVED_NLL` (the value: ``|NLL − NLL(MAP)|``)."""
-    return Compare(f"|NLL({method}) − NLL(MAP)|", ">", MOVED_NLL)
-
-
-def moved(it: Item, method: str, nll: float, map_nll: float) -> Claim:
-    """The predictive ``method`` (the GLM or the GP) is not MAP's copy: its test NLL differs from MAP's by more than
-    :data:`MOVED_NLL` (one that collapsed onto MAP passes every "≤", "≥ MAP − margin" or "within" criterion on ties)."""
-    return claim(it, apart(method), abs(nll - map_nll), note=NOT_MAP)
 
 
 def entropies(run_dir: str, kind: str) -> dict:

@@ -28,12 +28,14 @@ from bnnpred.reproduce import notes003_images
 from bnnpred.reproduce.base import Reproduction, Study, document, finished
 from bnnpred.reproduce.claims import (
     MOVED_NLL,
+    NOT_MAP,
     Claim,
     Compare,
     Verdict,
     added,
     all_of,
     claim,
+    copy_passes,
     departs,
     guarded,
     item,
@@ -159,14 +161,14 @@ def claims(stats: pd.DataFrame, paper: tuple[tuple[float, ...], ...] | None, nam
     number while CIFAR-10 has no copy here (:func:`cifar10`). The glm criteria of items 8b, 8e and 10 (≥, ≤, within
     a band of the paper's) would also pass a glm predictive that is MAP's copy, so each asks too that glm's NLL
     differs from MAP's by more than :data:`MOVED_NLL`, beside the notes' criterion alone
-    (:func:`~bnnpred.reproduce.notes003_images.copy_passes`)."""
+    (:func:`~bnnpred.reproduce.claims.copy_passes`)."""
     acc, nll, ece, auc = ({row: lookup(stats, row, m) for row in ROWS.values()} for m in METRICS)
     bnn, ritter, glm, gp = "bnn predictive", "bnn (Ritter et al.)", "glm predictive", "gp predictive"
     others_ece = min((v for row, v in ece.items() if row != gp), default=float("nan"))
     item8 = paper is not None
     not_map = claim(item(4, 10), Compare("|glm NLL − MAP NLL|", ">", MOVED_NLL), abs(nll[glm] - nll["MAP"]),
-                    note=f"glm is {notes003_images.NOT_MAP}")
-    copy = notes003_images.copy_passes("glm predictive")
+                    note=f"glm is {NOT_MAP}")
+    copy = copy_passes("glm predictive")
     absolute = [] if not item8 else [(all_of(
         *(claim(item(4, 8, "e"), Compare(f"|{row} accuracy − the paper's {table[0]:g}|", "≤", 1.5),
                 abs(acc[row] - table[0]), note="points") for row, table in zip(("MAP", glm), paper, strict=True)),

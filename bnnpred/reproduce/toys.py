@@ -175,13 +175,18 @@ def fig5_2_claims(table: pd.DataFrame, best: pd.Series, a: pd.Series, b: pd.Seri
     ]
 
 
+def glm_curve(numbers: dict[str, Any], key: str) -> np.ndarray:
+    """The GLM predictive's ``key`` (``"mean"`` or ``"std"``) on the grid of a 1-D predictive's kept numbers."""
+    return np.asarray(next(k for k in numbers["kinds"] if k["kind"] == "glm")[key], dtype=float)
+
+
 def band_std(numbers: dict[str, Any]) -> dict[str, float]:
     """The mean std of a 1-D GLM predictive (:func:`~bnnpred.app.report.run_figures.predictive_figure_data`'s kept
     numbers) on the grid points in the middle half of the training inputs' widest gap (``gap``), on those outside
     the inputs' range (``outside``), and interpolated at the training inputs (``data``); NaN where a region has no
     grid point."""
     grid, X = np.asarray(numbers["grid"], dtype=float), np.sort(np.asarray(numbers["X"], dtype=float).ravel())
-    std = np.asarray(next(k for k in numbers["kinds"] if k["kind"] == "glm")["std"], dtype=float)
+    std = glm_curve(numbers, "std")
     widest = int(np.argmax(np.diff(X)))
     low, high = X[widest], X[widest + 1]
     quarter = (high - low) / 4
@@ -195,7 +200,7 @@ def total_variation(numbers: dict[str, Any]) -> float:
     :func:`band_std` reads them) over the grid points within the training inputs' range: how far the curve travels up
     and down where the data are."""
     grid, X = np.asarray(numbers["grid"], dtype=float), np.asarray(numbers["X"], dtype=float).ravel()
-    mean = np.asarray(next(k for k in numbers["kinds"] if k["kind"] == "glm")["mean"], dtype=float)
+    mean = glm_curve(numbers, "mean")
     inside = (grid >= X.min()) & (grid <= X.max())
     return float(np.abs(np.diff(mean[inside])).sum())
 

@@ -10,6 +10,7 @@ from helpers import answered, declared, verdicts
 
 from bnnpred.app.run_files import write_manifest
 from bnnpred.reproduce import notes003, notes003_images
+from bnnpred.reproduce.claims import copy_passes
 
 NA = "not applicable"
 
@@ -124,16 +125,16 @@ def test_image_ood_and_subset_claims():
     assert {c.as_written.verdict.value for c in gp[1:]} == {NA}
     # the accuracy's as written is the notes' criterion alone, without the page's guard, whose why it gives too
     assert gp[2].as_written.text == "|accuracy(GP) − accuracy(MAP)| ≤ 0.5 on every M (pp), over M ∈ {50, …, 3200}"
-    assert gp[2].as_written.why.endswith(notes003_images.copy_passes("GP"))
+    assert gp[2].as_written.why.endswith(copy_passes("GP"))
     # the M = 400 comparison carries the notes' criterion alone beside its guard
     assert (gp[0].as_written.text, gp[0].as_written.verdict.value) == ("OOD-AUC(GP, M = 400) ≥ OOD-AUC(MAP)", "holds")
-    assert gp[0].as_written.why == notes003_images.copy_passes("GP")
+    assert gp[0].as_written.why == copy_passes("GP")
     # a grid without M = 400 (the quick tier's 10, 20): its middle M stands in, and the page says so
     quick = notes003_images.gp_claims(by_m.assign(M=[10, 20, 30, 40]), s)[0]
     assert quick.text.startswith("OOD-AUC(GP, M = 30) ≥ OOD-AUC(MAP)") and quick.verdict.value == "holds"
     assert (quick.as_written.text, quick.as_written.verdict.value) == ("OOD-AUC(GP, M = 400) ≥ OOD-AUC(MAP)", NA)
     assert "M = 30, the middle of the M run, stands in" in quick.as_written.why
-    assert quick.as_written.why.endswith(notes003_images.copy_passes("GP"))
+    assert quick.as_written.why.endswith(copy_passes("GP"))
 
 
 def test_a_gp_on_another_m_than_the_notes_carries_the_notes_row_at_m_400():
@@ -143,14 +144,14 @@ def test_a_gp_on_another_m_than_the_notes_carries_the_notes_row_at_m_400():
     at_m = notes003_images.table_claims(s)[4:6]  # the notes' M: the criteria alone, beside the guard
     assert [c.as_written.text for c in at_m] == ["ECE(GP-GGN, M = 400) ≤ 0.04",
                                                  "|accuracy(GP-GGN, M = 400) − accuracy(MAP)| ≤ 0.5 (pp)"]
-    assert {c.as_written.why for c in at_m} == {notes003_images.copy_passes("GP-GGN")}
+    assert {c.as_written.why for c in at_m} == {copy_passes("GP-GGN")}
     at_400 = pd.Series({"accuracy": 84.2, "ece": 0.05, "nll": 0.45, "ood_auc": 0.8})
     ece, acc = notes003_images.table_claims(s, gp_m=800, at_notes_m=at_400)[4:6]
     assert ece.text.startswith("ECE(GP-GGN, M = 800) ≤ 0.04") and ece.verdict.value == "holds"
     # at M = 400: ECE 0.05 > 0.04, accuracy 0.8 pp below MAP's 85.0
     assert [ece.as_written.verdict.value, acc.as_written.verdict.value] == ["does not hold", "does not hold"]
     assert ece.as_written.text == "ECE(GP-GGN, M = 400) ≤ 0.04" and "M = 800" in ece.as_written.why
-    assert ece.as_written.why.endswith(notes003_images.copy_passes("GP-GGN"))
+    assert ece.as_written.why.endswith(copy_passes("GP-GGN"))
     unknown = notes003_images.table_claims(s, gp_m=800)[4:6]
     assert {c.as_written.verdict.value for c in unknown} == {NA}
 
@@ -171,7 +172,7 @@ def test_a_glm_that_is_maps_copy_passes_none_of_its_criteria():
         assert [claims[i].as_written.verdict.value for i in glm] == ["holds"] * 4
         assert claims[2].numbers == f"91.5 vs 91.5; {abs(nll - 0.42):.4g}"
     assert claims[1].as_written.text == "ECE(GLM-KFAC) < ECE(BNN-KFAC (Ritter et al.)) and ECE(GLM-KFAC) ≤ 0.03"
-    assert claims[1].as_written.why == notes003_images.copy_passes("GLM-KFAC")
+    assert claims[1].as_written.why == copy_passes("GLM-KFAC")
     # the guard is only a part: a GLM that moved still fails a criterion it does not meet
     worse = image_stats(**{"GLM-KFAC": {"accuracy": 84.0}})  # 1 pp below MAP's 85.0
     assert verdicts(notes003_images.table_claims(worse))[2] == "does not hold"
