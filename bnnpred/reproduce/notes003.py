@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,20 +14,37 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bnnpred.app.report import figures
+from bnnpred.app.report import figures, tables
 from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.run_setup import Setup
 from bnnpred.app.saved_runs import restore
 from bnnpred.io import write_text
 from bnnpred.predictive import Context
 from bnnpred.reproduce.base import Reproduction, Study, document
-from bnnpred.reproduce.claims import Claim, Compare, Trend, Verdict, all_of, claim, departs, every, item, items
+from bnnpred.reproduce.claims import Claim, Compare, Trend, Verdict, all_of, claim, departs, item, items
 from bnnpred.reproduce.derived import tensors, training_points
 
-SNELSON = {"laplace_ggn": "notes003_fig5_8", "vogn": "notes003_fig5_8_vogn", "voggn": "notes003_fig5_8_voggn"}
-QUICK = {"laplace_ggn": ("inference.map.steps=300",), "vogn": ("inference.iterations=100",),
-         "voggn": ("inference.iterations=100",)}
-VI = {"vogn": "VOGN (diagonal)", "voggn": "VOGGN (full)"}
+
+@dataclass(frozen=True)
+class SnelsonRun:
+    """One of Fig. 5.8's runs: its preset, its label on the page, and the run it is compared with in item 12b."""
+
+    preset: str
+    label: str
+    vi: bool
+    against: str = ""
+
+
+# notes-003 §6's CPU plan: "Snelson 2×64: Laplace full, diagonal VOGGN, and full-covariance VOGGN on 1×32"; Laplace-GGN
+# on 1x32 too, so that VOGGN's item 12b compares two posteriors of one network
+SNELSON = {
+    "laplace_ggn": SnelsonRun("notes003_fig5_8", "Laplace-GGN (2x64)", vi=False),
+    "vogn": SnelsonRun("notes003_fig5_8_vogn", "VOGN (diagonal, 2x64)", vi=True, against="laplace_ggn"),
+    "laplace_ggn_1x32": SnelsonRun("notes003_fig5_8_1x32", "Laplace-GGN (1x32)", vi=False),
+    "voggn": SnelsonRun("notes003_fig5_8_voggn", "VOGGN (full, 1x32)", vi=True, against="laplace_ggn_1x32"),
+}
+ON_1X32 = ("voggn", "laplace_ggn_1x32")  # the runs off the notes' 2x64 sigmoid
+QUICK = {False: ("inference.map.steps=300",), True: ("inference.iterations=100",)}
 GAP = (1.5, 3.0)
 
 
@@ -118,11 +136,11 @@ def band_data(kinds: list[str], grid: torch.Tensor) -> Callable[[Path], dict[str
 
 def snelson(r: Reproduction) -> str:
     out = r.out
-    dirs = {name: r.train_once(r.runs / f"notes003_fig5_8_{name}", f"experiment={preset}", quick=QUICK[name])
-            for name, preset in SNELSON.items()}
+    dirs = {name: r.train_once(r.runs / f"notes003_fig5_8_{name}", f"experiment={run.preset}", quick=QUICK[run.vi])
+            for name, run in SNELSON.items()}
     grid = torch.linspace(-1.0, 7.0, 801, dtype=torch.float64).unsqueeze(1)
     x = grid[:, 0].numpy()
-    kinds = {name: ["closed", "gp"] if name == "laplace_ggn" else ["closed"] for name in dirs}
+    kinds = {name: ["closed"] if run.vi else ["closed", "gp"] for name, run in SNELSON.items()}
     kept = {name: r.derived(run, "latent_bands", band_data(kinds[name], grid), {"grid": grid, "kinds": kinds[name]})
             for name, run in dirs.items()}
     points = training_points(dirs["laplace_ggn"])
@@ -132,82 +150,107 @@ def snelson(r: Reproduction) -> str:
         pair = tensors(kept[name][kind])
         return pair["mean"].numpy(), pair["std"].numpy()
 
-    bands = {"Laplace-GGN, BLR": band("laplace_ggn", "closed"), "Laplace-GGN, GP": band("laplace_ggn", "gp"),
-             **{f"{label}, BLR": band(name, "closed") for name, label in VI.items()}}
     in_gap = (GAP[0] < x) & (x < GAP[1])
     near_data = np.abs(x[:, None] - x_train[None, :]).min(1) < 0.05
     sigma = 0.286
+    blr = {name: band(name, "closed") for name in SNELSON}
     # the notes' item 12 compares predictive std, √(J Σ Jᵀ + σ²) (the bands the figure draws), not the latent std
-    predictive = {k: np.sqrt(std**2 + sigma**2) for k, (_, std) in bands.items()}
-    gap_std = {k: float(std[in_gap].mean()) for k, std in predictive.items()}
-    data_std = {k: float(std[near_data].mean()) for k, std in predictive.items()}
-    blr_gp = {part: float(np.abs(bands["Laplace-GGN, BLR"][i] - bands["Laplace-GGN, GP"][i]).max())
-              for i, part in enumerate(("mean", "std"))}
+    predictive = {name: np.sqrt(std**2 + sigma**2) for name, (_, std) in blr.items()}
     metrics = {name: document(dirs[name]) for name in SNELSON}
-    rmse = {name: m["metrics"]["train"]["closed"]["rmse"] for name, m in metrics.items()}
-    info = {name: metrics[name]["info"] for name in VI}
-    shown = ["Laplace-GGN, BLR", *[f"{label}, BLR" for label in VI.values()]]
-
+    numbers = pd.DataFrame({
+        "gap_std": {name: float(std[in_gap].mean()) for name, std in predictive.items()},
+        "data_std": {name: float(std[near_data].mean()) for name, std in predictive.items()},
+        "rmse": {name: m["metrics"]["train"]["closed"]["rmse"] for name, m in metrics.items()},
+    })
+    gp = band("laplace_ggn", "gp")
+    blr_gp = {part: float(np.abs(blr["laplace_ggn"][i] - gp[i]).max()) for i, part in enumerate(("mean", "std"))}
     figures.plot_1d_panels(out / "snelson_fig5_8.png", x,
-                           {key: (bands[key][0], np.sqrt(bands[key][1] ** 2 + sigma**2)) for key in shown},
-                           x_train, y_train, ncols=len(shown), ylim=(-4, 4), gap=GAP,
-                           overlays={"Laplace-GGN, BLR": ("GP mean", bands["Laplace-GGN, GP"][0])},
-                           title="mean and ±2 std with the noise; the gap shaded")
-    stop = {n: "ELBO plateau" if info[n].get("plateau") else "step cap" for n in VI}
-    runs = ", ".join(f"{VI[n]} {info[n]['iterations']:.0f} steps ({stop[n]})" for n in VI)
+                           {SNELSON[name].label: (mean, predictive[name]) for name, (mean, _) in blr.items()},
+                           x_train, y_train, ncols=2, ylim=(-4, 4), gap=GAP,
+                           overlays={SNELSON["laplace_ggn"].label: ("GP mean", gp[0])},
+                           title="BLR mean and ±2 predictive std (with the noise); the gap shaded")
+    info = {name: metrics[name]["info"] for name, run in SNELSON.items() if run.vi}
+    runs = ", ".join(f"{SNELSON[name].label} {i['iterations']:.0f} steps "
+                     f"({'ELBO plateau' if i.get('plateau') else 'step cap'})" for name, i in info.items())
     return "\n".join([
         "## Fig. 5.8: Snelson with a gap, Laplace-GGN against VOGN and VOGGN",
         "",
-        "`bnnpred train experiment=notes003_fig5_8` (Laplace-GGN, δ = 0.1, MAP by Adam at lr 0.01), "
-        "`experiment=notes003_fig5_8_vogn` (diagonal) and `experiment=notes003_fig5_8_voggn` (full covariance), "
-        "both at δ = 1 (DNN2GP) from the random initialisation with S = 10 draws a step, γ = 0.01, mean step "
-        "ρ = 0.05, stopped on the ELBO's plateau; all three on 1x32 sigmoid (P = 97, DNN2GP's network; the thesis "
-        "says 2x64, and the notes' CPU plan moves only full-covariance VOGGN to 1x32), the real 200 Snelson points "
-        "without 1.5 < x < 3 in training, σ = 0.286. "
-        f"Runs: {runs}. Predictive std = √(J Σ Jᵀ + σ²) on a grid, averaged in the gap and 'near the data' (within "
-        "0.05 of a training input).",
+        "The notes' CPU plan: Laplace-GGN (`bnnpred train experiment=notes003_fig5_8`, δ = 0.1, MAP by Adam at lr "
+        "0.01) and diagonal VOGN (`experiment=notes003_fig5_8_vogn`) on the thesis's 2x64 sigmoid (P = 4353); "
+        "full-covariance VOGGN (`experiment=notes003_fig5_8_voggn`) on DNN2GP's 1x32 sigmoid (P = 97), beside "
+        "Laplace-GGN on that network (`experiment=notes003_fig5_8_1x32`). Both VI runs at δ = 1 (DNN2GP) from the "
+        "random initialisation with S = 10 draws a step and γ = 0.01, stopped on the ELBO's plateau (VOGN's mean "
+        "step ρ = 0.01, at most 20,000 steps; VOGGN's 0.05, at most 10,000); the real 200 Snelson points without "
+        "1.5 < x < 3 in training, σ = 0.286. "
+        f"Runs: {runs}. Predictive std = √(J Σ Jᵀ + σ²) on a grid, averaged in the gap and 'near the data' "
+        "(within 0.05 of a training input).",
         "",
-        r.table(snelson_claims(gap_std, data_std, rmse, blr_gp, sigma)),
+        tables.markdown(numbers.round(4).rename(index={name: run.label for name, run in SNELSON.items()}).rename(
+            columns={"gap_std": "predictive std in the gap", "data_std": "near the data", "rmse": "training RMSE"}
+        ).reset_index(names="run")).rstrip("\n"),
         "",
-        "Why (c) fails for the VI posteriors: at δ = 1 and σ = 0.286 the ELBO's optimum itself trades fit for KL. An "
-        "independent full-covariance VI on the same network, data and prior (reparameterised gradients, 16 draws, "
-        "Adam at lr 0.002 for 40,000 steps; issue 22) ends at ELBO / N ≈ −2.2 with KL ≈ 114 nats and its mean "
-        "network's training RMSE at 0.463; VOGGN reaches the same ELBO (−2.05 to −2.1 over 3,000-20,000 steps, "
-        "training RMSE 0.46-0.48, from a random start or from the MAP). The shipped thesis-toy recipes "
-        "(voggn.yaml, vogn.yaml: γ = 0.001, ρ = 1, S = 1) are still near their narrow Σ₀ at their step caps here "
-        "and diverge past them once the precision relaxes (full covariance, about step 2900). At Laplace-GGN's "
-        "prior δ = 0.1 (`experiment=notes003_fig5_8_voggn prior.delta=0.1`, seed 0, 10,000 steps) VOGGN fits "
-        "(training RMSE 0.287), and its BLR latent std (without the noise) is 0.342 in the gap against 0.083 near "
-        "the data, still below Laplace-GGN's in the gap; that run is not one of this page's, so no claim reads it.",
+        r.table(snelson_claims(numbers, blr_gp, sigma)),
+        "",
+        VI_FIT,
         "",
         "![snelson](snelson_fig5_8.png)",
     ])
 
 
-def snelson_claims(gap_std: dict[str, float], data_std: dict[str, float], rmse: dict[str, float],
-                   blr_gp: dict[str, float], sigma: float) -> list[Claim]:
-    """notes-003 checklist item 12: per predictive (``"<method>, BLR"``) its mean predictive std (with the noise)
-    in the gap and near the data, each method's training RMSE, and the largest |Δ latent mean| and |Δ latent std| of
-    Laplace-GGN's BLR and GP predictives (``blr_gp``: ``{"mean", "std"}``; "the curves must overlap")."""
-    laplace = "Laplace-GGN, BLR"
-    shown = [k for k in gap_std if k.endswith("BLR")]
-    coded = [
-        *[claim(item(3, 12, "a"), Compare(f"{k}: predictive std in the gap", "≥", "near the data", factor=1.5),
-                (gap_std[k], data_std[k])) for k in shown],
-        *[claim(item(3, 12, "b"), Compare(f"{k}: gap std", "≥", "Laplace-GGN's"),
-                (gap_std[k], gap_std.get(laplace, float("nan"))), note="the thesis's 'huge variance when data are "
-                "missing'") for k in shown if k != laplace],
-        every(item(3, 12, "c"), Compare("training RMSE", "≤", sigma, factor=1.5), rmse, over="method"),
-        all_of(*(claim(item(3, 12), Compare(f"Laplace-GGN's BLR and GP predictives: max |Δ {part}|", "<", 1e-6),
-                       blr_gp.get(part, math.nan)) for part in ("mean", "std")), note="they coincide"),
+def snelson_claims(numbers: pd.DataFrame, blr_gp: dict[str, float], sigma: float) -> list[Claim]:
+    """notes-003 checklist item 12 on the runs of :data:`SNELSON` (``numbers``: a row per run with its mean BLR
+    predictive std (with the noise) in the gap ``gap_std`` and near the data ``data_std``, and its training
+    ``rmse``) and the largest |Δ latent mean| and |Δ latent std| of Laplace-GGN's BLR and GP predictives on the
+    notes' network (``blr_gp``: ``{"mean", "std"}``; "the curves must overlap"). A VOGGN claim is on 1x32, the
+    CPU plan's network for it (:data:`ON_1X32`): it carries the notes' claim on 2x64, which has no number here."""
+    def value(name: str, column: str) -> float:
+        return float(numbers.loc[name, column]) if name in numbers.index else math.nan
+
+    def on_notes_net(c: Claim, name: str) -> Claim:
+        if name not in ON_1X32:
+            return c
+        return departs(c, Claim(c.item, c.text.replace("1x32", "2x64"), Verdict.not_applicable, "no number (not run)"),
+                       VOGGN_NET)
+
+    methods = [name for name in SNELSON if name != "laplace_ggn_1x32"]
+    label = {name: run.label for name, run in SNELSON.items()}
+    return [
+        *[on_notes_net(claim(item(3, 12, "a"), Compare(f"{label[n]}: predictive std in the gap", "≥", "near the data",
+                                                       factor=1.5), (value(n, "gap_std"), value(n, "data_std"))), n)
+          for n in methods],
+        *[on_notes_net(claim(item(3, 12, "b"), Compare(f"{label[n]}: gap std", "≥", f"{label[run.against]}'s"),
+                             (value(n, "gap_std"), value(run.against, "gap_std")),
+                             note="the thesis's 'huge variance when data are missing'"), n)
+          for n, run in SNELSON.items() if run.vi],
+        *[on_notes_net(claim(item(3, 12, "c"), Compare(f"{label[n]}: training RMSE", "≤", sigma, factor=1.5),
+                             value(n, "rmse")), n) for n in methods],
+        all_of(*(claim(item(3, 12), Compare(f"{label['laplace_ggn']}'s BLR and GP predictives: max |Δ {part}|", "<",
+                                            1e-6), blr_gp.get(part, math.nan)) for part in ("mean", "std")),
+               note="they coincide"),
     ]
-    return [departs(c, Claim(c.item, f"{c.text}, Laplace-GGN and VOGN on the notes' 2x64 sigmoid",
-                             Verdict.not_applicable, "no number (not run)"), SMALL_NET) for c in coded]
 
 
-# notes-003 §6's CPU plan: "Snelson 2×64: Laplace full, diagonal VOGGN, and full-covariance VOGGN on 1×32"
-SMALL_NET = ("every method on DNN2GP's 1x32 sigmoid (P = 97), where the notes' CPU plan keeps Laplace-GGN and the "
-             "diagonal VOGN on 2x64 (P = 4353) and moves only full-covariance VOGGN to 1x32")
+# why item 12c fails for the VI posteriors: the ELBO's optimum, measured by independent VIs (not this page's runs)
+VI_FIT = (
+    "Why (c) fails for the VI posteriors: at δ = 1 and σ = 0.286 the ELBO's optimum itself trades fit for KL, on both "
+    "networks. On 2x64 an independent mean-field VI on the same network, data and prior (Bayes-by-Backprop without "
+    "local reparameterisation, 16 draws a step, Adam at lr 0.002 with a cosine schedule for 40,000 steps) ends at "
+    "ELBO / N −4.45 with KL 289 nats and training RMSE 0.547; VOGN reaches the same ELBO (−4.4 to −4.6 over its "
+    "last 3,000 steps, KL 288, training RMSE 0.546 at its plateau, seed 0). At VOGGN's mean step ρ = 0.05 VOGN "
+    "oscillates on 2x64 about ELBO / N −6.1 to −6.9 through 10,000 steps (training RMSE 0.71-0.77), hence its "
+    "ρ = 0.01. On 1x32 an independent full-covariance VI (reparameterised gradients, 16 draws, Adam at lr 0.002 "
+    "for 40,000 steps; issue 22) ends at ELBO / N ≈ −2.2 with KL ≈ 114 nats and its mean network's training RMSE "
+    "at 0.463; VOGGN reaches the same ELBO (−2.05 to −2.1 over 3,000-20,000 steps, training RMSE 0.46-0.48, from a "
+    "random start or from the MAP). The shipped thesis-toy recipes (voggn.yaml, vogn.yaml: γ = 0.001, ρ = 1, "
+    "S = 1) are still near their narrow Σ₀ at their step caps on 1x32 and diverge past them once the precision "
+    "relaxes (full covariance, about step 2900). At Laplace-GGN's prior δ = 0.1 (`experiment=notes003_fig5_8_voggn "
+    "prior.delta=0.1`, seed 0, 10,000 steps) VOGGN fits on 1x32 (training RMSE 0.287), and its BLR latent std "
+    "(without the noise) is 0.342 in the gap against 0.083 near the data, still below Laplace-GGN's in the gap; "
+    "that run is not one of this page's, so no claim reads it.")
+
+VOGGN_NET = ("full-covariance VOGGN on DNN2GP's 1x32 sigmoid (P = 97) against Laplace-GGN on the same network, as "
+             "the notes' CPU plan moves it; on 2x64 (P = 4353) each of its 10,000 steps would factor a 4353 x 4353 "
+             "precision and form 10 sampled GGNs")
 
 
 def make(r: Reproduction) -> str:
@@ -217,5 +260,5 @@ def make(r: Reproduction) -> str:
 
 
 STUDY = Study(name="notes003", title="second thesis (notes-003) Fig. 5.1 (wine marginal likelihood) and Fig. 5.8 "
-              "(Snelson, Laplace-GGN vs VOGN)", make=make, cpu_cost="about 10 min", items=items(3, 5, 12),
+              "(Snelson, Laplace-GGN vs VOGN)", make=make, cpu_cost="about 35 min", items=items(3, 5, 12),
               from_records=True)

@@ -113,8 +113,8 @@ def regression() -> Trained:
 @functools.cache
 def snelson() -> Trained | str:
     """Snelson (``experiment=notes003_fig5_8``'s data: the real points, the gap left out of training), Gaussian
-    σ² = 0.286², its network (DNN2GP's 1x32 sigmoid, P = 97), at its MAP; test inputs 41 points on [-1, 7], across
-    the gap; or why there is none (no Snelson file in the data root)."""
+    σ² = 0.286², DNN2GP's 1x32 sigmoid (P = 97, ``notes003_fig5_8_1x32``'s network), at its MAP; test inputs 41
+    points on [-1, 7], across the gap; or why there is none (no Snelson file in the data root)."""
     try:
         data = load_dataset(experiment_dataset_config("notes003_fig5_8", SnelsonConfig))
     except BnnpredError as e:
