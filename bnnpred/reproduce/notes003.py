@@ -235,7 +235,7 @@ VI_FIT = (
     "Why (c) fails for the VI posteriors: at δ = 1 and σ = 0.286 the ELBO's optimum itself trades fit for KL, on both "
     "networks. On 2x64 an independent mean-field VI on the same network, data and prior (Bayes-by-Backprop without "
     "local reparameterisation, 16 draws a step, Adam at lr 0.002 with a cosine schedule for 40,000 steps) ends at "
-    "ELBO / N −4.45 with KL 289 nats and training RMSE 0.547; VOGN reaches the same ELBO (−4.4 to −4.6 over its "
+    "ELBO / N −4.45 with KL 289 nats and training RMSE 0.547; VOGN reaches the same ELBO (−4.3 to −4.6 over its "
     "last 3,000 steps, KL 288, training RMSE 0.546 at its plateau, seed 0). At VOGGN's mean step ρ = 0.05 VOGN "
     "oscillates on 2x64 about ELBO / N −6.1 to −6.9 through 10,000 steps (training RMSE 0.71-0.77), hence its "
     "ρ = 0.01. On 1x32 an independent full-covariance VI (reparameterised gradients, 16 draws, Adam at lr 0.002 "
