@@ -27,23 +27,33 @@ from bnnpred.reproduce.derived import tensors, training_points
 
 @dataclass(frozen=True)
 class SnelsonRun:
-    """One of Fig. 5.8's runs: its preset, its label on the page, and the run it is compared with in item 12b."""
+    """One of Fig. 5.8's runs: its preset, method (with its covariance ``kind``, if any) and network (``"2x64"``: two
+    hidden layers of 64), the run it is compared with in item 12b, and whether it answers items 12a and 12c itself
+    (else it is a comparator only)."""
 
     preset: str
-    label: str
+    method: str
+    network: str
     vi: bool
+    kind: str = ""
     against: str = ""
+    claimed: bool = True
+
+    @property
+    def label(self) -> str:
+        """The method with its kind and network: ``"VOGN (diagonal, 2x64)"``."""
+        return f"{self.method} ({', '.join(part for part in (self.kind, self.network) if part)})"
 
 
 # notes-003 §6's CPU plan: "Snelson 2×64: Laplace full, diagonal VOGGN, and full-covariance VOGGN on 1×32"; Laplace-GGN
 # on 1x32 too, so that VOGGN's item 12b compares two posteriors of one network
 SNELSON = {
-    "laplace_ggn": SnelsonRun("notes003_fig5_8", "Laplace-GGN (2x64)", vi=False),
-    "vogn": SnelsonRun("notes003_fig5_8_vogn", "VOGN (diagonal, 2x64)", vi=True, against="laplace_ggn"),
-    "laplace_ggn_1x32": SnelsonRun("notes003_fig5_8_1x32", "Laplace-GGN (1x32)", vi=False),
-    "voggn": SnelsonRun("notes003_fig5_8_voggn", "VOGGN (full, 1x32)", vi=True, against="laplace_ggn_1x32"),
+    "laplace_ggn": SnelsonRun("notes003_fig5_8", "Laplace-GGN", "2x64", vi=False),
+    "vogn": SnelsonRun("notes003_fig5_8_vogn", "VOGN", "2x64", vi=True, kind="diagonal", against="laplace_ggn"),
+    "laplace_ggn_1x32": SnelsonRun("notes003_fig5_8_1x32", "Laplace-GGN", "1x32", vi=False, claimed=False),
+    "voggn": SnelsonRun("notes003_fig5_8_voggn", "VOGGN", "1x32", vi=True, kind="full", against="laplace_ggn_1x32"),
 }
-ON_1X32 = ("voggn", "laplace_ggn_1x32")  # the runs off the notes' 2x64 sigmoid
+NOTES_NETWORK = "2x64"  # notes-003 #12's sigmoid network (the thesis's)
 QUICK = {False: ("inference.map.steps=300",), True: ("inference.iterations=100",)}
 GAP = (1.5, 3.0)
 
@@ -201,18 +211,20 @@ def snelson_claims(numbers: pd.DataFrame, blr_gp: dict[str, float], sigma: float
     """notes-003 checklist item 12 on the runs of :data:`SNELSON` (``numbers``: a row per run with its mean BLR
     predictive std (with the noise) in the gap ``gap_std`` and near the data ``data_std``, and its training
     ``rmse``) and the largest |Δ latent mean| and |Δ latent std| of Laplace-GGN's BLR and GP predictives on the
-    notes' network (``blr_gp``: ``{"mean", "std"}``; "the curves must overlap"). A VOGGN claim is on 1x32, the
-    CPU plan's network for it (:data:`ON_1X32`): it carries the notes' claim on 2x64, which has no number here."""
+    notes' network (``blr_gp``: ``{"mean", "std"}``; "the curves must overlap"). A claim on a run off the notes'
+    network (VOGGN's on 1x32, the CPU plan's network for it) carries the notes' claim on :data:`NOTES_NETWORK`, which
+    has no number here."""
     def value(name: str, column: str) -> float:
         return float(numbers.loc[name, column]) if name in numbers.index else math.nan
 
     def on_notes_net(c: Claim, name: str) -> Claim:
-        if name not in ON_1X32:
+        network = SNELSON[name].network
+        if network == NOTES_NETWORK:
             return c
-        return departs(c, Claim(c.item, c.text.replace("1x32", "2x64"), Verdict.not_applicable, "no number (not run)"),
-                       VOGGN_NET)
+        return departs(c, Claim(c.item, c.text.replace(network, NOTES_NETWORK), Verdict.not_applicable,
+                                "no number (not run)"), VOGGN_NET)
 
-    methods = [name for name in SNELSON if name != "laplace_ggn_1x32"]
+    methods = [name for name, run in SNELSON.items() if run.claimed]
     label = {name: run.label for name, run in SNELSON.items()}
     return [
         *[on_notes_net(claim(item(3, 12, "a"), Compare(f"{label[n]}: predictive std in the gap", "≥", "near the data",
