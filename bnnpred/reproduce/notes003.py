@@ -21,7 +21,7 @@ from bnnpred.app.saved_runs import restore
 from bnnpred.io import write_text
 from bnnpred.predictive import Context
 from bnnpred.reproduce.base import Reproduction, Study, document
-from bnnpred.reproduce.claims import Claim, Compare, Trend, Verdict, all_of, claim, departs, item, items
+from bnnpred.reproduce.claims import Claim, Compare, Trend, Verdict, all_of, claim, departs, item, items, lookup
 from bnnpred.reproduce.derived import tensors, training_points
 
 
@@ -214,9 +214,6 @@ def snelson_claims(numbers: pd.DataFrame, blr_gp: dict[str, float], sigma: float
     notes' network (``blr_gp``: ``{"mean", "std"}``; "the curves must overlap"). A claim on a run off the notes'
     network (VOGGN's on 1x32, the CPU plan's network for it) carries the notes' claim on :data:`NOTES_NETWORK`, which
     has no number here."""
-    def value(name: str, column: str) -> float:
-        return float(numbers.loc[name, column]) if name in numbers.index else math.nan
-
     def on_notes_net(c: Claim, name: str) -> Claim:
         network = SNELSON[name].network
         if network == NOTES_NETWORK:
@@ -228,14 +225,15 @@ def snelson_claims(numbers: pd.DataFrame, blr_gp: dict[str, float], sigma: float
     label = {name: run.label for name, run in SNELSON.items()}
     return [
         *[on_notes_net(claim(item(3, 12, "a"), Compare(f"{label[n]}: predictive std in the gap", "≥", "near the data",
-                                                       factor=1.5), (value(n, "gap_std"), value(n, "data_std"))), n)
+                                                       factor=1.5),
+                             (lookup(numbers, n, "gap_std"), lookup(numbers, n, "data_std"))), n)
           for n in methods],
         *[on_notes_net(claim(item(3, 12, "b"), Compare(f"{label[n]}: gap std", "≥", f"{label[run.against]}'s"),
-                             (value(n, "gap_std"), value(run.against, "gap_std")),
+                             (lookup(numbers, n, "gap_std"), lookup(numbers, run.against, "gap_std")),
                              note="the thesis's 'huge variance when data are missing'"), n)
           for n, run in SNELSON.items() if run.vi],
         *[on_notes_net(claim(item(3, 12, "c"), Compare(f"{label[n]}: training RMSE", "≤", sigma, factor=1.5),
-                             value(n, "rmse")), n) for n in methods],
+                             lookup(numbers, n, "rmse")), n) for n in methods],
         all_of(*(claim(item(3, 12), Compare(f"{label['laplace_ggn']}'s BLR and GP predictives: max |Δ {part}|", "<",
                                             1e-6), blr_gp.get(part, math.nan)) for part in ("mean", "std")),
                note="they coincide"),
