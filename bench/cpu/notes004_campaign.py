@@ -6,11 +6,14 @@ digest: a change to the computing code changes every run key), in a git worktree
 written into this checkout's ``outputs/`` as soon as it ends. One δ at a time, every posterior of the set in turn
 (``POSTERIORS``; on notes-003's set its diagonal and last-layer ones too), so that the later posteriors take the δ's
 MAP network from the fit cache instead of training it again (the cache, like the run folders, stays on the machine);
-Fig 5.10's re-evaluations of a network (the GP on other M) are made right after its run, where its posterior is.
-A run is started only when the records of its posterior at the campaign's commit say that it ends inside the budget,
-so a session's end kills nothing half-done; a run killed anyway leaves no record (runs commit atomically) and, on the
-same machine, resumes from its checkpoints, first of all. Runs whose records exist are skipped; a failed run stops
-the campaign and leaves the records as they were.
+after the δ's runs, Fig 5.10's re-evaluations of a network (the GP on other M), where its posterior is. A run is
+started only when the records of its posterior at the campaign's commit say that it ends inside the budget, and
+each re-evaluation likewise, so a session's end kills nothing half-done; a step that does not fit is passed over for
+the δ's later ones, and no later δ is begun. A run's record is written as it ends, before its re-evaluations, and
+each re-evaluation into it as that ends: a session's end among them keeps the run, and a later call on the same
+machine makes the ones missing. A run killed anyway leaves no record (runs commit atomically) and, on the same
+machine, resumes from its checkpoints, first of all. Runs whose records exist are skipped; a failed run stops the
+campaign and leaves the records as they were.
 
     .venv/bin/python bench/cpu/notes004_campaign.py SET [--hours H] [--commit C]   # from the checkout's root
 
@@ -37,6 +40,7 @@ from pathlib import Path
 
 from bnnpred.app.compose import predictive_overrides
 from bnnpred.app.records import export_records
+from bnnpred.app.run_files import RECORD
 from bnnpred.app.run_index import INDEX, copy_relative
 from bnnpred.app.run_record import NotFinished
 from bnnpred.app.runner import CHECKPOINTS
@@ -61,10 +65,14 @@ class Refused(Exception):
     """Bad input or state: one line, exit status 2."""
 
 
-def plan(name: str, deltas: tuple[float, ...]) -> list[tuple[float, str, tuple[str, ...]]]:
-    """(δ, posterior, its overrides) for every run of set ``name``, one δ at a time."""
+def plan(name: str, deltas: tuple[float, ...]) -> list[tuple[float, str, tuple[str, ...] | None]]:
+    """(δ, posterior, its overrides) for every run of set ``name``, one δ at a time, and after a δ's runs (δ,
+    posterior, None) for the re-evaluations of each of its runs that the page re-evaluates (:func:`reevaluated`):
+    a δ's posteriors before the extra GPs of one of them."""
     posteriors = {**study.POSTERIORS, **(study.NOTES003_POSTERIORS if name == study.NOTES003_SET else {})}
-    return [(delta, posterior, overrides) for delta in deltas for posterior, overrides in posteriors.items()]
+    return [step for delta in deltas for step in [(delta, posterior, overrides) for posterior, overrides
+                                                  in posteriors.items()]
+            + [(delta, posterior, None) for posterior in posteriors if reevaluated(name, posterior)]]
 
 
 def reevaluated(name: str, posterior: str) -> bool:
@@ -229,48 +237,82 @@ def campaign(args: argparse.Namespace) -> int:
     deadline = clock = time.monotonic()
     deadline += args.hours * 3600
     networks, started = set(), False  # the δ whose MAP network this invocation has trained (or, dry, plans to)
+    planned = set()  # dry: the (δ, posterior) of the runs planned
+    passed = None  # the δ of a step passed over for the budget: the rest of its δ is tried, no later δ begun
     own_m = next(int(o.split("=")[1]) for o in TIERS[args.tier] if o.startswith("predictive.gp_subset_size="))
+
+    def left() -> float:
+        return deadline - (clock if args.dry else time.monotonic())
+
+    def failed(posterior: str, delta: float, status: int, log: Path) -> int:
+        print(f"notes004_campaign: {posterior} δ={delta:g} failed (exit status {status}; its log is in {log}); the "
+              "records are left as they were", file=sys.stderr, flush=True)
+        return 1
+
     for delta, posterior, overrides in plan(args.set, tuple(args.deltas)):
+        if passed is not None and delta != passed:
+            break
         relative = Path("runs") / "notes004_table2" / args.set / posterior
-        sweep, to = workdir / relative, args.records / args.set / posterior
-        if (to / subdir(delta) / "metrics.json").is_file():
-            wanted = evaluations(to / subdir(delta), args.tier) if reevaluated(args.set, posterior) else []
-            if missing := lacking(to / subdir(delta), wanted):
+        sweep, to, run = workdir / relative, args.records / args.set / posterior, relative / subdir(delta)
+        recorded, here = (to / subdir(delta) / "metrics.json").is_file(), made_here(workdir / run)
+        if overrides is not None and not recorded:
+            resumed = (sweep / subdir(delta) / CHECKPOINTS).is_dir() and not started  # a run cut short goes first
+            network = delta in networks or any(sweep.parent.glob(f"*/{subdir(delta)}/metrics.json"))
+            need = 0.0 if resumed else estimate(args.records, commit, posterior, network)
+            if need > left():
+                print(f"notes004_campaign: {posterior} δ={delta:g} passed over: about {need:.0f} s, "
+                      f"{max(left(), 0):.0f} s of the budget left", flush=True)
+                passed = delta
+                continue
+            print(f"notes004_campaign: {time.strftime('%FT%T', time.gmtime())} {args.set} {posterior} δ={delta:g} "
+                  f"({'resumed from its checkpoints' if resumed else f'about {need:.0f} s'}) at {commit}", flush=True)
+            started = True
+            networks.add(delta)
+            if args.dry:
+                clock += need
+                planned.add((delta, posterior))
+            elif status := bnnpred(worktree, workdir, *train_args(args.set, posterior, overrides, args.tier, delta,
+                                                                  args.threads)):
+                return failed(posterior, delta, status, sweep / subdir(delta))
+            else:  # its record at once: a session's end among its re-evaluations keeps it
+                print(f"notes004_campaign: {record(sweep, to)} records of {args.set} {posterior} written to {to}",
+                      flush=True)
+        if overrides is not None:
+            continue
+        # Fig 5.10's re-evaluations, where the run's posterior is, each started only if it ends inside the budget
+        if (delta, posterior) in planned:
+            todo = [()] * len(set(GP_M[args.tier]) - {own_m})
+        elif here:
+            todo = lacking(workdir / run, evaluations(workdir / run, args.tier))
+        else:
+            if recorded and (missing := lacking(to / subdir(delta), evaluations(to / subdir(delta), args.tier))):
                 print(f"notes004_campaign: {posterior} δ={delta:g}'s record lacks {len(missing)} of its "
                       f"re-evaluations ({' '.join(missing[0])} …); only the machine with its posterior can make "
                       "them: remove the record to train the run again", file=sys.stderr, flush=True)
             continue
-        resumed = (sweep / subdir(delta) / CHECKPOINTS).is_dir() and not started  # a run cut short goes first
-        here = delta in networks or any(sweep.parent.glob(f"*/{subdir(delta)}/metrics.json"))
-        count = len(set(GP_M[args.tier]) - {own_m}) if reevaluated(args.set, posterior) else 0
-        need = 0.0 if resumed else (estimate(args.records, commit, posterior, here)
-                                    + evaluation_estimate(args.records, args.set, posterior, count))
-        clock = clock if args.dry else time.monotonic()
-        if clock + need > deadline:
-            print(f"notes004_campaign: {posterior} δ={delta:g} not started: about {need:.0f} s, "
-                  f"{max(deadline - clock, 0):.0f} s of the budget left", flush=True)
-            return 0
-        print(f"notes004_campaign: {time.strftime('%FT%T', time.gmtime())} {args.set} {posterior} δ={delta:g} "
-              f"({'resumed from its checkpoints' if resumed else f'about {need:.0f} s'}) at {commit}", flush=True)
-        started = True
-        if args.dry:
-            networks.add(delta)
-            clock += need
-            continue
-        status = bnnpred(worktree, workdir, *train_args(args.set, posterior, overrides, args.tier, delta,
-                                                        args.threads))
-        run = relative / subdir(delta)
-        wanted = evaluations(workdir / run, args.tier) if status == 0 and reevaluated(args.set, posterior) else []
-        for evaluation in lacking(workdir / run, wanted):
-            status = status or bnnpred(worktree, workdir, "eval", f"run_dir={run}", *evaluation,
-                                       f"threads={args.threads}")
-        if status != 0:
-            print(f"notes004_campaign: {posterior} δ={delta:g} failed (exit status {status}; its log is in "
-                  f"{sweep / subdir(delta)}); the records are left as they were", file=sys.stderr, flush=True)
-            return 1
-        networks.add(delta)
-        print(f"notes004_campaign: {record(sweep, to)} records of {args.set} {posterior} written to {to}", flush=True)
+        each = evaluation_estimate(args.records, args.set, posterior, 1)
+        for done, evaluation in enumerate(todo):
+            if each > left():
+                print(f"notes004_campaign: {len(todo) - done} re-evaluations of {posterior} δ={delta:g} passed over: "
+                      f"about {each:.0f} s each, {max(left(), 0):.0f} s of the budget left", flush=True)
+                passed = delta
+                break
+            print(f"notes004_campaign: {time.strftime('%FT%T', time.gmtime())} {args.set} {posterior} δ={delta:g} "
+                  f"re-evaluated with {' '.join(evaluation) or 'another GP'} (about {each:.0f} s) at {commit}",
+                  flush=True)
+            if args.dry:
+                clock += each
+            elif status := bnnpred(worktree, workdir, "eval", f"run_dir={run}", *evaluation, f"threads={args.threads}"):
+                return failed(posterior, delta, status, workdir / run)
+            else:
+                record(sweep, to)  # into the run's record as it ends
     return 0
+
+
+def made_here(run: Path) -> bool:
+    """Whether ``run`` is a run finished on this machine, its large files (the posterior a re-evaluation reads)
+    with it, rather than a record copied in or nothing."""
+    return (run / "metrics.json").is_file() and not (run / RECORD).is_file()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ import csv
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,12 +73,40 @@ def test_the_plan_skips_recorded_runs_and_times_each_from_the_records_of_its_com
         f"mnist kron_dampened δ=100 (about 30 s) at {head}"]  # the network of δ = 100's kron run, from the cache
     out = planned(*dry, "--hours", str(150 / 3600))
     assert plan_lines(out.stdout) == [f"mnist kron_dampened δ=1 (about 90 s) at {head}"]
-    assert "notes004_campaign: kron δ=10 not started: about 130 s, 60 s of the budget left" in out.stdout
+    assert "notes004_campaign: kron δ=10 passed over: about 130 s, 60 s of the budget left" in out.stdout
     # a run whose network this machine has (a finished run of its δ in the run folders) is timed without training
     (tmp_path / "runs" / "notes004_table2" / "mnist" / "kron" / "delta1.0").mkdir(parents=True)
     (tmp_path / "runs" / "notes004_table2" / "mnist" / "kron" / "delta1.0" / "metrics.json").write_text("{}")
     out = planned(*dry, "--hours", "1")
     assert plan_lines(out.stdout)[0] == f"mnist kron_dampened δ=1 (about 30 s) at {head}"
+
+
+def test_a_run_passed_over_leaves_the_rest_of_its_delta_and_re_evaluations_come_after_its_runs(tmp_path, planned):
+    """Fashion-MNIST's set, nothing recorded at δ = 1 and 10: the guesses time kron (3000 s of training + 2200),
+    the dampened and last-layer runs on its network (1200 each) and each of kron's 4 re-evaluations (450); a record
+    of another δ times the diagonal run at 5000 s. A budget of 8050 s: kron, the dampened run, the diagonal run passed
+    over (5000 > 1650 left), the last-layer run (450 left), one re-evaluation, the other 3 passed over; δ = 10 is not
+    begun (its network would be trained beside δ = 1's unfinished set)."""
+    records, head = tmp_path / "records", commit()
+    fake_record(records, "diag", 100.0, 5000.0, {"seconds": 60.0, "from_fit_cache": 1.0}, name="fashion_mnist")
+    out = planned("fashion_mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
+                  "10", "--hours", str(8050 / 3600))
+    assert out.returncode == 0, out.stderr
+    assert plan_lines(out.stdout) == [
+        f"fashion_mnist kron δ=1 (about 5200 s) at {head}",
+        f"fashion_mnist kron_dampened δ=1 (about 1200 s) at {head}",
+        f"fashion_mnist last_layer δ=1 (about 1200 s) at {head}",
+        f"fashion_mnist kron δ=1 re-evaluated with another GP (about 450 s) at {head}"]
+    assert "notes004_campaign: diag δ=1 passed over: about 5000 s, 1650 s of the budget left" in out.stdout
+    assert "notes004_campaign: 3 re-evaluations of kron δ=1 passed over: about 450 s each, 0 s of the budget left" \
+        in out.stdout
+    assert "δ=10" not in out.stdout
+    out = planned("fashion_mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
+                  "10", "--hours", str((5200 + 2 * 1200 + 5000 + 4 * 450 + 5200 + 100) / 3600))
+    assert plan_lines(out.stdout)[-2:] == [  # δ = 1 whole, δ = 10 begun
+        f"fashion_mnist kron δ=1 re-evaluated with another GP (about 450 s) at {head}",
+        f"fashion_mnist kron δ=10 (about 5200 s) at {head}"]
+    assert "kron_dampened δ=10 passed over: about 1200 s, 100 s of the budget left" in out.stdout
 
 
 def test_a_record_resumed_mid_training_does_not_time_the_stages_after_it(tmp_path, planned):
@@ -153,8 +182,31 @@ def test_a_delta_of_a_set_trains_each_posterior_once_and_writes_its_records(tmp_
     files = [p for p in records.rglob("*") if p.is_file()]
     assert not [p for p in files if p.suffix in (".pt", ".npz")]
     assert not [p for p in files if str(tmp_path) in p.read_text(errors="replace")]
+    lines = out.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if "re-evaluated with" in line)
+    assert [line for line in lines[:first] if "records of fashion_mnist" in line][-1].startswith(
+        "notes004_campaign: 1 records of fashion_mnist last_layer")  # every run's record before the re-evaluation
     again = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})  # every run recorded: nothing to do
     assert again.returncode == 0 and again.stdout == "" and again.stderr == ""
+    # a session ended among the re-evaluations: the run's record without it, its posterior still on this machine
+    kron = Path("runs") / "notes004_table2" / "fashion_mnist" / "kron" / "delta1.0"
+    for folder in (records / "fashion_mnist" / "kron" / "delta1.0", work / kron):
+        shutil.rmtree(folder / "evals")
+    again = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert [line.split(" ", 2)[2] for line in again.stdout.splitlines() if line.startswith("notes004_campaign: 2")] \
+        == [f"fashion_mnist kron δ=1 re-evaluated with predictive.kinds=[gp] predictive.gp_subset_size=10 (about "
+            f"450 s) at {commit()}"]  # no run trained again
+    remade = [json.loads(p.read_text()) for p in (records / "fashion_mnist" / "kron" / "delta1.0").glob(
+        "evals/*/metrics.json")]
+    assert [d["metrics"]["test"]["gp"]["nll"] for d in remade] == [d["metrics"]["test"]["gp"]["nll"] for d in evals]
+    # elsewhere (no run folder) such a record is reported, not retrained
+    shutil.rmtree(records / "fashion_mnist" / "kron" / "delta1.0" / "evals")
+    shutil.rmtree(work / "runs")
+    again = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})
+    assert again.returncode == 0 and again.stdout == ""
+    assert again.stderr.startswith("notes004_campaign: kron δ=1's record lacks 1 of its re-evaluations "
+                                   "(predictive.kinds=[gp] predictive.gp_subset_size=10 …)")
 
 
 def test_a_failed_run_stops_the_campaign_and_leaves_the_records_alone(tmp_path, worktree):
