@@ -16,7 +16,7 @@ from bnnpred.inference.ngvi import NGVIConfig, _step, check_ngvi_config, step_si
 from bnnpred.inference.ngvi_factor import sampled_gradient_and_factor
 from bnnpred.inference.ngvi_precision import DiagPrecision, LowRankPrecision
 from bnnpred.inference.oggn import OGGNConfig, estimate_oggn, fit_oggn
-from bnnpred.inference.plateau import first_plateau, plateau_reached
+from bnnpred.inference.plateau import plateau_reached
 from bnnpred.inference.slang import SLANGConfig, fit_slang
 from bnnpred.inference.voggn import VOGGNConfig, fit_voggn
 from bnnpred.posteriors import DiagPosterior, FullPosterior, LowRankDiagPosterior
@@ -228,6 +228,13 @@ def test_one_step_from_a_low_rank_state_equals_the_dense_formula(structure):
     torch.testing.assert_close(new_post.dense_precision(), precision, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(momentum, m, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(new_post.mean, mean + rho * torch.linalg.solve(precision, m), rtol=1e-10, atol=1e-10)
+
+
+def first_plateau(values: list[float], window: int, tol: float) -> int | None:
+    """The first index ``n`` at which ``plateau_reached(values[: n + 1], window, tol)``, or ``None``: where a run
+    checking the rule after every trace row stops."""
+    return next((n for n in range(2 * window - 1, len(values)) if plateau_reached(values[: n + 1], window, tol)),
+                None)
 
 
 def test_plateau_rule_stops_where_a_noisy_rising_curve_flattens():

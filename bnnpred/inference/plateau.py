@@ -20,8 +20,3 @@ def plateau_reached(values: Sequence[float], window: int, tol: float) -> bool:
     previous = sum(values[-2 * window : -window]) / window
     return abs(recent - previous) < tol
 
-
-def first_plateau(values: Sequence[float], window: int, tol: float) -> int | None:
-    """The first index ``n`` at which ``plateau_reached(values[: n + 1], window, tol)``, or ``None``."""
-    return next((n for n in range(2 * window - 1, len(values)) if plateau_reached(values[: n + 1], window, tol)),
-                None)

@@ -206,7 +206,6 @@ class PseudoBLR:
             ``torch.distributions`` multivariate normal over the N pseudo-observations).
         test_variance: ``K** − K*n (K + W⁻¹)⁻¹ K*nᵀ`` at the test inputs ``[M]`` (eq. 3.13, ``K = δ⁻¹JJᵀ``,
             ``W = diag Λ``).
-        test_mean: ``f(x*; θ*) + J*(µ − θ*)`` ``[M]``.
     """
 
     mean: Tensor
@@ -214,7 +213,6 @@ class PseudoBLR:
     evidence_318: float
     evidence_319: float
     test_variance: Tensor
-    test_mean: Tensor
 
 
 def pseudo_data_blr(case: Case, model: FlatModel, theta: Tensor, X: Tensor, y: Tensor, delta: float,
@@ -222,7 +220,7 @@ def pseudo_data_blr(case: Case, model: FlatModel, theta: Tensor, X: Tensor, y: T
     """notes-000 Thm 3.1 / 3.2 computed densely at ``θ*`` ``[P]`` for training data ``X`` ``[N, d]``, ``y`` ``[N]``
     and test inputs ``[M, d]`` (single-output Gaussian or Bernoulli ``case``)."""
     f, J = output_jacobian(model, theta, X)  # [N], [N, P]
-    f_test, J_test = output_jacobian(model, theta, X_test)
+    J_test = output_jacobian(model, theta, X_test)[1]
     if isinstance(case.likelihood, Gaussian):
         sigma2 = case.likelihood.sigma2
         inverse_link, D, V, lam = f, torch.ones_like(f), torch.full_like(f, sigma2), torch.full_like(f, 1 / sigma2)
@@ -245,8 +243,7 @@ def pseudo_data_blr(case: Case, model: FlatModel, theta: Tensor, X: Tensor, y: T
     K, K_test = J @ J.T / delta, J_test @ J.T / delta
     explained = K_test @ torch.linalg.solve(K + torch.diag(1 / lam), K_test.T)
     test_variance = (J_test.square().sum(1) / delta - explained.diagonal())
-    return PseudoBLR(mean, precision, float(evidence_318), float(evidence_319), test_variance,
-                     f_test + J_test @ (mean - theta))
+    return PseudoBLR(mean, precision, float(evidence_318), float(evidence_319), test_variance)
 
 
 @dataclass(frozen=True)
