@@ -298,7 +298,7 @@ def campaign(args: argparse.Namespace) -> int:
                 passed = delta
                 break
             print(f"notes004_campaign: {time.strftime('%FT%T', time.gmtime())} {args.set} {posterior} δ={delta:g} "
-                  f"re-evaluated with {' '.join(evaluation) or 'another GP'} (about {each:.0f} s) at {commit}",
+                  f"re-evaluation {' '.join(evaluation) or 'on another M'} (about {each:.0f} s) at {commit}",
                   flush=True)
             if args.dry:
                 clock += each

@@ -96,7 +96,7 @@ def test_a_run_passed_over_leaves_the_rest_of_its_delta_and_re_evaluations_come_
         f"fashion_mnist kron δ=1 (about 5200 s) at {head}",
         f"fashion_mnist kron_dampened δ=1 (about 1200 s) at {head}",
         f"fashion_mnist last_layer δ=1 (about 1200 s) at {head}",
-        f"fashion_mnist kron δ=1 re-evaluated with another GP (about 450 s) at {head}"]
+        f"fashion_mnist kron δ=1 re-evaluation on another M (about 450 s) at {head}"]
     assert "notes004_campaign: diag δ=1 passed over: about 5000 s, 1650 s of the budget left" in out.stdout
     assert "notes004_campaign: 3 re-evaluations of kron δ=1 passed over: about 450 s each, 0 s of the budget left" \
         in out.stdout
@@ -104,7 +104,7 @@ def test_a_run_passed_over_leaves_the_rest_of_its_delta_and_re_evaluations_come_
     out = planned("fashion_mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
                   "10", "--hours", str((5200 + 2 * 1200 + 5000 + 4 * 450 + 5200 + 100) / 3600))
     assert plan_lines(out.stdout)[-2:] == [  # δ = 1 whole, δ = 10 begun
-        f"fashion_mnist kron δ=1 re-evaluated with another GP (about 450 s) at {head}",
+        f"fashion_mnist kron δ=1 re-evaluation on another M (about 450 s) at {head}",
         f"fashion_mnist kron δ=10 (about 5200 s) at {head}"]
     assert "kron_dampened δ=10 passed over: about 1200 s, 100 s of the budget left" in out.stdout
 
@@ -183,7 +183,7 @@ def test_a_delta_of_a_set_trains_each_posterior_once_and_writes_its_records(tmp_
     assert not [p for p in files if p.suffix in (".pt", ".npz")]
     assert not [p for p in files if str(tmp_path) in p.read_text(errors="replace")]
     lines = out.stdout.splitlines()
-    first = next(i for i, line in enumerate(lines) if "re-evaluated with" in line)
+    first = next(i for i, line in enumerate(lines) if "re-evaluation " in line)
     assert [line for line in lines[:first] if "records of fashion_mnist" in line][-1].startswith(
         "notes004_campaign: 1 records of fashion_mnist last_layer")  # every run's record before the re-evaluation
     again = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})  # every run recorded: nothing to do
@@ -195,7 +195,7 @@ def test_a_delta_of_a_set_trains_each_posterior_once_and_writes_its_records(tmp_
     again = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert [line.split(" ", 2)[2] for line in again.stdout.splitlines() if line.startswith("notes004_campaign: 2")] \
-        == [f"fashion_mnist kron δ=1 re-evaluated with predictive.kinds=[gp] predictive.gp_subset_size=10 (about "
+        == [f"fashion_mnist kron δ=1 re-evaluation predictive.kinds=[gp] predictive.gp_subset_size=10 (about "
             f"450 s) at {commit()}"]  # no run trained again
     remade = [json.loads(p.read_text()) for p in (records / "fashion_mnist" / "kron" / "delta1.0").glob(
         "evals/*/metrics.json")]
