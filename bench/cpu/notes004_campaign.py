@@ -7,13 +7,13 @@ written into this checkout's ``outputs/`` as soon as it ends. One δ at a time, 
 (``POSTERIORS``; on notes-003's set its diagonal and last-layer ones too), so that the later posteriors take the δ's
 MAP network from the fit cache instead of training it again (the cache, like the run folders, stays on the machine);
 after the δ's runs, Fig 5.10's re-evaluations of a network (the GP on other M), where its posterior is. A run is
-started only when the records of its posterior at the campaign's commit say that it ends inside the budget, and
-each re-evaluation likewise, so a session's end kills nothing half-done; a step that does not fit is passed over for
-the δ's later ones, and no later δ is begun. A run's record is written as it ends, before its re-evaluations, and
-each re-evaluation into it as that ends: a session's end among them keeps the run, and a later call on the same
-machine makes the ones missing. A run killed anyway leaves no record (runs commit atomically) and, on the same
-machine, resumes from its checkpoints, first of all. Runs whose records exist are skipped; a failed run stops the
-campaign and leaves the records as they were.
+started only when the records of its posterior at the campaign's commit say that it ends inside the budget, and each
+re-evaluation likewise, so a session's end kills nothing half-done; a step that does not fit is passed over for the
+later ones that do (on the same machine, a δ's network stays in the fit cache for its runs passed over). A run's
+record is written as it ends, before its re-evaluations, and each re-evaluation into it as that ends: a session's end
+among them keeps the run, and a later call on the same machine makes the ones missing. A run killed anyway leaves no
+record (runs commit atomically) and, on the same machine, resumes from its checkpoints, first of all. Runs whose
+records exist are skipped; a failed run stops the campaign and leaves the records as they were.
 
     .venv/bin/python bench/cpu/notes004_campaign.py SET [--hours H] [--commit C]   # from the checkout's root
 
@@ -238,7 +238,6 @@ def campaign(args: argparse.Namespace) -> int:
     deadline += args.hours * 3600
     networks, started = set(), False  # the δ whose MAP network this invocation has trained (or, dry, plans to)
     planned = set()  # dry: the (δ, posterior) of the runs planned
-    passed = None  # the δ of a step passed over for the budget: the rest of its δ is tried, no later δ begun
     own_m = next(int(o.split("=")[1]) for o in TIERS[args.tier] if o.startswith("predictive.gp_subset_size="))
 
     def left() -> float:
@@ -250,8 +249,6 @@ def campaign(args: argparse.Namespace) -> int:
         return 1
 
     for delta, posterior, overrides in plan(args.set, tuple(args.deltas)):
-        if passed is not None and delta != passed:
-            break
         relative = Path("runs") / "notes004_table2" / args.set / posterior
         sweep, to, run = workdir / relative, args.records / args.set / posterior, relative / subdir(delta)
         recorded, here = (to / subdir(delta) / "metrics.json").is_file(), made_here(workdir / run)
@@ -262,7 +259,6 @@ def campaign(args: argparse.Namespace) -> int:
             if need > left():
                 print(f"notes004_campaign: {posterior} δ={delta:g} passed over: about {need:.0f} s, "
                       f"{max(left(), 0):.0f} s of the budget left", flush=True)
-                passed = delta
                 continue
             print(f"notes004_campaign: {time.strftime('%FT%T', time.gmtime())} {args.set} {posterior} δ={delta:g} "
                   f"({'resumed from its checkpoints' if resumed else f'about {need:.0f} s'}) at {commit}", flush=True)
@@ -295,7 +291,6 @@ def campaign(args: argparse.Namespace) -> int:
             if each > left():
                 print(f"notes004_campaign: {len(todo) - done} re-evaluations of {posterior} δ={delta:g} passed over: "
                       f"about {each:.0f} s each, {max(left(), 0):.0f} s of the budget left", flush=True)
-                passed = delta
                 break
             print(f"notes004_campaign: {time.strftime('%FT%T', time.gmtime())} {args.set} {posterior} δ={delta:g} "
                   f"re-evaluation {' '.join(evaluation) or 'on another M'} (about {each:.0f} s) at {commit}",

@@ -81,12 +81,12 @@ def test_the_plan_skips_recorded_runs_and_times_each_from_the_records_of_its_com
     assert plan_lines(out.stdout)[0] == f"mnist kron_dampened δ=1 (about 30 s) at {head}"
 
 
-def test_a_run_passed_over_leaves_the_rest_of_its_delta_and_re_evaluations_come_after_its_runs(tmp_path, planned):
+def test_a_step_that_does_not_fit_is_passed_over_and_re_evaluations_come_after_a_deltas_runs(tmp_path, planned):
     """Fashion-MNIST's set, nothing recorded at δ = 1 and 10: the guesses time kron (3000 s of training + 2200),
     the dampened and last-layer runs on its network (1200 each) and each of kron's 4 re-evaluations (450); a record
     of another δ times the diagonal run at 5000 s. A budget of 8050 s: kron, the dampened run, the diagonal run passed
-    over (5000 > 1650 left), the last-layer run (450 left), one re-evaluation, the other 3 passed over; δ = 10 is not
-    begun (its network would be trained beside δ = 1's unfinished set)."""
+    over (5000 > 1650 left), the last-layer run (450 left), one re-evaluation, the other 3 passed over; nothing of
+    δ = 10 fits in the 0 s left."""
     records, head = tmp_path / "records", commit()
     fake_record(records, "diag", 100.0, 5000.0, {"seconds": 60.0, "from_fit_cache": 1.0}, name="fashion_mnist")
     out = planned("fashion_mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
@@ -100,13 +100,29 @@ def test_a_run_passed_over_leaves_the_rest_of_its_delta_and_re_evaluations_come_
     assert "notes004_campaign: diag δ=1 passed over: about 5000 s, 1650 s of the budget left" in out.stdout
     assert "notes004_campaign: 3 re-evaluations of kron δ=1 passed over: about 450 s each, 0 s of the budget left" \
         in out.stdout
-    assert "δ=10" not in out.stdout
+    assert "notes004_campaign: kron δ=10 passed over: about 5200 s, 0 s of the budget left" in out.stdout
     out = planned("fashion_mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
                   "10", "--hours", str((5200 + 2 * 1200 + 5000 + 4 * 450 + 5200 + 100) / 3600))
     assert plan_lines(out.stdout)[-2:] == [  # δ = 1 whole, δ = 10 begun
         f"fashion_mnist kron δ=1 re-evaluation on another M (about 450 s) at {head}",
         f"fashion_mnist kron δ=10 (about 5200 s) at {head}"]
     assert "kron_dampened δ=10 passed over: about 1200 s, 100 s of the budget left" in out.stdout
+
+
+def test_a_later_delta_that_fits_is_begun_after_a_run_passed_over(tmp_path, planned):
+    """MNIST's set: records time kron at 3000 s of training + 100 and the dampened run at 5000 s. A budget of 6500 s:
+    δ = 1's kron (3400 s left), its dampened run passed over (5000 > 3400), δ = 10's kron (300 left), its dampened run
+    passed over: the budget is filled, not left idle at the first run that does not fit."""
+    records, head = tmp_path / "records", commit()
+    fake_record(records, "kron", 100.0, 3100.0, {"seconds": 3000.0}, fit_seconds=3050.0)
+    fake_record(records, "kron_dampened", 100.0, 5000.0, {"seconds": 3000.0, "from_fit_cache": 1.0})
+    out = planned("mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1", "10",
+                  "--hours", str(6500 / 3600))
+    assert out.returncode == 0, out.stderr
+    assert plan_lines(out.stdout) == [f"mnist kron δ=1 (about 3100 s) at {head}",
+                                      f"mnist kron δ=10 (about 3100 s) at {head}"]
+    assert "notes004_campaign: kron_dampened δ=1 passed over: about 5000 s, 3400 s of the budget left" in out.stdout
+    assert "notes004_campaign: kron_dampened δ=10 passed over: about 5000 s, 300 s of the budget left" in out.stdout
 
 
 def test_a_record_resumed_mid_training_does_not_time_the_stages_after_it(tmp_path, planned):
