@@ -75,11 +75,32 @@ def plan(name: str, deltas: tuple[float, ...]) -> list[tuple[float, str, tuple[s
             + [(delta, posterior, None) for posterior in posteriors if reevaluated(name, posterior)]]
 
 
+MAP_ROW = next(key for key, row in notes003_images.ROWS.items() if row == "MAP")  # (posterior, its predictive)
+
+
 def reevaluated(name: str, posterior: str) -> bool:
-    """Whether the page re-evaluates the runs of set ``name`` and ``posterior``: notes-003 Fig 5.10's GP against M,
-    of the networks behind Table 5.2's MAP row on its set."""
-    mapped = {p for (p, _), row in notes003_images.ROWS.items() if row == "MAP"}
-    return name == study.NOTES003_SET and posterior in mapped
+    """Whether the page re-evaluates runs of set ``name`` and ``posterior``: notes-003 Fig 5.10's GP against M, of
+    the network behind Table 5.2's MAP row on its set."""
+    return name == study.NOTES003_SET and posterior == MAP_ROW[0]
+
+
+def map_valid_nll(run: Path) -> float:
+    """The validation NLL of the MAP row's predictive in the run (or record) in ``run``: what the page chooses MAP's
+    δ by (:func:`~bnnpred.reproduce.notes003_images.choose`)."""
+    return float(json.loads((run / "metrics.json").read_text())["metrics"]["valid"][MAP_ROW[1]]["nll"])
+
+
+def outdone(run: Path, records: Path) -> str | None:
+    """Why the run in ``run`` needs no re-evaluation: a record of another δ under ``records`` (the set's records of
+    its posterior) whose MAP has a lower validation NLL, so that the page never chooses this network for Fig 5.10
+    (:func:`~bnnpred.reproduce.notes003_images.gp_by_subset_size` re-evaluates MAP's chosen network alone); None
+    when none has."""
+    own = map_valid_nll(run)
+    lower = min(((map_valid_nll(record.parent), record.parent.name) for record in records.glob("*/metrics.json")
+                 if record.parent.name != run.name), default=None)
+    if lower is None or lower[0] >= own:
+        return None
+    return f"its MAP's validation NLL {own:.4f} is above δ={float(lower[1].removeprefix('delta')):g}'s {lower[0]:.4f}"
 
 
 def evaluations(run: Path, tier: str) -> list[tuple[str, ...]]:
@@ -278,6 +299,10 @@ def campaign(args: argparse.Namespace) -> int:
         # Fig 5.10's re-evaluations, where the run's posterior is, each started only if it ends inside the budget
         if (delta, posterior) in planned:
             todo = [()] * len(set(GP_M[args.tier]) - {own_m})
+        elif (why := outdone(workdir / run if here else to / subdir(delta), to) if here or recorded else None):
+            print(f"notes004_campaign: {posterior} δ={delta:g} not re-evaluated: {why} (Fig 5.10 re-evaluates the "
+                  "network of MAP's chosen δ)", flush=True)
+            continue
         elif here:
             todo = lacking(workdir / run, evaluations(workdir / run, args.tier))
         else:

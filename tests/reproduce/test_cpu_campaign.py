@@ -125,6 +125,31 @@ def test_a_later_delta_that_fits_is_begun_after_a_run_passed_over(tmp_path, plan
     assert "notes004_campaign: kron_dampened δ=10 passed over: about 5000 s, 300 s of the budget left" in out.stdout
 
 
+def test_only_the_network_of_maps_chosen_delta_is_re_evaluated(tmp_path, planned):
+    """Fig 5.10 re-evaluates the network of MAP's δ alone (the lowest validation NLL of the MAP predictive): a kron
+    run on this machine whose MAP another δ's record beats (0.30 against 0.20) is not re-evaluated; the same run
+    beating every other record would be (its re-evaluations, checked by the slow test, need a real run)."""
+    records, head = tmp_path / "records", commit()
+
+    def kron(delta: float, nll: float, folder: Path) -> None:
+        folder.mkdir(parents=True)
+        (folder / "metrics.json").write_text(json.dumps({"run": {"commit": head, "seconds": 10.0, "training": None},
+                                                         "metrics": {"valid": {"map": {"nll": nll}}}}))
+
+    for delta, nll in ((1.0, 0.30), (10.0, 0.20)):
+        kron(delta, nll, records / "fashion_mnist" / "kron" / f"delta{delta}")
+    kron(1.0, 0.30, tmp_path / "runs" / "notes004_table2" / "fashion_mnist" / "kron" / "delta1.0")  # made here
+    out = planned("fashion_mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
+                  "--hours", "0.001")
+    assert out.returncode == 0, out.stderr
+    assert ("notes004_campaign: kron δ=1 not re-evaluated: its MAP's validation NLL 0.3000 is above δ=10's 0.2000 "
+            "(Fig 5.10 re-evaluates the network of MAP's chosen δ)") in out.stdout
+    assert plan_lines(out.stdout) == []
+    script = importlib.util.module_from_spec(spec := importlib.util.spec_from_file_location("campaign", SCRIPT))
+    spec.loader.exec_module(script)
+    assert script.outdone(records / "fashion_mnist" / "kron" / "delta10.0", records / "fashion_mnist" / "kron") is None
+
+
 def test_a_record_resumed_mid_training_does_not_time_the_stages_after_it(tmp_path, planned):
     records = tmp_path / "records"
     fake_record(records, "kron", 1.0, 500.0, {"seconds": 3000.0})  # seconds of its last process only
