@@ -36,6 +36,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 
 from bnnpred.app.compose import predictive_overrides
@@ -59,6 +61,7 @@ ORDER = (100.0, 1000.0, 10.0, 1.0, 0.1)  # the middle of the grid first: a set c
 # re-evaluation; from the Fashion-MNIST record of kron at δ = 100 made at 09ecd77 (training 2,985 s, its stages
 # 2,173 s, re-evaluations about 420 s; the MNIST records at 0d5ceb8, older code, took 2,900-3,400 and 2,900-4,400 s)
 GUESS = {"training": 3000.0, "kron": 2200.0, "evaluation": 450.0}
+MIN = "0001-01-01T00:00:00+00:00"  # the finish of a record that names none
 
 
 class Refused(Exception):
@@ -132,20 +135,24 @@ def training(run: dict) -> float | None:
     return seconds if seconds < run.get("fit_seconds", run["seconds"]) or not seconds else None
 
 
-def estimate(records: Path, commit: str, posterior: str, map_here: bool) -> float:
+def estimate(records: Path, commit: str, posterior: str, map_here: bool, since: datetime | None = None) -> float:
     """Seconds a run of ``posterior`` takes at ``commit``: the longest of its CPU records of that commit (on any set)
     after its MAP network, and, unless the δ's network is in this machine's fit cache (``map_here``), the longest
-    training of those records; :data:`GUESS` where there are none (records of other code time other code)."""
-    def of_commit(posteriors: str) -> list[dict]:
-        return [run for folder in sorted(records.glob(f"*/{posteriors}")) for run in recorded_runs(folder)
-                if commit.startswith(run["commit"]) | run["commit"].startswith(commit)  # hashes of any length
-                and training(run) is not None]
+    training of those records; of the records finished ``since`` (this call's own: this machine, under its load now)
+    where there are any; :data:`GUESS` where there are none (records of other code time other code)."""
+    def longest(posteriors: str, seconds: Callable[[dict], float | None]) -> float | None:
+        timed = [(run, value) for folder in sorted(records.glob(f"*/{posteriors}")) for run in recorded_runs(folder)
+                 if (commit.startswith(run["commit"]) | run["commit"].startswith(commit))  # hashes of any length
+                 and training(run) is not None and (value := seconds(run))]
+        recent = [value for run, value in timed if since and datetime.fromisoformat(run.get("finished", MIN)) >= since]
+        return max(recent or [value for _, value in timed], default=None)
 
-    after = max((run["seconds"] - training(run) for run in of_commit(posterior)),
-                default=GUESS.get(posterior, 1200.0))
+    after = longest(posterior, lambda run: run["seconds"] - training(run))
+    after = GUESS.get(posterior, 1200.0) if after is None else after
     if map_here:
         return after
-    return after + max((t for run in of_commit("*") if (t := training(run))), default=GUESS["training"])
+    trained = longest("*", training)  # a network from the fit cache (0 s) times no training
+    return after + (GUESS["training"] if trained is None else trained)
 
 
 def evaluation_estimate(records: Path, name: str, posterior: str, count: int) -> float:
@@ -255,8 +262,8 @@ def campaign(args: argparse.Namespace) -> int:
     if not args.dry:
         ready_worktree(worktree, commit)
     workdir = (args.workdir or worktree).resolve()
-    deadline = clock = time.monotonic()
-    deadline += args.hours * 3600
+    since, clock = datetime.now(timezone.utc), time.monotonic()  # this call's start
+    deadline = clock + args.hours * 3600
     networks, started = set(), False  # the δ whose MAP network this invocation has trained (or, dry, plans to)
     planned = set()  # dry: the (δ, posterior) of the runs planned
     own_m = next(int(o.split("=")[1]) for o in TIERS[args.tier] if o.startswith("predictive.gp_subset_size="))
@@ -276,7 +283,7 @@ def campaign(args: argparse.Namespace) -> int:
         if overrides is not None and not recorded:
             resumed = (sweep / subdir(delta) / CHECKPOINTS).is_dir() and not started  # a run cut short goes first
             network = delta in networks or any(sweep.parent.glob(f"*/{subdir(delta)}/metrics.json"))
-            need = 0.0 if resumed else estimate(args.records, commit, posterior, network)
+            need = 0.0 if resumed else estimate(args.records, commit, posterior, network, since)
             if need > left():
                 print(f"notes004_campaign: {posterior} δ={delta:g} passed over: about {need:.0f} s, "
                       f"{max(left(), 0):.0f} s of the budget left", flush=True)

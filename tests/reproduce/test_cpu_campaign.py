@@ -45,7 +45,7 @@ def commit(of: str = "HEAD") -> str:
 
 
 def fake_record(records: Path, posterior: str, delta: float, seconds: float, training: dict | None,
-                at: str | None = None, name: str = "mnist", **run: float) -> None:
+                at: str | None = None, name: str = "mnist", **run: float | str) -> None:
     folder = records / name / posterior / f"delta{delta}"
     folder.mkdir(parents=True)
     (folder / "metrics.json").write_text(json.dumps({"run": {"commit": at or commit(), "seconds": seconds,
@@ -148,6 +148,21 @@ def test_only_the_network_of_maps_chosen_delta_is_re_evaluated(tmp_path, planned
     script = importlib.util.module_from_spec(spec := importlib.util.spec_from_file_location("campaign", SCRIPT))
     spec.loader.exec_module(script)
     assert script.outdone(records / "fashion_mnist" / "kron" / "delta10.0", records / "fashion_mnist" / "kron") is None
+
+
+def test_records_of_this_call_time_the_runs_after_them(tmp_path, planned):
+    """A record finished since the call began (here: one dated in the future) times the runs after it, this machine
+    under its load now, in place of the longest of the older records: kron's 100 s after its network and 1,000 s of
+    training, not an older 5,000 s and 3,000 s; the dampened run (no recent record) keeps its older 800 s."""
+    records, head = tmp_path / "records", commit()
+    old, recent = "2026-01-01T00:00:00+00:00", "2999-01-01T00:00:00+00:00"
+    fake_record(records, "kron", 100.0, 8000.0, {"seconds": 3000.0}, fit_seconds=5000.0, finished=old)
+    fake_record(records, "kron", 10.0, 1100.0, {"seconds": 1000.0}, fit_seconds=1050.0, finished=recent)
+    fake_record(records, "kron_dampened", 100.0, 800.0, {"seconds": 3000.0, "from_fit_cache": 1.0})
+    out = planned("mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
+                  "--hours", "9")
+    assert plan_lines(out.stdout) == [f"mnist kron δ=1 (about 1100 s) at {head}",
+                                      f"mnist kron_dampened δ=1 (about 800 s) at {head}"]
 
 
 def test_a_record_resumed_mid_training_does_not_time_the_stages_after_it(tmp_path, planned):
