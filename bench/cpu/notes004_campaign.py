@@ -155,11 +155,11 @@ def estimate(records: Path, commit: str, posterior: str, map_here: bool, since: 
     return after + (GUESS["training"] if trained is None else trained)
 
 
-def evaluation_estimate(records: Path, name: str, posterior: str, count: int) -> float:
-    """Seconds ``count`` re-evaluations of a run take: each the longest of the set's recorded ones of the posterior,
-    else a guess."""
+def evaluation_estimate(records: Path, name: str, posterior: str) -> float:
+    """Seconds a re-evaluation of a run takes: the longest of the set's recorded ones of the posterior, else a
+    guess."""
     longest = longest_evaluation(records.glob(f"{name}/{posterior}/*/evals/*"))
-    return count * (GUESS["evaluation"] if longest is None else longest)
+    return GUESS["evaluation"] if longest is None else longest
 
 
 def subdir(delta: float) -> str:
@@ -318,7 +318,7 @@ def campaign(args: argparse.Namespace) -> int:
                       f"re-evaluations ({' '.join(missing[0])} …); only the machine with its posterior can make "
                       "them: remove the record to train the run again", file=sys.stderr, flush=True)
             continue
-        each = evaluation_estimate(args.records, args.set, posterior, 1)
+        each = evaluation_estimate(args.records, args.set, posterior)
         for done, evaluation in enumerate(todo):
             if each > left():
                 print(f"notes004_campaign: {len(todo) - done} re-evaluations of {posterior} δ={delta:g} passed over: "
