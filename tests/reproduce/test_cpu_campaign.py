@@ -211,8 +211,10 @@ def worktree(tmp_path):
 def test_a_delta_of_a_set_trains_each_posterior_once_and_writes_its_records(tmp_path, data_root, worktree):
     """Fashion-MNIST at the quick tier's size, one δ: the Kronecker run trains the network, the dampened, diagonal
     and last-layer runs take it from the fit cache, and the Kronecker run is re-evaluated for Fig 5.10 where its
-    posterior is (the GP on M = 10; M = 20 is its own GP), its record holding the re-evaluation. No file of the
-    records names this machine's folders."""
+    posterior is (the GP on M = 10; M = 20 is its own GP) after every run's record is written, its record holding
+    the re-evaluation. No file of the records names this machine's folders. A session that ended among the
+    re-evaluations (caused: the re-evaluation deleted from the record and the run folder) has the next call make that
+    re-evaluation alone, to the same numbers; where the run folder is gone, the call reports it and trains nothing."""
     records, work = tmp_path / "records", tmp_path / "work"
     work.mkdir()
     args = ("fashion_mnist", "--tier", "quick", "--worktree", str(worktree), "--workdir", str(work), "--records",
