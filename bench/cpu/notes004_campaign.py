@@ -47,6 +47,7 @@ from bnnpred.app.run_index import INDEX, copy_relative
 from bnnpred.app.run_record import NotFinished
 from bnnpred.app.runner import CHECKPOINTS
 from bnnpred.app.saved_runs import eval_folder
+from bnnpred.data.root import data_root
 from bnnpred.errors import BnnpredError
 from bnnpred.provenance import COMMIT_VARIABLE
 from bnnpred.reproduce import notes003_images
@@ -260,6 +261,7 @@ def campaign(args: argparse.Namespace) -> int:
     commit = campaign_commit(args.records / args.set, args.commit)
     worktree = (args.worktree or Path("..") / f"campaign-{commit}").resolve()
     if not args.dry:
+        data_root(None)  # no run can start without it: refused before the worktree is made
         ready_worktree(worktree, commit)
     workdir = (args.workdir or worktree).resolve()
     since, clock = datetime.now(timezone.utc), time.monotonic()  # this call's start

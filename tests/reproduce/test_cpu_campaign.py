@@ -275,3 +275,13 @@ def test_a_failed_run_stops_the_campaign_and_leaves_the_records_alone(tmp_path, 
                    env={"BNNPRED_DATA_DIR": str(tmp_path / "no data")})
     assert out.returncode == 1 and "mnist kron δ=1" in out.stdout and "kron δ=1 failed (exit status" in out.stderr
     assert "kron_dampened" not in out.stdout and not records.exists()
+
+
+def test_no_data_root_is_refused_in_one_line_before_the_worktree_is_made(tmp_path, planned, monkeypatch):
+    monkeypatch.delenv("BNNPRED_DATA_DIR", raising=False)
+    records, folder = tmp_path / "records", tmp_path / "worktree"
+    fake_record(records, "kron", 1.0, 100.0, None)
+    out = planned("mnist", "--records", str(records), "--worktree", str(folder), "--deltas", "10")
+    assert out.returncode == 2 and out.stderr == (
+        "error: no data root: set BNNPRED_DATA_DIR or dataset.root=PATH (bnnpred data fetch NAME downloads into it)\n")
+    assert not folder.exists() and out.stdout == ""
