@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
@@ -341,7 +341,8 @@ class Reproduction:
         with ``--report-only`` need not share with its runs. Empty if the page read no run."""
         if not self.made_by:
             return ""
-        counts = Counter((made.commit, made.code) for made in self.made_by.values()).most_common()
+        spelled = one_spelling(made.commit for made in self.made_by.values())
+        counts = Counter((spelled[made.commit], made.code) for made in self.made_by.values()).most_common()
         by_code = ", ".join(f"{n} at commit {commit} (code {code})" if commit != UNRECORDED else
                             f"{n} with no recorded commit (code {code})" for (commit, code), n in counts)
         machines = Counter(made.machine for made in self.made_by.values()).most_common()
@@ -371,11 +372,12 @@ class Reproduction:
         """A sentence on the runs the page reads that a working tree with uncommitted changes made (commit
         ``…+dirty``), naming their code digests and, where one of the page's runs at a clean commit has the same
         digest (the package's code was committed; the changes lay elsewhere), that commit; empty if none."""
-        dirty = [made for made in self.made_by.values() if made.commit.endswith("+dirty")]
+        dirty = [made for made in self.made_by.values() if made.commit.endswith(DIRTY)]
         if not dirty:
             return ""
-        clean = {made.code: made.commit for made in self.made_by.values()
-                 if made.commit != UNRECORDED and not made.commit.endswith("+dirty")}
+        spelled = one_spelling(made.commit for made in self.made_by.values())
+        clean = {made.code: spelled[made.commit] for made in self.made_by.values()
+                 if made.commit != UNRECORDED and not made.commit.endswith(DIRTY)}
         codes = "; ".join(f"code {code}, " + (f"the code of commit {clean[code]}" if code in clean else
                                               "which no run of a clean commit here has")
                           for code in sorted({made.code for made in dirty}))
@@ -481,12 +483,33 @@ def read_trace(run_dir: Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
+DIRTY = "+dirty"  # the mark of a commit whose working tree had uncommitted changes (provenance.code_commit)
+
+
 class Made(NamedTuple):
     """What made a run (or re-evaluation), as its ``metrics.json`` records it."""
 
     commit: str  # ``unrecorded`` if none
     code: str  # the code digest, ``unrecorded`` if none
     machine: str | None  # ``device_name``: the processor's model where Linux gives it, the GPU's name
+
+
+def one_spelling(commits: Iterable[str]) -> dict[str, str]:
+    """Each recorded commit mapped to the longest spelling of the same commit among ``commits``: git abbreviates a
+    hash to as many hex digits as its clone needs, so two clones record one commit as ``1a82357`` and ``1a823577``.
+    A spelling that two longer ones extend differently (two commits) stays as it is; ``+dirty`` ones keep apart."""
+    commits = set(commits)
+
+    def extends(longer: str, shorter: str) -> bool:
+        return (longer.endswith(DIRTY) == shorter.endswith(DIRTY)
+                and longer.removesuffix(DIRTY).startswith(shorter.removesuffix(DIRTY)))
+
+    spelled = {}
+    for commit in commits:
+        longer = [other for other in commits if extends(other, commit)]
+        longest = max(longer, key=len)
+        spelled[commit] = longest if all(extends(longest, other) for other in longer) else commit
+    return spelled
 
 
 def _made_by(document: dict) -> Made:

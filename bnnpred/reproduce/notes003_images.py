@@ -25,7 +25,7 @@ from bnnpred.app.report import figures, run_figures
 from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
 from bnnpred.app.run_record import EVAL_FILES
 from bnnpred.errors import BnnpredError
-from bnnpred.reproduce.base import Reproduction, Study, document, finished
+from bnnpred.reproduce.base import Reproduction, Study, document, finished, one_spelling
 from bnnpred.reproduce.claims import (
     NOT_MAP,
     Claim,
@@ -95,7 +95,7 @@ def code_versions(frame: pd.DataFrame) -> str:
     runs = frame.drop_duplicates("run_dir")
     made = []
     for posterior, own in runs.groupby("posterior", sort=False):
-        commits = sorted({document(d)["run"].get("commit") or "?" for d in own["run_dir"]})
+        commits = sorted(set(one_spelling(document(d)["run"].get("commit") or "?" for d in own["run_dir"]).values()))
         made.append(f"{posterior}: code {own['code'].iloc[0]} (commit {', '.join(commits)})")
     same = [len({recorded(document(d)["run"], "theta_sha256", d) for d in group["run_dir"]}) == 1
             for _, group in runs.groupby(["delta", "seed"])]

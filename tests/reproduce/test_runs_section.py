@@ -8,7 +8,7 @@ import bnnpred.reproduce as reproduce_module
 import bnnpred.reproduce.base as base_module
 from bnnpred.provenance import COMMIT_VARIABLE, code_commit
 from bnnpred.reproduce import reproduce
-from bnnpred.reproduce.base import Reproduction, Study, Tier
+from bnnpred.reproduce.base import Reproduction, Study, Tier, one_spelling
 
 
 def test_the_runs_section_counts_the_runs_read_by_commit_and_code(tmp_path):
@@ -119,3 +119,19 @@ def test_a_page_measured_by_uncommitted_code_says_so_in_its_header(tmp_path, mon
         r = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1)
         assert f"(tier cpu) at commit {stated} on " in r.provenance("bnnpred reproduce identities")
     code_commit.cache_clear()
+
+
+def test_one_commit_abbreviated_to_different_lengths_is_counted_once(tmp_path):
+    """git abbreviates a hash to as many digits as its clone needs: the notes-004 campaign's records name 1a823577
+    in four runs and 1a82357 in one, the same commit, which the page once counted as two."""
+    r = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=True)
+    for name, commit in (("a", "1a823577"), ("b", "1a82357"), ("c", "1a82357+dirty"), ("d", "1a8235")):
+        r.train_once(finished_run(tmp_path / name, {"commit": commit, "code": "same"}))
+    assert "reads 4 finished runs: 3 at commit 1a823577 (code same), 1 at commit 1a82357+dirty (code same)" \
+        in r.runs_section()
+    assert "the code of commit 1a823577)" in r.uncommitted()
+
+
+def test_two_commits_a_short_spelling_could_name_are_left_apart():
+    assert one_spelling(["1a8235", "1a823577", "1a8235ff", "unrecorded"]) == {
+        "1a8235": "1a8235", "1a823577": "1a823577", "1a8235ff": "1a8235ff", "unrecorded": "unrecorded"}
