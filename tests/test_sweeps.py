@@ -18,7 +18,7 @@ from bnnpred.app.saved_runs import finished_run
 from bnnpred.cli import LedgerEntry, progress_line
 from tests.helpers import TINY, bnnpred
 
-SWEEP = [*TINY, "predictive.kinds=[map,glm]", "plot.enabled=false", "threads=1", "seed=0,1,2", "prior.delta=1,3"]
+SWEEP = [*TINY, "predictive.kinds=[map,glm]", "plot.enabled=false", "threads=1", "seed=0,1", "prior.delta=1,3"]
 
 
 def test_the_run_key_ignores_display_settings_and_survives_saving():
@@ -79,12 +79,12 @@ def test_a_killed_sweep_resumes_without_redoing_runs_and_matches_a_parallel_one(
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     done = {p.parent: p.stat().st_mtime_ns for p in serial.glob("*/manifest.json")}
-    assert 2 <= len(done) < 6, "the sweep must be killed part-way"
+    assert 2 <= len(done) < 4, "the sweep must be killed part-way"
     assert [p.name.split("-")[2] for p in (tmp_path / "tmp").glob("bnnpred-sweep-*")] == [str(first.pid)]
 
     resumed = bnnpred("train", "-m", *SWEEP, "task_name=serial", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"sweep: 6/6 runs ({6 - len(done)} trained, {len(done)} skipped, 0 failed), 0 left" in resumed.stderr
+    assert f"sweep: 4/4 runs ({4 - len(done)} trained, {len(done)} skipped, 0 failed), 0 left" in resumed.stderr
     assert all(run.joinpath("manifest.json").stat().st_mtime_ns == stamp for run, stamp in done.items())
     assert not list((tmp_path / "tmp").glob("bnnpred-sweep-*"))  # the killed sweep's ledger removed by the next
     assert not list(serial.glob("*/.stage-*")) and not list(serial.glob("*/.replacing"))

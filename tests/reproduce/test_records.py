@@ -392,14 +392,15 @@ def test_the_command_stopped_by_its_budget_exits_with_status_3(monkeypatch, caps
 
 
 def test_a_study_whose_page_predates_records_is_built_from_them_with_the_flag_and_continued_elsewhere(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, built):
     """``reproduce --from-records`` (issue 33's reruns of pages made before records): a study not marked so writes
-    its records as its sweeps end and reads its page from them, and a rerun on a new machine (no run folders)
+    the records of its finished runs and reads its page from them, and a rerun on a new machine (no run folders)
     trains nothing they hold; without the flag it writes none."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(reproduce_module, "STUDIES", {"tiny": dataclasses.replace(STUDY, from_records=False)})
     page = build(tmp_path, "plain")
     assert not (tmp_path / "outputs" / "tiny" / "runs").exists() and "from the records" not in page
+    shutil.copytree(built / "runs", tmp_path / "first", symlinks=True)  # finished runs of this device: not retrained
     cli.main(["reproduce", "tiny", "--from-records", "--jobs", "1", "--runs", "first", "--out", "outputs"])
     page = (tmp_path / "outputs" / "tiny" / "README.md").read_text()
     assert "from the records of its runs" in page and len(find_runs([records(tmp_path)])) == 3
