@@ -23,6 +23,7 @@ import pandas as pd
 
 from bnnpred.app.report import figures
 from bnnpred.app.report.tables import collect, select_by_valid_nll, summarize
+from bnnpred.app.run_record import EVAL_FILES
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce import notes003_images
 from bnnpred.reproduce.base import Reproduction, Study, document, finished
@@ -288,7 +289,8 @@ def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
         "### Table 5.2 (notes-003 checklist item 13)", "", *notes003_images.table(chosen), "",
         r.table(notes003_images.table_claims(s, network=r.pick(
             quick="ours the same network at smoke scale", cpu="ours the same network trained for 30 epochs, not 500",
-            full="ours the same network and schedule"), gp_m=gp_m, at_notes_m=at_notes_m)), "",
+            full="ours the same network and schedule"), gp_m=gp_m, at_notes_m=at_notes_m,
+            seeds_note=seed_cost(runs, by_m))), "",
         "### Fig 5.9: OOD detection by predictive entropy (item 15)", "",
         f"![fig5.9]({notes003_images.fig5_9(r, chosen)})", "",
         r.table(notes003_images.ood_claims(s, notes003_images.entropy_gaps(chosen))), "",
@@ -298,6 +300,22 @@ def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
         *notes003_images.m_table(by_m), "", f"![fig5.10]({notes003_images.fig5_10(r, by_m)})", "",
         r.table(notes003_images.gp_claims(by_m, s)), "",
     ]
+
+
+def seed_cost(runs: pd.DataFrame, by_m: pd.DataFrame) -> str:
+    """What one seed of :func:`notes003_section` cost, from its records: the runs' recorded seconds (training, fit,
+    predictives) and the GP re-evaluations' (their predictives' seconds), so the page says what each further seed
+    asks."""
+    run_dirs = set(runs["run_dir"])
+    run_hours = sum(document(Path(d))["run"]["seconds"] for d in run_dirs) / 3600
+    evaluations = [f for f in set(by_m["folder"]) if f not in run_dirs]
+    eval_hours = sum(split["seconds"] for f in evaluations
+                     for by_kind in document(Path(f), EVAL_FILES)["metrics"].values() for split in by_kind.values())
+    seeds = sorted(runs["seed"].unique())
+    return (f"{len(seeds)} seed{'s' * (len(seeds) != 1)} run ({', '.join(str(seed) for seed in seeds)}): "
+            f"{len(run_dirs)} runs that recorded {run_hours:.1f} h and {len(evaluations)} GP "
+            f"re-evaluation{'s' * (len(evaluations) != 1)} {eval_hours / 3600:.1f} h (on the devices the scale line above names); each further seed asks about "
+            f"{(run_hours + eval_hours / 3600) / len(seeds):.1f} h more")
 
 
 def notes003_pending(r: Reproduction) -> list[str]:

@@ -7,7 +7,7 @@ import json
 import math
 
 import pandas as pd
-from helpers import answered, declared, verdicts
+from helpers import answered, declared, finished_run, verdicts
 
 from bnnpred.app.run_files import write_manifest
 from bnnpred.reproduce import notes003_images, notes004_fig3, notes004_table1, notes004_table2
@@ -302,6 +302,27 @@ def test_the_notes003_rows_on_the_same_networks_are_named_per_posterior_and_answ
                *notes003_images.ood_claims(stats, {}), *notes003_images.gp_claims(by_m, stats)]
     assert set(verdicts(section)) == {NA}
     assert answered(section) == {key for key in declared("notes004_table2") if key[0] == "notes-003"}
+
+
+def test_the_seeds_criterion_says_what_one_seed_cost_from_the_records(tmp_path):
+    """The 3c3d rows run one seed where notes-003 #13 asks three: the claim's note sums what the records say the
+    seed's runs (3,600 s + 1,800 s) and its GP re-evaluations (the predictives' seconds: 600 s + 300 s) took; the run
+    whose own GP is one of Fig 5.10's points is not counted twice."""
+    runs = [finished_run(tmp_path / name, {"seconds": seconds}) for name, seconds in (("kron", 3600.0),
+                                                                                     ("diag", 1800.0))]
+    evaluation = finished_run(tmp_path / "kron" / "evals" / "m400", {"seconds": 3600.0})
+    document = json.loads((evaluation / "metrics.json").read_text())
+    document["metrics"] = {"valid": {"gp": {"seconds": 600.0}}, "test": {"gp": {"seconds": 300.0}}, "train": {}}
+    (evaluation / "metrics.json").write_text(json.dumps(document))
+    write_manifest(evaluation)
+    frame = pd.DataFrame({"run_dir": [str(d) for d in (*runs, runs[0])], "seed": [117] * 3})
+    by_m = pd.DataFrame({"folder": [str(runs[0]), str(evaluation)], "M": [800, 400]})
+    assert notes004_table2.seed_cost(frame, by_m) == (
+        "1 seed run (117): 2 runs that recorded 1.5 h and 1 GP re-evaluation 0.2 h (on the devices the scale line "
+        "above names); each further seed asks about 1.8 h more")
+    table = notes003_images.table_claims(pd.DataFrame(columns=list(notes004_table2.METRICS)),
+                                         seeds_note=notes004_table2.seed_cost(frame, by_m))
+    assert "each further seed asks about 1.8 h more" in table[0].text
 
 
 def test_table2_states_the_scale_its_runs_were_made_at(tmp_path):
