@@ -384,12 +384,24 @@ class Reproduction:
         return (f" {len(dirty)} of the {len(self.made_by)} runs it reads were made by a working tree with uncommitted "
                 f"changes (commit …+dirty: {codes}); rerunning them at a clean commit replaces them.")
 
+    def _unread(self, read: list[str]) -> str:
+        """A sentence on the records of other devices kept beside the page and not read (a table shows one device's
+        sweep where that sweep is whole, never an average of two devices' runs); empty if none."""
+        runs = self.out / "runs"
+        unread = sorted(p.name for p in runs.iterdir() if p.is_dir() and p.name not in read) if runs.is_dir() else []
+        if not unread:
+            return ""
+        return "".join(f" The records in `runs/{device}/` are kept and not read here: each table shows one device's "
+                       f"whole sweeps, and `--device {device}` builds the page from that device's first."
+                       for device in unread)
+
     def _made(self, command: str) -> str:
         if self.from_records:  # the same text wherever and whenever the page is rebuilt from its records
-            folders = " and ".join(f"`runs/{device}/`" for device in self.read_from() or [self.device])
+            read = self.read_from() or [self.device]
+            folders = " and ".join(f"`runs/{device}/`" for device in read)
             return (f"Made by `{command}` (tier {self.tier.value}, device {self.device}) from the records of its "
                     f"runs, {folders} beside this page (the Runs section names the commits that made "
-                    "them; `--report-only` rebuilds this page from them on any machine).")
+                    f"them; `--report-only` rebuilds this page from them on any machine).{self._unread(read)}")
         commit = code_commit() or UNRECORDED  # ``…+dirty`` where the page was made by uncommitted code
         minutes = (time.time() - self.started) / 60
         took = (f"measured in {minutes:.1f} min (it reads no runs: every number is measured when the page is made)"

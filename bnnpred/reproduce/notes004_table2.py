@@ -304,18 +304,19 @@ def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
 
 def seed_cost(runs: pd.DataFrame, by_m: pd.DataFrame) -> str:
     """What one seed of :func:`notes003_section` cost, from its records: the runs' recorded seconds (training, fit,
-    predictives) and the GP re-evaluations' (their predictives' seconds), so the page says what each further seed
-    asks."""
+    predictives) and the GP re-evaluations' (their predictives' seconds, the OOD images' included), so the page says
+    what each further seed asks."""
     run_dirs = set(runs["run_dir"])
     run_hours = sum(document(Path(d))["run"]["seconds"] for d in run_dirs) / 3600
     evaluations = [f for f in set(by_m["folder"]) if f not in run_dirs]
-    eval_hours = sum(split["seconds"] for f in evaluations
-                     for by_kind in document(Path(f), EVAL_FILES)["metrics"].values() for split in by_kind.values())
+    eval_hours = sum(split.get("seconds", 0.0) + split.get("ood_seconds", 0.0) for f in evaluations
+                     for by_kind in document(Path(f), EVAL_FILES)["metrics"].values()
+                     for split in by_kind.values()) / 3600
     seeds = sorted(runs["seed"].unique())
     return (f"{len(seeds)} seed{'s' * (len(seeds) != 1)} run ({', '.join(str(seed) for seed in seeds)}): "
             f"{len(run_dirs)} runs that recorded {run_hours:.1f} h and {len(evaluations)} GP "
-            f"re-evaluation{'s' * (len(evaluations) != 1)} {eval_hours / 3600:.1f} h (on the devices the scale line above names); each further seed asks about "
-            f"{(run_hours + eval_hours / 3600) / len(seeds):.1f} h more")
+            f"re-evaluation{'s' * (len(evaluations) != 1)} {eval_hours:.1f} h (on the devices the scale line above "
+            f"names); each further seed asks about {(run_hours + eval_hours) / len(seeds):.1f} h more")
 
 
 def notes003_pending(r: Reproduction) -> list[str]:

@@ -135,3 +135,15 @@ def test_one_commit_abbreviated_to_different_lengths_is_counted_once(tmp_path):
 def test_two_commits_a_short_spelling_could_name_are_left_apart():
     assert one_spelling(["1a8235", "1a823577", "1a8235ff", "unrecorded"]) == {
         "1a8235": "1a8235", "1a823577": "1a823577", "1a8235ff": "1a8235ff", "unrecorded": "unrecorded"}
+
+
+def test_records_of_another_device_kept_beside_the_page_and_not_read_are_named_in_its_header(tmp_path):
+    """notes004_table2 keeps the GPU's Fashion-MNIST sweeps (runs/cuda/) beside the CPU's that its tables show: the
+    header says they are there and not read, never leaving them unmentioned or mixing them into a table."""
+    r = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=True, from_records=True)
+    assert r.provenance("bnnpred reproduce x").endswith("rebuilds this page from them on any machine).")
+    for device in ("cpu", "cuda"):
+        (tmp_path / "out" / "runs" / device).mkdir(parents=True)
+    assert r.provenance("bnnpred reproduce x").endswith(
+        "on any machine). The records in `runs/cuda/` are kept and not read here: each table shows one device's whole "
+        "sweeps, and `--device cuda` builds the page from that device's first.")
