@@ -5,7 +5,7 @@ chosen per method by validation NLL; accuracy, NLL, ECE and OOD-AUC beside the p
 
 Tiers: ``full`` runs ``bnnpred/conf/experiment/notes004_table2.yaml`` as it is for both pairs (a GPU: 60k images, 500
 epochs, 16 δ, M = 3200, one seed; the paper's five seeds and the CIFAR-10 pair, ``notes004_table2_cifar10``, are
-run with ``bnnpred train -m`` as those presets describe). ``cpu`` (issue 17; about 11 core-hours per pair) trains
+run with ``bnnpred train -m`` as those presets describe). ``cpu`` (issue 17; about 13 h on 2 cores per pair) trains
 on all 60,000 training images for 30 epochs of the paper's schedule (Adam 1e-3 x 1/(⌊epoch/10⌋ + 1), batch 512)
 at δ ∈ {0.1, 1, 10, 100, 1000}, validates and tests on the paper's 5k / 5k halves of the official test set with
 the 10k OOD test images, 100 predictive samples, one seed, and the GP on M = 800 training points: M = 1600 needs
@@ -366,6 +366,7 @@ STUDY = Study(name="notes004_table2", title="GLM predictive paper (notes-004) Ta
               "Fashion-MNIST / MNIST with OOD detection (MAP, bnn, dampened bnn, glm, gp); notes-003 Table 5.2 and "
               "Figs 5.9-5.10 on the same networks", make=make,
               cpu_cost="on one H100 about 25 min (estimated from its first 10 runs: a kron sweep of 5 δ 8.5 min with 4 "
-              "jobs, a dampened one 40 s); on CPU 1.7-2.7 h a kron run with 2 threads (its MNIST records), about 24 "
-              "core-hours in all",
+              "jobs, a dampened one 40 s); on CPU with 2 threads, Fashion-MNIST's 20 runs and 4 GP re-evaluations "
+              "12.8 h of recorded run time (a kron run with its network 38-72 min, 2026-12-03), MNIST's 13.3 h (a kron "
+              "run 1.7-2.7 h), about 26 core-hours in all",
               items=(*items(4, 8, 10), *items(3, 13, 15, 16)), full_scale=True, from_records=True)
