@@ -386,9 +386,11 @@ class Reproduction:
 
     def _unread(self, read: list[str]) -> str:
         """A sentence on the records of other devices kept beside the page and not read (a table shows one device's
-        sweep where that sweep is whole, never an average of two devices' runs); empty if none."""
+        sweep where that sweep is whole, never an average of two devices' runs); empty if none. The page's own
+        device and a campaign's sweeps passed over are left to the Runs section (:meth:`_passed_over`)."""
         runs = self.out / "runs"
-        unread = sorted(p.name for p in runs.iterdir() if p.is_dir() and p.name not in read) if runs.is_dir() else []
+        named = {*read, self.device, *(records.relative_to(runs).parts[0] for records, _, _ in self.passed_over)}
+        unread = sorted(p.name for p in runs.iterdir() if p.is_dir() and p.name not in named) if runs.is_dir() else []
         if not unread:
             return ""
         return "".join(f" The records in `runs/{device}/` are kept and not read here: each table shows one device's "

@@ -147,3 +147,8 @@ def test_records_of_another_device_kept_beside_the_page_and_not_read_are_named_i
     assert r.provenance("bnnpred reproduce x").endswith(
         "on any machine). The records in `runs/cuda/` are kept and not read here: each table shows one device's whole "
         "sweeps, and `--device cuda` builds the page from that device's first.")
+    r.passed_over.append((tmp_path / "out" / "runs" / "cuda" / "tiny" / "sweep", 1, 2))  # a campaign under way there
+    assert r.provenance("bnnpred reproduce x").endswith("on any machine).")  # its Runs section names the sweep
+    on_cuda = Reproduction(runs=tmp_path, out=tmp_path / "out", tier=Tier.cpu, jobs=1, report_only=True,
+                           from_records=True, device="cuda")
+    assert "`runs/cuda/` are kept" not in on_cuda.provenance("bnnpred reproduce x")  # its own device's: not "unread"
