@@ -341,8 +341,7 @@ class Reproduction:
         with ``--report-only`` need not share with its runs. Empty if the page read no run."""
         if not self.made_by:
             return ""
-        spelled = one_spelling(made.commit for made in self.made_by.values())
-        counts = Counter((spelled[made.commit], made.code) for made in self.made_by.values()).most_common()
+        counts = Counter((made.commit, made.code) for made in self._spelled()).most_common()
         by_code = ", ".join(f"{n} at commit {commit} (code {code})" if commit != UNRECORDED else
                             f"{n} with no recorded commit (code {code})" for (commit, code), n in counts)
         machines = Counter(made.machine for made in self.made_by.values()).most_common()
@@ -375,14 +374,18 @@ class Reproduction:
         dirty = [made for made in self.made_by.values() if made.commit.endswith(DIRTY)]
         if not dirty:
             return ""
-        spelled = one_spelling(made.commit for made in self.made_by.values())
-        clean = {made.code: spelled[made.commit] for made in self.made_by.values()
+        clean = {made.code: made.commit for made in self._spelled()
                  if made.commit != UNRECORDED and not made.commit.endswith(DIRTY)}
         codes = "; ".join(f"code {code}, " + (f"the code of commit {clean[code]}" if code in clean else
                                               "which no run of a clean commit here has")
                           for code in sorted({made.code for made in dirty}))
         return (f" {len(dirty)} of the {len(self.made_by)} runs it reads were made by a working tree with uncommitted "
                 f"changes (commit …+dirty: {codes}); rerunning them at a clean commit replaces them.")
+
+    def _spelled(self) -> list[Made]:
+        """What made each run the page reads, each commit in one spelling (:func:`one_spelling`)."""
+        spelled = one_spelling(made.commit for made in self.made_by.values())
+        return [made._replace(commit=spelled[made.commit]) for made in self.made_by.values()]
 
     def _unread(self, read: list[str]) -> str:
         """A sentence on the records of other devices kept beside the page and not read (a table shows one device's

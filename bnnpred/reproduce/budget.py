@@ -92,11 +92,15 @@ def longest_seconds(folders: Iterable[Path]) -> float | None:
                default=None)
 
 
+def evaluation_seconds(document: dict[str, Any]) -> float:
+    """A re-evaluation's time from its ``metrics.json``: the sum of its predictives' ``seconds`` and
+    ``ood_seconds`` over the splits (its ``run.seconds`` is its run's)."""
+    return sum(float(value) for split in document.get("metrics", {}).values() if isinstance(split, dict)
+               for metrics in split.values() if isinstance(metrics, dict)
+               for key, value in metrics.items() if key in ("seconds", "ood_seconds") and value is not None)
+
+
 def longest_evaluation(folders: Iterable[Path]) -> float | None:
-    """The longest time of the re-evaluations in ``folders``: the sum of their predictives' ``seconds`` (a
-    re-evaluation's ``run.seconds`` is its run's training time); None if there are none."""
-    totals = [sum(float(value) for split in d.get("metrics", {}).values() if isinstance(split, dict)
-                  for metrics in split.values() if isinstance(metrics, dict)
-                  for key, value in metrics.items() if key in ("seconds", "ood_seconds") and value is not None)
-              for d in _documents(folders)]
-    return max(totals, default=None)
+    """The longest time of the re-evaluations in ``folders`` (:func:`evaluation_seconds`); None if there are
+    none."""
+    return max((evaluation_seconds(d) for d in _documents(folders)), default=None)

@@ -27,6 +27,7 @@ from bnnpred.app.run_record import EVAL_FILES
 from bnnpred.errors import BnnpredError
 from bnnpred.reproduce import notes003_images
 from bnnpred.reproduce.base import Reproduction, Study, document, finished
+from bnnpred.reproduce.budget import evaluation_seconds
 from bnnpred.reproduce.claims import (
     Claim,
     Compare,
@@ -309,9 +310,7 @@ def seed_cost(runs: pd.DataFrame, by_m: pd.DataFrame) -> str:
     run_dirs = set(runs["run_dir"])
     run_hours = sum(document(Path(d))["run"]["seconds"] for d in run_dirs) / 3600
     evaluations = [f for f in set(by_m["folder"]) if f not in run_dirs]
-    eval_hours = sum(split.get("seconds", 0.0) + split.get("ood_seconds", 0.0) for f in evaluations
-                     for by_kind in document(Path(f), EVAL_FILES)["metrics"].values()
-                     for split in by_kind.values()) / 3600
+    eval_hours = sum(evaluation_seconds(document(Path(f), EVAL_FILES)) for f in evaluations) / 3600
     seeds = sorted(runs["seed"].unique())
     return (f"{len(seeds)} seed{'s' * (len(seeds) != 1)} run ({', '.join(str(seed) for seed in seeds)}): "
             f"{len(run_dirs)} runs that recorded {run_hours:.1f} h and {len(evaluations)} GP "
