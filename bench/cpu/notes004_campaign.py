@@ -41,7 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bnnpred.app.compose import predictive_overrides
-from bnnpred.app.records import export_records
+from bnnpred.app.records import export_records, same_fit, seed_evaluations
 from bnnpred.app.run_files import RECORD
 from bnnpred.app.run_index import INDEX, copy_relative
 from bnnpred.app.run_record import NotFinished
@@ -56,7 +56,7 @@ from bnnpred.reproduce.budget import longest_evaluation
 
 RECORDS = Path("outputs/notes004_table2/runs/cpu/notes004_table2")
 TIERS = {"cpu": study.CPU, "quick": study.QUICK}  # each with its δ list, which the campaign replaces by one δ
-GP_M = {"cpu": notes003_images.GP_M, "quick": notes003_images.QUICK_GP_M}  # Fig 5.10's re-evaluations per tier
+GP_M = {"cpu": study.GP_M, "quick": notes003_images.QUICK_GP_M}  # Fig 5.10's re-evaluations per tier
 ORDER = (100.0, 1000.0, 10.0, 1.0, 0.1)  # the middle of the grid first: a set cut short still brackets its optimum
 # seconds, until the commit has records: the network's training, a posterior's stages after it (others: 1200), one
 # re-evaluation; from the Fashion-MNIST record of kron at δ = 100 made at 09ecd77 (training 2,985 s, its stages
@@ -107,15 +107,16 @@ def outdone(run: Path, records: Path) -> str | None:
     return f"its MAP's validation NLL {own:.4f} is above δ={float(lower[1].removeprefix('delta')):g}'s {lower[0]:.4f}"
 
 
-def evaluations(run: Path, tier: str) -> list[tuple[str, ...]]:
-    """Fig 5.10's re-evaluations of the run (or record) in ``run``: the GP on each M of the tier's grid but the
-    run's own."""
-    return [notes003_images.gp_overrides(M) for M in GP_M[tier] if M != notes003_images.own_gp(run)]
+def evaluations(tier: str, own: int | None) -> list[int]:
+    """The M of Fig 5.10's re-evaluations of a run whose own GP is on ``own`` points (:func:`~bnnpred.reproduce.
+    notes003_images.own_gp`): each M of the tier's grid but that one."""
+    return [M for M in GP_M[tier] if M != own]
 
 
-def lacking(run: Path, wanted: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """The re-evaluations of ``wanted`` that the run (or record) in ``run`` does not hold."""
-    return [o for o in wanted if not (eval_folder(run, predictive_overrides(list(o))) / "metrics.json").is_file()]
+def lacking(run: Path, wanted: list[int]) -> list[int]:
+    """The M of ``wanted`` whose re-evaluation the run (or record) in ``run`` does not hold."""
+    return [M for M in wanted if not (eval_folder(run, predictive_overrides(list(notes003_images.gp_overrides(M))))
+                                      / "metrics.json").is_file()]
 
 
 def recorded_runs(records: Path) -> list[dict]:
@@ -156,11 +157,24 @@ def estimate(records: Path, commit: str, posterior: str, map_here: bool, since: 
     return after + (GUESS["training"] if trained is None else trained)
 
 
-def evaluation_estimate(records: Path, name: str, posterior: str) -> float:
-    """Seconds a re-evaluation of a run takes: the longest of the set's recorded ones of the posterior, else a
+def evaluation_estimate(records: Path, name: str, posterior: str, M: int) -> float:
+    """Seconds the re-evaluation with the GP on ``M`` points takes: the longest of the set's recorded
+    re-evaluations of the posterior, or, where ``M`` is above all their M, the one of the largest M scaled by the
+    ratio of the two (the GP's cost per test point grows with M: its kernel row is against M·C outputs); else a
     guess."""
-    longest = longest_evaluation(records.glob(f"{name}/{posterior}/*/evals/*"))
-    return GUESS["evaluation"] if longest is None else longest
+    timed = [(subset_size(folder), seconds) for folder in records.glob(f"{name}/{posterior}/*/evals/*")
+             if (seconds := longest_evaluation([folder])) is not None]
+    if not timed:
+        return GUESS["evaluation"]
+    largest = max(m for m, _ in timed)
+    if M <= largest:
+        return max(seconds for _, seconds in timed)
+    return M / largest * max(seconds for m, seconds in timed if m == largest)
+
+
+def subset_size(evaluation: Path) -> int:
+    """The M of the GP that the re-evaluation (or its record) in ``evaluation`` ran."""
+    return int(json.loads((evaluation / "metrics.json").read_text())["run"]["changes"]["predictive.gp_subset_size"])
 
 
 def subdir(delta: float) -> str:
@@ -307,28 +321,36 @@ def campaign(args: argparse.Namespace) -> int:
             continue
         # Fig 5.10's re-evaluations, where the run's posterior is, each started only if it ends inside the budget
         if (delta, posterior) in planned:
-            todo = [()] * len(set(GP_M[args.tier]) - {own_m})
+            todo = evaluations(args.tier, own_m)
         elif (why := outdone(workdir / run if here else to / subdir(delta), to) if here or recorded else None):
             print(f"notes004_campaign: {posterior} δ={delta:g} not re-evaluated: {why} (Fig 5.10 re-evaluates the "
                   "network of MAP's chosen δ)", flush=True)
             continue
         elif here:
-            todo = lacking(workdir / run, evaluations(workdir / run, args.tier))
+            same = recorded and same_fit(workdir / run, to / subdir(delta))  # trained again to the record's bytes
+            if same and not args.dry and (copied := seed_evaluations(to / subdir(delta), workdir / run)):
+                print(f"notes004_campaign: {posterior} δ={delta:g}: {len(copied)} re-evaluation"
+                      f"{'s' * (len(copied) != 1)} taken from its record (the same posterior, byte for byte)",
+                      flush=True)
+            todo = lacking(workdir / run, evaluations(args.tier, notes003_images.own_gp(workdir / run)))
+            todo = lacking(to / subdir(delta), todo) if same else todo  # a dry plan copies nothing
         else:
-            if recorded and (missing := lacking(to / subdir(delta), evaluations(to / subdir(delta), args.tier))):
+            if recorded and (missing := lacking(to / subdir(delta), evaluations(args.tier, notes003_images.own_gp(
+                    to / subdir(delta))))):
                 print(f"notes004_campaign: {posterior} δ={delta:g}'s record lacks {len(missing)} of its "
-                      f"re-evaluations ({' '.join(missing[0])} …); only the machine with its posterior can make "
-                      "them: remove the record to train the run again", file=sys.stderr, flush=True)
+                      f"re-evaluations (M = {', '.join(map(str, missing))}); only a machine with its posterior can "
+                      "make them: train the run again here at the campaign's commit (a posterior byte for byte the "
+                      "record's keeps the record's re-evaluations), or remove the record", file=sys.stderr, flush=True)
             continue
-        each = evaluation_estimate(args.records, args.set, posterior)
-        for done, evaluation in enumerate(todo):
+        for done, M in enumerate(todo):
+            each = evaluation_estimate(args.records, args.set, posterior, M)
+            evaluation = notes003_images.gp_overrides(M)
             if each > left():
                 print(f"notes004_campaign: {len(todo) - done} re-evaluations of {posterior} δ={delta:g} passed over: "
-                      f"about {each:.0f} s each, {max(left(), 0):.0f} s of the budget left", flush=True)
+                      f"about {each:.0f} s for the next, {max(left(), 0):.0f} s of the budget left", flush=True)
                 break
             print(f"notes004_campaign: {time.strftime('%FT%T', time.gmtime())} {args.set} {posterior} δ={delta:g} "
-                  f"re-evaluation {' '.join(evaluation) or 'on another M'} (about {each:.0f} s) at {commit}",
-                  flush=True)
+                  f"re-evaluation {' '.join(evaluation)} (about {each:.0f} s) at {commit}", flush=True)
             if args.dry:
                 clock += each
             elif status := bnnpred(worktree, workdir, "eval", f"run_dir={run}", *evaluation, f"threads={args.threads}"):

@@ -19,7 +19,15 @@ from pathlib import Path
 
 from bnnpred.app.report.tables import find_runs
 from bnnpred.app.run_files import EVALS, MANIFEST, PACKED, PACKED_FILES, RECORD, locked, recover, stored
-from bnnpred.app.run_record import ALWAYS_RECORDED, RECORDED, FinishedRun, NotFinished, evaluations, read_finished
+from bnnpred.app.run_record import (
+    ALWAYS_RECORDED,
+    POSTERIOR,
+    RECORDED,
+    FinishedRun,
+    NotFinished,
+    evaluations,
+    read_finished,
+)
 from bnnpred.errors import BnnpredError
 from bnnpred.io import read_json, write_json
 
@@ -131,3 +139,36 @@ def seed_from_record(record_dir: Path, run_dir: Path) -> bool:
                 if source.name.endswith(PACKED):  # a broken run's own file of that name would be read in its place
                     target.with_name(source.name.removesuffix(PACKED)).unlink(missing_ok=True)
     return True
+
+
+def same_fit(run_dir: Path, record_dir: Path) -> bool:
+    """Whether the record in ``record_dir`` is of the very fit in the finished run in ``run_dir``: the same run key
+    and the same checksum of its posterior, all that a re-evaluation reads (the run the record was exported from,
+    or the same run trained again to the same bytes on another machine)."""
+    run, record = read_finished(run_dir), verify_record(record_dir)
+    return (run.document["run"]["key"] == record.document["run"]["key"]
+            and read_json(run.folder / MANIFEST)["files"][POSTERIOR]
+            == read_json(record.folder / MANIFEST)["files"].get(POSTERIOR))
+
+
+def seed_evaluations(record_dir: Path, run_dir: Path) -> list[Path]:
+    """Copy into the finished run in ``run_dir`` the records of the re-evaluations that its record in
+    ``record_dir`` holds and it lacks, where the record is of the same fit (:func:`same_fit`; none otherwise: they
+    evaluated another network); returns the folders written. The run's next export (:func:`export_record`) keeps
+    them, where it would otherwise drop them with the record it replaces. Each is copied into a dot-folder and
+    renamed into place, under the run's lock."""
+    if not same_fit(run_dir, record_dir):
+        return []
+    written = []
+    with locked(run_dir):
+        held = {evaluation.folder.name for evaluation in evaluations(run_dir)}
+        for evaluation in evaluations(record_dir):
+            if (name := evaluation.folder.name) in held:
+                continue
+            target, partial = Path(run_dir) / EVALS / name, Path(run_dir) / EVALS / f".{name}.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(evaluation.folder, partial)
+            shutil.rmtree(target, ignore_errors=True)  # a broken re-evaluation of that key
+            os.rename(partial, target)
+            written.append(target)
+    return written

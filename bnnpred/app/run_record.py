@@ -21,7 +21,8 @@ from bnnpred.io import read_json
 
 log = logging.getLogger(__name__)
 
-RUN_FILES = ("config.yaml", "metrics.json", "posterior.pt")
+POSTERIOR = "posterior.pt"  # the saved fit: all that a re-evaluation reads of its run
+RUN_FILES = ("config.yaml", "metrics.json", POSTERIOR)
 EVAL_FILES = ("config.yaml", "metrics.json")
 ALWAYS_RECORDED = ("config.yaml", "metrics.json", "selection.csv")  # the small files every record keeps
 RECORDED = (*ALWAYS_RECORDED, TRACE)  # the small files a record may keep

@@ -22,7 +22,15 @@ from bnnpred.app.run_evaluation import (
     predictors,
     print_table,
 )
-from bnnpred.app.run_record import EVAL_FILES, EVALS, FinishedRun, NotFinished, has_result_files, read_finished
+from bnnpred.app.run_record import (
+    EVAL_FILES,
+    EVALS,
+    POSTERIOR,
+    FinishedRun,
+    NotFinished,
+    has_result_files,
+    read_finished,
+)
 from bnnpred.app.run_setup import Setup, device_fields, likelihood_at, setup, typed
 from bnnpred.errors import BnnpredError
 from bnnpred.io import CorruptFile, load_torch, non_finite_to_null, save_npz, write_json, write_text
@@ -64,7 +72,7 @@ def load_fit(run: FinishedRun) -> dict[str, Any]:
                            f"made it ({run.document['run'].get('device') or 'unrecorded device'}); train it again "
                            "here with the same config and force=true")
     try:
-        return load_torch(run.folder / "posterior.pt")
+        return load_torch(run.folder / POSTERIOR)
     except CorruptFile as e:  # its checksum agrees, so train would skip it: force=true
         raise BnnpredError(f"{run.folder} is not a finished run ({e}); train it again with the same config and "
                            "force=true") from e

@@ -280,6 +280,15 @@ class Reproduction:
         self.made_by[folder] = _made_by(document(folder, EVAL_FILES))
         return folder
 
+    def evaluate_where_possible(self, run_dir: Path, *overrides: str) -> Path | None:
+        """:meth:`evaluate`, or None where the re-evaluation can be neither made (only the page is rebuilt, or the
+        run's posterior is on another device) nor read from the run's record: a point of a grid that the page lists
+        as not run instead of failing."""
+        if ((self.report_only or self.made_elsewhere(run_dir))
+                and not (eval_folder(run_dir, predictive_overrides(list(overrides))) / "metrics.json").is_file()):
+            return None
+        return self.evaluate(run_dir, *overrides)
+
     def _within_budget(self, folder: Path, jobs: list[list[str]], holding: list[Path], workers: int) -> None:
         """Return if the ``jobs`` (override lists) of the run or sweep ``folder`` that the ``holding`` folders (its
         run folders and records) lack end inside the budget, from the longest earlier run there; else raise

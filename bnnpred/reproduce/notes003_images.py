@@ -14,6 +14,7 @@ tier (the paper's 3c3d runs are notes004_table2's GPU preset); ``quick`` is a sm
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -278,21 +279,27 @@ def own_gp(run_dir: Path) -> int | None:
     return predictive.gp_subset_size if "gp" in predictive.kinds else None
 
 
-def gp_by_subset_size(r: Reproduction, chosen: pd.DataFrame) -> pd.DataFrame:
-    """Each seed's MAP network with the GP on M random training points: one row per (seed, M) with the test
-    metrics and the folder they are read from (the run's own GP at its M, a re-evaluation, ``bnnpred eval``, at
-    each other M)."""
+def gp_by_subset_size(r: Reproduction, chosen: pd.DataFrame, grid: tuple[int, ...]) -> tuple[pd.DataFrame, list[int]]:
+    """Each seed's MAP network with the GP on M random training points, M in ``grid``: one row per (seed, M) with
+    the test metrics and the folder they are read from (the run's own GP at its M, a re-evaluation, ``bnnpred
+    eval``, at each other M), for the M that every seed has; and the M of the grid that some seed's re-evaluation
+    is missing for, where it can be neither made nor read (:meth:`~Reproduction.evaluate_where_possible`): not run,
+    so that no mean is over fewer seeds than the others'."""
     runs = chosen[(chosen["row"] == "MAP") & (chosen["split"] == "test")]
-    rows = []
+    rows, not_run = [], set()
     for seed, run_dir in zip(runs["seed"], runs["run_dir"], strict=True):
         own = own_gp(run_dir)
-        for M in r.pick(quick=QUICK_GP_M, cpu=GP_M):
-            folder = run_dir if M == own else r.evaluate(run_dir, *gp_overrides(M))
+        for M in grid:
+            folder = run_dir if M == own else r.evaluate_where_possible(run_dir, *gp_overrides(M))
+            if folder is None:
+                not_run.add(M)
+                continue
             test = document(folder, EVAL_FILES)["metrics"]["test"]["gp"]
             rows.append({"seed": seed, "M": M, "folder": str(folder), **{m: test[m] for m in METRICS}})
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows, columns=["seed", "M", "folder", *METRICS])
+    frame = frame[~frame["M"].isin(not_run)].reset_index(drop=True)
     frame["accuracy"] *= 100
-    return frame
+    return frame, sorted(not_run)
 
 
 def gp_claims(by_m: pd.DataFrame, s: pd.DataFrame) -> list[Claim]:
@@ -346,18 +353,20 @@ def fig5_10(r: Reproduction, by_m: pd.DataFrame) -> str:
     return path.name
 
 
-def m_table(by_m: pd.DataFrame) -> list[str]:
+def m_table(by_m: pd.DataFrame, not_run: Iterable[int] = ()) -> list[str]:
+    """Fig 5.10's numbers per M (means ± standard deviations over the seeds), then a line per M of the grid that
+    was not run (:func:`gp_by_subset_size`)."""
     mean, sd = by_m.groupby("M")[list(METRICS)].mean(), by_m.groupby("M")[list(METRICS)].std(ddof=1)
     lines = ["| M | accuracy (%) | NLL | ECE | OOD-AUC |", "|---|---|---|---|---|"]
     for M in mean.index:
         lines.append(f"| {M} | " + " | ".join(spread(mean.loc[M, m], sd.loc[M, m], m) for m in METRICS) + " |")
-    return lines
+    return lines + [f"| {M} | not run: no re-evaluation in the records | | | |" for M in not_run]
 
 
 def make(r: Reproduction) -> str:
     frame = sweep_all(r)
     chosen = choose(frame)
-    by_m = gp_by_subset_size(r, chosen)
+    by_m, not_run = gp_by_subset_size(r, chosen, r.pick(quick=QUICK_GP_M, cpu=GP_M))
     by_m.drop(columns="folder").to_csv(r.out / "fig5_10_gp_by_m.csv", index=False)
     n_train = document(frame["run_dir"].iloc[0])["run"]["n_train"]
     seeds = chosen["seed"].nunique()
@@ -386,7 +395,7 @@ def make(r: Reproduction) -> str:
         "## Fig 5.10: the GP-GGN against its number of training points M (item 16)", "",
         "Each seed's MAP network (its chosen δ) re-evaluated with the GP on M random training points "
         "(`bnnpred eval`); means ± standard deviations over the seeds, `fig5_10_gp_by_m.csv` per seed.", "",
-        *m_table(by_m), "", f"![fig5.10]({fig5_10(r, by_m)})", "",
+        *m_table(by_m, not_run), "", f"![fig5.10]({fig5_10(r, by_m)})", "",
         r.table(gp_claims(by_m, stats(chosen))), "",
     ])
 

@@ -8,9 +8,10 @@ epochs, 16 δ, M = 3200, one seed; the paper's five seeds and the CIFAR-10 pair,
 run with ``bnnpred train -m`` as those presets describe). ``cpu`` (issue 17; about 13 h on 2 cores per pair) trains
 on all 60,000 training images for 30 epochs of the paper's schedule (Adam 1e-3 x 1/(⌊epoch/10⌋ + 1), batch 512)
 at δ ∈ {0.1, 1, 10, 100, 1000}, validates and tests on the paper's 5k / 5k halves of the official test set with
-the 10k OOD test images, 100 predictive samples, one seed, and the GP on M = 800 training points: M = 1600 needs
-18 GB for its features and M·C x M·C matrices (bench/README.md), more than the 23 GB machine leaves beside a
-second study. ``quick`` is a smoke run. The page states the scale its runs were made at (read from their
+the 10k OOD test images, 100 predictive samples, one seed, and the GP on M = 800 training points; notes-003 Fig
+5.10 re-evaluates MAP's network with the GP on M = 50 to 1600 (:data:`GP_M`): M = 1600 needs 18 GB for its
+features and M·C x M·C matrices (bench/README.md), which the 23 GB machine holds with no second study beside it.
+``quick`` is a smoke run. The page states the scale its runs were made at (read from their
 configs)."""
 
 from __future__ import annotations
@@ -244,6 +245,9 @@ def fig6(r: Reproduction, chosen: pd.DataFrame, name: str) -> str:
     return path.name
 
 
+# Fig 5.10's M on this page's 3c3d networks: notes003_images's grid and M = 1600, the largest of the notes' grid that
+# fits the CPU machines (18 GB of their 23 GB, bench/README.md) with nothing beside it
+GP_M = (*notes003_images.GP_M, 1600)
 GP_MEMORY = ("the paper's M = 3200 needs 44 GB for the kernel's features and matrices, bench/README.md: more than "
              "the CPU machines' 23 GB, and more than an 80 GB GPU holds beside three other runs")
 
@@ -273,7 +277,7 @@ def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
     runs = labelled(frame[frame["set"] == NOTES003_SET], notes003_images.ROWS)
     chosen = notes003_images.choose(runs)
     s = notes003_images.stats(chosen)
-    by_m = notes003_images.gp_by_subset_size(r, chosen)
+    by_m, not_run = notes003_images.gp_by_subset_size(r, chosen, r.pick(quick=notes003_images.QUICK_GP_M, cpu=GP_M))
     gp_m = finished(Path(runs["run_dir"].iloc[0])).config.predictive.gp_subset_size
     at_m = by_m[by_m["M"] == notes003_images.NOTES_GP_M]
     at_notes_m = at_m[list(METRICS)].mean() if len(at_m) else None  # Fig 5.10's re-evaluation at the notes' M
@@ -298,9 +302,23 @@ def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
         "### Fig 5.10: the GP-GGN against its number of training points M (item 16)", "",
         "MAP's network (its chosen δ) re-evaluated with the GP on M random training points (`bnnpred eval`); "
         "`fig5_10_gp_by_m.csv` has the numbers.", "",
-        *notes003_images.m_table(by_m), "", f"![fig5.10]({notes003_images.fig5_10(r, by_m)})", "",
+        *notes003_images.m_table(by_m, not_run), "", *not_run_note(not_run, chosen),
+        f"![fig5.10]({notes003_images.fig5_10(r, by_m)})", "",
         r.table(notes003_images.gp_claims(by_m, s)), "",
     ]
+
+
+def not_run_note(not_run: list[int], chosen: pd.DataFrame) -> list[str]:
+    """Why the M of Fig 5.10's grid without a re-evaluation in the records were not run, and how they are made:
+    on a machine that holds the posterior of MAP's chosen network (``chosen``: :func:`~bnnpred.reproduce.
+    notes003_images.choose`'s rows)."""
+    if not not_run:
+        return []
+    deltas = " ".join(f"{d:g}" for d in sorted(set(chosen.loc[chosen["row"] == "MAP", "delta"])))
+    return [f"M = {', '.join(map(str, not_run))}: no re-evaluation in the records. Only a machine that holds the "
+            f"posterior of MAP's chosen network (δ = {deltas}) can make it: `bench/cpu/notes004_campaign.py "
+            f"{NOTES003_SET} --deltas {deltas}` there, or after that run is trained again to the same bytes at the "
+            "campaign's commit.", ""]
 
 
 def seed_cost(runs: pd.DataFrame, by_m: pd.DataFrame) -> str:

@@ -83,9 +83,10 @@ def test_the_plan_skips_recorded_runs_and_times_each_from_the_records_of_its_com
 
 def test_a_step_that_does_not_fit_is_passed_over_and_re_evaluations_come_after_a_deltas_runs(tmp_path, planned):
     """Fashion-MNIST's set, nothing recorded at δ = 1 and 10: the guesses time kron (3000 s of training + 2200),
-    the dampened and last-layer runs on its network (1200 each) and each of kron's 4 re-evaluations (450); a record
+    the dampened and last-layer runs on its network (1200 each) and each of kron's 5 re-evaluations (450, M = 50,
+    100, 200, 400, 1600: 800 is its own GP); a record
     of another δ times the diagonal run at 5000 s. A budget of 8050 s: kron, the dampened run, the diagonal run passed
-    over (5000 > 1650 left), the last-layer run (450 left), one re-evaluation, the other 3 passed over; nothing of
+    over (5000 > 1650 left), the last-layer run (450 left), one re-evaluation, the other 4 passed over; nothing of
     δ = 10 fits in the 0 s left."""
     records, head = tmp_path / "records", commit()
     fake_record(records, "diag", 100.0, 5000.0, {"seconds": 60.0, "from_fit_cache": 1.0}, name="fashion_mnist")
@@ -96,17 +97,40 @@ def test_a_step_that_does_not_fit_is_passed_over_and_re_evaluations_come_after_a
         f"fashion_mnist kron δ=1 (about 5200 s) at {head}",
         f"fashion_mnist kron_dampened δ=1 (about 1200 s) at {head}",
         f"fashion_mnist last_layer δ=1 (about 1200 s) at {head}",
-        f"fashion_mnist kron δ=1 re-evaluation on another M (about 450 s) at {head}"]
+        f"fashion_mnist kron δ=1 re-evaluation predictive.kinds=[gp] predictive.gp_subset_size=50 (about 450 s) at "
+        f"{head}"]
     assert "notes004_campaign: diag δ=1 passed over: about 5000 s, 1650 s of the budget left" in out.stdout
-    assert "notes004_campaign: 3 re-evaluations of kron δ=1 passed over: about 450 s each, 0 s of the budget left" \
-        in out.stdout
+    assert "notes004_campaign: 4 re-evaluations of kron δ=1 passed over: about 450 s for the next, 0 s of the budget " \
+        "left" in out.stdout
     assert "notes004_campaign: kron δ=10 passed over: about 5200 s, 0 s of the budget left" in out.stdout
     out = planned("fashion_mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
-                  "10", "--hours", str((5200 + 2 * 1200 + 5000 + 4 * 450 + 5200 + 100) / 3600))
+                  "10", "--hours", str((5200 + 2 * 1200 + 5000 + 5 * 450 + 5200 + 100) / 3600))
     assert plan_lines(out.stdout)[-2:] == [  # δ = 1 whole, δ = 10 begun
-        f"fashion_mnist kron δ=1 re-evaluation on another M (about 450 s) at {head}",
+        f"fashion_mnist kron δ=1 re-evaluation predictive.kinds=[gp] predictive.gp_subset_size=1600 (about 450 s) "
+        f"at {head}",
         f"fashion_mnist kron δ=10 (about 5200 s) at {head}"]
     assert "kron_dampened δ=10 passed over: about 1200 s, 100 s of the budget left" in out.stdout
+
+
+def test_a_re_evaluation_on_more_points_than_any_recorded_is_timed_in_proportion_to_m(tmp_path, planned):
+    """Recorded re-evaluations of Fashion-MNIST's kron runs at M = 200 (300 s) and 400 (500 s) time every M up to 400
+    by the longest (500 s) and M = 1600 at 1600 / 400 x 500 s: the GP's cost per test point grows with M."""
+    records, head = tmp_path / "records", commit()
+    fake_record(records, "kron", 100.0, 100.0, {"seconds": 60.0}, name="fashion_mnist")
+    for M, seconds in ((200, 300.0), (400, 500.0)):
+        folder = records / "fashion_mnist" / "kron" / "delta100.0" / "evals" / f"m{M}"
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text("{}")
+        (folder / "metrics.json").write_text(json.dumps({
+            "run": {"changes": {"predictive.gp_subset_size": M}},
+            "metrics": {"valid": {"gp": {"seconds": seconds - 100}}, "test": {"gp": {"seconds": 50.0,
+                                                                                       "ood_seconds": 50.0}}}}))
+    out = planned("fashion_mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
+                  "--hours", "10")
+    assert out.returncode == 0, out.stderr
+    assert [line for line in plan_lines(out.stdout) if "re-evaluation" in line] == [
+        f"fashion_mnist kron δ=1 re-evaluation predictive.kinds=[gp] predictive.gp_subset_size={M} (about {s} s) at "
+        f"{head}" for M, s in ((50, 500), (100, 500), (200, 500), (400, 500), (1600, 2000))]
 
 
 def test_a_later_delta_that_fits_is_begun_after_a_run_passed_over(tmp_path, planned):
@@ -246,8 +270,16 @@ def test_a_delta_of_a_set_trains_each_posterior_once_and_writes_its_records(tmp_
         "notes004_campaign: 1 records of fashion_mnist last_layer")  # every run's record before the re-evaluation
     again = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})  # every run recorded: nothing to do
     assert again.returncode == 0 and again.stdout == "" and again.stderr == ""
-    # a session ended among the re-evaluations: the run's record without it, its posterior still on this machine
+    # the run trained again here to the record's bytes (its folder without the re-evaluation): the record's is taken
     kron = Path("runs") / "notes004_table2" / "fashion_mnist" / "kron" / "delta1.0"
+    record = records / "fashion_mnist" / "kron" / "delta1.0"
+    before = {p: p.read_bytes() for p in record.rglob("*") if p.is_file()}
+    shutil.rmtree(work / kron / "evals")
+    again = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})
+    assert again.returncode == 0 and again.stdout == ("notes004_campaign: kron δ=1: 1 re-evaluation taken from its "
+                                                      "record (the same posterior, byte for byte)\n"), again.stderr
+    assert (work / kron / "evals").is_dir() and {p: p.read_bytes() for p in record.rglob("*") if p.is_file()} == before
+    # a session ended among the re-evaluations: the run's record without it, its posterior still on this machine
     for folder in (records / "fashion_mnist" / "kron" / "delta1.0", work / kron):
         shutil.rmtree(folder / "evals")
     again = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})
@@ -263,8 +295,8 @@ def test_a_delta_of_a_set_trains_each_posterior_once_and_writes_its_records(tmp_
     shutil.rmtree(work / "runs")
     again = campaign(*args, env={"BNNPRED_DATA_DIR": str(data_root)})
     assert again.returncode == 0 and again.stdout == ""
-    assert again.stderr.startswith("notes004_campaign: kron δ=1's record lacks 1 of its re-evaluations "
-                                   "(predictive.kinds=[gp] predictive.gp_subset_size=10 …)")
+    assert again.stderr.startswith("notes004_campaign: kron δ=1's record lacks 1 of its re-evaluations (M = 10); "
+                                   "only a machine with its posterior can make them")
 
 
 def test_a_failed_run_stops_the_campaign_and_leaves_the_records_alone(tmp_path, worktree):

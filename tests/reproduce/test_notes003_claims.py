@@ -245,21 +245,32 @@ def gp_run(folder, kinds: list[str], gp_metrics: dict) -> str:
 
 def test_fig5_10_reads_the_runs_own_gp_at_its_m_and_re_evaluates_the_others(tmp_path):
     """The run's own GP (M = 20 here) is Fig 5.10's point at that M: the same network, points and prior factors, so
-    the campaign that makes the re-evaluations where the posterior is skips it; every other M is a re-evaluation."""
+    the campaign that makes the re-evaluations where the posterior is skips it; every other M is a re-evaluation.
+    An M whose re-evaluation can be neither made nor read (M = 40: none in a page rebuilt from records) is not run,
+    for every seed: the second seed's M = 10 is left out with it, so no mean is over fewer seeds."""
     metrics = {"accuracy": 0.9, "nll": 0.3, "ece": 0.02, "ood_auc": 0.8}
-    run = gp_run(tmp_path / "run", ["map", "gp"], metrics)
+    runs = [gp_run(tmp_path / f"run{seed}", ["map", "gp"], metrics) for seed in (1, 2)]
     asked = []
 
     class Stub:
-        def pick(self, quick, cpu, full=None):
-            return quick
-
-        def evaluate(self, run_dir, *overrides):
-            asked.append(overrides)
+        def evaluate_where_possible(self, run_dir, *overrides):
+            asked.append((run_dir, overrides))
+            if overrides == notes003_images.gp_overrides(40) or (run_dir, overrides) == (
+                    runs[1], notes003_images.gp_overrides(10)):
+                return None
             return gp_run(tmp_path / "evals" / str(len(asked)), ["gp"], {**metrics, "ood_auc": 0.7})
 
-    chosen = pd.DataFrame({"row": ["MAP"], "split": ["test"], "seed": [117], "run_dir": [run]})
-    frame = notes003_images.gp_by_subset_size(Stub(), chosen)
-    assert asked == [notes003_images.gp_overrides(10)] == [("predictive.kinds=[gp]", "predictive.gp_subset_size=10")]
-    assert frame[["M", "ood_auc"]].values.tolist() == [[10, 0.7], [20, 0.8]] and frame["folder"].iloc[1] == run
-    assert notes003_images.own_gp(run) == 20 and notes003_images.own_gp(gp_run(tmp_path / "nogp", ["map"], {})) is None
+    chosen = pd.DataFrame({"row": ["MAP"], "split": ["test"], "seed": [117], "run_dir": [runs[0]]})
+    frame, not_run = notes003_images.gp_by_subset_size(Stub(), chosen, (10, 20))
+    assert [o for _, o in asked] == [notes003_images.gp_overrides(10)] == [
+        ("predictive.kinds=[gp]", "predictive.gp_subset_size=10")]
+    assert frame[["M", "ood_auc", "accuracy"]].values.tolist() == [[10, 0.7, 90.0], [20, 0.8, 90.0]]
+    assert frame["folder"].iloc[1] == runs[0] and not_run == []
+    assert notes003_images.own_gp(runs[0]) == 20
+    assert notes003_images.own_gp(gp_run(tmp_path / "nogp", ["map"], {})) is None
+    two = pd.DataFrame({"row": ["MAP"] * 2, "split": ["test"] * 2, "seed": [117, 68], "run_dir": runs})
+    frame, not_run = notes003_images.gp_by_subset_size(Stub(), two, (10, 20, 40))
+    assert frame[["seed", "M"]].values.tolist() == [[117, 20], [68, 20]] and not_run == [10, 40]
+    table = notes003_images.m_table(frame, not_run)
+    assert table[2].startswith("| 20 | 90.0") and table[3:] == [
+        f"| {M} | not run: no re-evaluation in the records | | | |" for M in (10, 40)]

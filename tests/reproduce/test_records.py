@@ -17,10 +17,10 @@ import torch
 
 import bnnpred.reproduce as reproduce_module
 from bnnpred import cli
-from bnnpred.app.records import export_record, seed_from_record, verify_record
+from bnnpred.app.records import export_record, same_fit, seed_evaluations, seed_from_record, verify_record
 from bnnpred.app.report.tables import collect, find_runs
 from bnnpred.app.run_evaluation import predictors
-from bnnpred.app.run_files import MANIFEST, PACKED, RECORD, locked, staged, stored
+from bnnpred.app.run_files import MANIFEST, PACKED, RECORD, locked, staged, stored, write_manifest
 from bnnpred.app.run_record import EVAL_FILES, RECORDED, TRACE
 from bnnpred.app.saved_runs import restore
 from bnnpred.errors import BnnpredError, MissingDataError
@@ -466,6 +466,47 @@ def test_a_record_never_replaces_a_run_that_holds_its_large_files(tmp_path, made
     posterior = (run_dir / "posterior.pt").read_bytes()
     assert not seed_from_record(records(tmp_path) / "single", run_dir)
     assert (run_dir / "posterior.pt").read_bytes() == posterior and not (run_dir / RECORD).exists()
+
+
+def test_a_run_trained_again_to_its_records_bytes_takes_the_records_re_evaluations_and_exports_them(
+        tmp_path, made):
+    """The single run trained again on another machine (here: its folder without its re-evaluation, its posterior
+    unchanged) is the record's fit: the record's re-evaluation is copied in, read as the run's own, and its export
+    keeps it, where it would otherwise drop it with the record it replaces. One byte of the posterior otherwise,
+    and the record's re-evaluation is of another network: nothing is copied."""
+    run_dir, record = tmp_path / "runs" / "tiny" / "single", records(tmp_path) / "single"
+    held = sorted(p.name for p in (record / "evals").iterdir())
+    assert len(held) == 1 and sorted(p.name for p in (run_dir / "evals").iterdir()) == held
+    shutil.rmtree(run_dir / "evals")
+    assert same_fit(run_dir, record)
+    assert seed_evaluations(record, run_dir) == [run_dir / "evals" / held[0]]
+    assert seed_evaluations(record, run_dir) == []  # held now
+    before = {p.relative_to(record): p.read_bytes() for p in record.rglob("*") if p.is_file()}
+    export_record(run_dir, record)
+    assert {p.relative_to(record): p.read_bytes() for p in record.rglob("*") if p.is_file()} == before
+    assert build(tmp_path, "runs", report_only=True) == made
+    shutil.rmtree(run_dir / "evals")
+    fit = torch.load(run_dir / "posterior.pt")  # the same run trained to other bytes: a finished run of its own
+    torch.save({**fit, "other": torch.zeros(1)}, run_dir / "posterior.pt")
+    write_manifest(run_dir)
+    assert not same_fit(run_dir, record) and seed_evaluations(record, run_dir) == []
+    assert not (run_dir / "evals").exists()
+
+
+def test_a_rebuild_lists_a_re_evaluation_its_records_lack_and_a_run_here_makes_it(tmp_path, made):
+    """:meth:`Reproduction.evaluate_where_possible`: rebuilding the page, a re-evaluation that the records lack is
+    None (a grid point the page lists as not run) and one they hold is read; a study run where its runs are makes
+    the missing one."""
+    single = records(tmp_path) / "single"
+    rebuild = Reproduction(runs=tmp_path / "runs", out=tmp_path / "outputs" / "tiny", tier=Tier.cpu, jobs=1,
+                           from_records=True, report_only=True)
+    held = rebuild.evaluate_where_possible(single, "predictive.kinds=[nn]", "predictive.n_samples=5")
+    assert held is not None and held.parent == single / "evals"
+    assert rebuild.evaluate_where_possible(single, "predictive.kinds=[nn]", "predictive.n_samples=6") is None
+    run = Reproduction(runs=tmp_path / "runs", out=tmp_path / "outputs" / "tiny", tier=Tier.cpu, jobs=1,
+                       from_records=True)
+    made_here = run.evaluate_where_possible(single, "predictive.kinds=[nn]", "predictive.n_samples=6")
+    assert (made_here / "metrics.json").is_file() and made_here.parent == single / "evals"
 
 
 def test_an_export_cut_short_leaves_dot_folders_that_readers_skip_and_the_next_export_removes(tmp_path, made):
