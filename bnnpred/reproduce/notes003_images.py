@@ -281,10 +281,10 @@ def own_gp(run_dir: Path) -> int | None:
 
 def gp_by_subset_size(r: Reproduction, chosen: pd.DataFrame, grid: tuple[int, ...]) -> tuple[pd.DataFrame, list[int]]:
     """Each seed's MAP network with the GP on M random training points, M in ``grid``: one row per (seed, M) with
-    the test metrics and the folder they are read from (the run's own GP at its M, a re-evaluation, ``bnnpred
-    eval``, at each other M), for the M that every seed has; and the M of the grid that some seed's re-evaluation
-    is missing for, where it can be neither made nor read (:meth:`~Reproduction.evaluate_where_possible`): not run,
-    so that no mean is over fewer seeds than the others'."""
+    the test metrics, the network's run and the folder they are read from (the run's own GP at its M, a
+    re-evaluation, ``bnnpred eval``, at each other M), for the M that every seed has; and the M of the grid that
+    some seed's re-evaluation is missing for, where it can be neither made nor read
+    (:meth:`~Reproduction.evaluate_where_possible`): not run, so that no mean is over fewer seeds than the others'."""
     runs = chosen[(chosen["row"] == "MAP") & (chosen["split"] == "test")]
     rows, not_run = [], set()
     for seed, run_dir in zip(runs["seed"], runs["run_dir"], strict=True):
@@ -295,8 +295,9 @@ def gp_by_subset_size(r: Reproduction, chosen: pd.DataFrame, grid: tuple[int, ..
                 not_run.add(M)
                 continue
             test = document(folder, EVAL_FILES)["metrics"]["test"]["gp"]
-            rows.append({"seed": seed, "M": M, "folder": str(folder), **{m: test[m] for m in METRICS}})
-    frame = pd.DataFrame(rows, columns=["seed", "M", "folder", *METRICS])
+            rows.append({"seed": seed, "M": M, "run_dir": run_dir, "folder": str(folder),
+                         **{m: test[m] for m in METRICS}})
+    frame = pd.DataFrame(rows, columns=["seed", "M", "run_dir", "folder", *METRICS])
     frame = frame[~frame["M"].isin(not_run)].reset_index(drop=True)
     frame["accuracy"] *= 100
     return frame, sorted(not_run)
@@ -367,7 +368,7 @@ def make(r: Reproduction) -> str:
     frame = sweep_all(r)
     chosen = choose(frame)
     by_m, not_run = gp_by_subset_size(r, chosen, r.pick(quick=QUICK_GP_M, cpu=GP_M))
-    by_m.drop(columns="folder").to_csv(r.out / "fig5_10_gp_by_m.csv", index=False)
+    by_m.drop(columns=["run_dir", "folder"]).to_csv(r.out / "fig5_10_gp_by_m.csv", index=False)
     n_train = document(frame["run_dir"].iloc[0])["run"]["n_train"]
     seeds = chosen["seed"].nunique()
     return "\n".join([

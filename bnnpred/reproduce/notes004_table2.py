@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -252,9 +253,10 @@ GP_MEMORY = ("the paper's M = 3200 needs 44 GB for the kernel's features and mat
              "the CPU machines' 23 GB, and more than an 80 GB GPU holds beside three other runs")
 
 
-def scale(frame: pd.DataFrame, name: str) -> str:
+def scale(frame: pd.DataFrame, name: str, gp_m: int | None = None) -> str:
     """The scale one set's runs were made at, read from one of them (the runs of a sweep share it): training
-    images, epochs and batch, test and OOD images, predictive samples, the GP's M, the seed."""
+    images, epochs and batch, test and OOD images, predictive samples, the GP's M (and ``gp_m``, the table's gp
+    row's, where that is a re-evaluation's: :func:`gp_at_largest_m`), the seed."""
     run = finished(Path(frame.loc[frame["set"] == name, "run_dir"].iloc[0]))
     cfg, summary = run.config, run.document["run"]
     images = f"all {summary['n_train']:,}" if cfg.dataset.n_train is None else f"a seeded {summary['n_train']:,} of the"
@@ -266,22 +268,55 @@ def scale(frame: pd.DataFrame, name: str) -> str:
     return (f"Trained on {images} training images for {epochs} epoch{'s' * (epochs != 1)} (batch "
             f"{cfg.inference.map.batch_size}); {summary['n_test']:,} test images ({valid}), "
             f"{summary['n_ood']:,} OOD images; {cfg.predictive.n_samples} predictive samples; the GP on "
-            f"M = {cfg.predictive.gp_subset_size} training points ({GP_MEMORY}); seed {cfg.seed}; {cfg.dtype} "
+            f"M = {cfg.predictive.gp_subset_size} training points"
+            + (f", the gp row on M = {gp_m} (MAP's network re-evaluated: Fig 5.10 below)" if gp_m else "")
+            + f" ({GP_MEMORY}); seed {cfg.seed}; {cfg.dtype} "
             f"on {' and '.join(devices)} (device={kinds}).")
 
 
-def notes003_section(r: Reproduction, frame: pd.DataFrame) -> list[str]:
+class Notes003(NamedTuple):
+    """notes-003's rows on :data:`NOTES003_SET`: its runs (labelled by :data:`~bnnpred.reproduce.notes003_images.
+    ROWS`), those chosen per row, Fig 5.10's GP against M on MAP's network and the M of its grid not run
+    (:func:`~bnnpred.reproduce.notes003_images.gp_by_subset_size`)."""
+    runs: pd.DataFrame
+    chosen: pd.DataFrame
+    by_m: pd.DataFrame
+    not_run: list[int]
+
+
+def notes003_rows(r: Reproduction, frame: pd.DataFrame) -> Notes003:
+    """:class:`Notes003` of the runs in ``frame`` (their GP re-evaluations made or read)."""
+    runs = labelled(frame[frame["set"] == NOTES003_SET], notes003_images.ROWS)
+    chosen = notes003_images.choose(runs)
+    return Notes003(runs, chosen, *notes003_images.gp_by_subset_size(
+        r, chosen, r.pick(quick=notes003_images.QUICK_GP_M, cpu=GP_M)))
+
+
+def gp_at_largest_m(chosen: pd.DataFrame, by_m: pd.DataFrame, name: str) -> tuple[pd.DataFrame, int | None]:
+    """Table 2's rows (``chosen``: :func:`choose`'s) with set ``name``'s gp row on the largest M that Fig 5.10
+    re-evaluated its network on (``by_m``: :class:`Notes003`'s), where that is above the run's own M: notes-004's
+    GP on the largest M that fits in memory (the paper's M = 3200 does not: :data:`GP_MEMORY`). Its test metrics and
+    folder (a re-evaluation's, whose entropy histograms Fig. 6 draws) are replaced; returns the rows and that M
+    (None: the run's own GP stays)."""
+    at = (chosen["set"] == name) & (chosen["row"] == "gp predictive") & (chosen["split"] == "test")
+    network = by_m[by_m["run_dir"].isin(chosen.loc[at, "run_dir"])]
+    if network.empty or (largest := network.loc[network["M"].idxmax()])["folder"] == largest["run_dir"]:
+        return chosen, None
+    replaced = chosen.copy()
+    replaced.loc[at, [*METRICS, "run_dir"]] = [*(largest[m] for m in METRICS), largest["folder"]]
+    return replaced, int(largest["M"])
+
+
+def notes003_section(r: Reproduction, notes003: Notes003) -> list[str]:
     """notes-003 Table 5.2, Fig 5.9 and Fig 5.10 (checklist items 13, 15, 16) on this page's Fashion-MNIST networks
     (issue 17): :mod:`~bnnpred.reproduce.notes003_images`'s rows, choice of δ, claims and GP-against-M
     re-evaluations, on the 3c3d runs instead of that page's substitute MLP."""
-    runs = labelled(frame[frame["set"] == NOTES003_SET], notes003_images.ROWS)
-    chosen = notes003_images.choose(runs)
+    runs, chosen, by_m, not_run = notes003
     s = notes003_images.stats(chosen)
-    by_m, not_run = notes003_images.gp_by_subset_size(r, chosen, r.pick(quick=notes003_images.QUICK_GP_M, cpu=GP_M))
     gp_m = finished(Path(runs["run_dir"].iloc[0])).config.predictive.gp_subset_size
     at_m = by_m[by_m["M"] == notes003_images.NOTES_GP_M]
     at_notes_m = at_m[list(METRICS)].mean() if len(at_m) else None  # Fig 5.10's re-evaluation at the notes' M
-    by_m.drop(columns="folder").to_csv(r.out / "fig5_10_gp_by_m.csv", index=False)
+    by_m.drop(columns=["run_dir", "folder"]).to_csv(r.out / "fig5_10_gp_by_m.csv", index=False)
     return [
         f"## notes-003 Table 5.2, Fig 5.9 and Fig 5.10 on the same networks ({NOTES003_SET}, OOD: "
         f"{PAIRS[NOTES003_SET]})", "",
@@ -352,12 +387,14 @@ def make(r: Reproduction) -> str:
     sets = list(PAIRS)
     frame, waiting = sweep_all(r, sets)
     table2 = labelled(frame, ROWS)
-    chosen = choose(table2)
+    notes003 = notes003_rows(r, frame) if made(frame, NOTES003_SET, {**POSTERIORS, **NOTES003_POSTERIORS}) else None
+    chosen, gp_m = gp_at_largest_m(choose(table2), notes003.by_m, NOTES003_SET) if notes003 else (choose(table2), None)
     sections = []
     for name in (name for name in sets if made(frame, name, POSTERIORS)):
         beside = ("the paper's FMNIST numbers (60k images, 500 epochs, 5 seeds) in brackets" if name == "fashion_mnist"
                   else "the paper's MNIST table is in its missing App. B.4")
-        sections += [f"## {name} (OOD: {PAIRS[name]}); {beside}", "", scale(table2, name), "", *table(chosen, name),
+        sections += [f"## {name} (OOD: {PAIRS[name]}); {beside}", "",
+                     scale(table2, name, gp_m if name == NOTES003_SET else None), "", *table(chosen, name),
                      "", r.table(claims(summarize(chosen[chosen["set"] == name], "test", ["row"]).set_index("row"),
                                         (PAPER["MAP"], PAPER["glm predictive"]) if name == "fashion_mnist" else None,
                                         name)),
@@ -374,8 +411,7 @@ def make(r: Reproduction) -> str:
         "the OOD set's by predictive entropy; one seed, so no error bars. Each section states the scale its runs "
         "were made at.",
         "", *sections, "## CIFAR-10 (notes-004 item 8's second set)", "", r.table([cifar10()]), "",
-        *(notes003_section(r, frame) if made(frame, NOTES003_SET, {**POSTERIORS, **NOTES003_POSTERIORS})
-          else notes003_pending(r)), *pending_section(r, waiting),
+        *(notes003_section(r, notes003) if notes003 else notes003_pending(r)), *pending_section(r, waiting),
     ])
 
 

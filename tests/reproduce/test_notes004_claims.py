@@ -353,3 +353,33 @@ def test_table2_states_the_scale_its_runs_were_made_at(tmp_path):
         f"({notes004_table2.GP_MEMORY}); seed 117; float32 on NVIDIA H100 80GB HBM3 (device=cuda).")
     assert notes004_table2.scale(frame, "mnist").startswith("Trained on a seeded 8,000 of the training images")
     assert notes004_table2.scale(frame, "mnist").endswith("float32 on x86_64 (device=cpu).")
+    assert notes004_table2.scale(frame, "fashion_mnist", gp_m=1600).startswith(
+        "Trained on all 60,000 training images for 30 epochs (batch 512); 5,000 test images (an equal validation "
+        "half), 10,000 OOD images; 100 predictive samples; the GP on M = 800 training points, the gp row on M = 1600 "
+        "(MAP's network re-evaluated: Fig 5.10 below) (")
+
+
+def test_table2s_gp_row_takes_the_largest_m_fig5_10_re_evaluated_maps_network_on():
+    """notes-004's GP on the largest M that fits: where Fig 5.10 re-evaluated the gp row's network (MAP's) on an M
+    above the run's own, that set's gp test row reads the re-evaluation's metrics and folder (Fig. 6 draws its
+    entropies); the other set's gp row, its valid row and every other row are unchanged; without a larger M (or
+    with re-evaluations of another network) nothing changes."""
+    metrics = list(notes004_table2.METRICS)
+    chosen = pd.DataFrame([
+        {"set": name, "row": row, "split": split, "run_dir": f"{name}/kron", "accuracy": 90.0, "nll": 0.3,
+         "ece": 0.02, "ood_auc": 0.8}
+        for name in ("fashion_mnist", "mnist") for row in ("MAP", "gp predictive") for split in ("valid", "test")])
+    by_m = pd.DataFrame({"seed": [117] * 3, "M": [400, 800, 1600], "run_dir": ["fashion_mnist/kron"] * 3,
+                         "folder": ["fashion_mnist/kron/evals/m400", "fashion_mnist/kron",
+                                    "fashion_mnist/kron/evals/m1600"],
+                         "accuracy": [91.0, 92.0, 93.0], "nll": [0.25, 0.24, 0.23], "ece": [0.01, 0.006, 0.005],
+                         "ood_auc": [0.78, 0.79, 0.80]})
+    replaced, m = notes004_table2.gp_at_largest_m(chosen, by_m, "fashion_mnist")
+    assert m == 1600
+    at = (replaced["set"] == "fashion_mnist") & (replaced["row"] == "gp predictive") & (replaced["split"] == "test")
+    assert replaced.loc[at, [*metrics, "run_dir"]].values.tolist() == [
+        [93.0, 0.23, 0.005, 0.80, "fashion_mnist/kron/evals/m1600"]]
+    assert replaced[~at].equals(chosen[~at])
+    for without in (by_m[by_m["M"] <= 800], by_m.assign(run_dir="fashion_mnist/diag")):
+        same, m = notes004_table2.gp_at_largest_m(chosen, without, "fashion_mnist")
+        assert m is None and same.equals(chosen)
