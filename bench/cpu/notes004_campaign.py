@@ -41,7 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bnnpred.app.compose import predictive_overrides
-from bnnpred.app.records import export_records, same_fit, seed_evaluations
+from bnnpred.app.records import export_records, same_fit
 from bnnpred.app.run_files import RECORD
 from bnnpred.app.run_index import INDEX, copy_relative
 from bnnpred.app.run_record import NotFinished
@@ -327,13 +327,9 @@ def campaign(args: argparse.Namespace) -> int:
                   "network of MAP's chosen δ)", flush=True)
             continue
         elif here:
-            same = recorded and same_fit(workdir / run, to / subdir(delta))  # trained again to the record's bytes
-            if same and not args.dry and (copied := seed_evaluations(to / subdir(delta), workdir / run)):
-                print(f"notes004_campaign: {posterior} δ={delta:g}: {len(copied)} re-evaluation"
-                      f"{'s' * (len(copied) != 1)} taken from its record (the same posterior, byte for byte)",
-                      flush=True)
             todo = lacking(workdir / run, evaluations(args.tier, notes003_images.own_gp(workdir / run)))
-            todo = lacking(to / subdir(delta), todo) if same else todo  # a dry plan copies nothing
+            if recorded and same_fit(workdir / run, to / subdir(delta)):  # its record's are of this posterior's bytes
+                todo = lacking(to / subdir(delta), todo)
         else:
             if recorded and (missing := lacking(to / subdir(delta), evaluations(args.tier, notes003_images.own_gp(
                     to / subdir(delta))))):

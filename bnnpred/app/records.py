@@ -86,8 +86,9 @@ def _copy_record(run: FinishedRun, to: Path, keep: tuple[str, ...]) -> None:
 def export_records(runs: Path, records: Path, device: str, keep: tuple[str, ...] = ALWAYS_RECORDED) -> list[Path]:
     """The records (keeping ``keep``: :func:`export_record`) of every finished run of ``device`` under ``runs``,
     written to the same paths under ``records`` (a campaign stopped at its budget keeps what it finished this way);
-    runs of another device, and folders that hold no finished run, are left out with a warning. Returns the records
-    written."""
+    where a record there is another training of the run's fit (:func:`same_fit`, not :func:`same_run`), it is kept
+    and gains the run's re-evaluations it lacks (:func:`add_evaluations`). Runs of another device, and folders that
+    hold no finished run, are left out with a warning. Returns the records written."""
     written = []
     for run_dir in find_runs([runs]) if runs.is_dir() else []:
         try:
@@ -98,7 +99,52 @@ def export_records(runs: Path, records: Path, device: str, keep: tuple[str, ...]
         if run.config.get("device") != device:
             log.warning("no record of %s: it ran on device=%s, not %s", run_dir, run.config.get("device"), device)
             continue
-        written.append(export_record(run_dir, records / run_dir.relative_to(runs), keep))
+        record_dir = records / run_dir.relative_to(runs)
+        if another_training(run_dir, record_dir):
+            add_evaluations(run_dir, record_dir, keep)
+        else:
+            export_record(run_dir, record_dir, keep)
+        written.append(record_dir)
+    return written
+
+
+def another_training(run_dir: Path, record_dir: Path) -> bool:
+    """Whether an intact record in ``record_dir`` is of the finished run's fit (:func:`same_fit`) but was made by
+    another training of it (not :func:`same_run`); False where there is no intact record (an export writes one)."""
+    if not (Path(record_dir) / MANIFEST).is_file():
+        return False
+    try:
+        return same_fit(run_dir, record_dir) and not same_run(run_dir, record_dir)
+    except BnnpredError:
+        return False
+
+
+def same_run(run_dir: Path, record_dir: Path) -> bool:
+    """Whether the record in ``record_dir`` was exported from the run in ``run_dir`` (or a copy of it): the same
+    checksum of its ``metrics.json``, whose times and finish differ between two trainings of the same fit."""
+    return read_json(Path(run_dir) / MANIFEST)["files"]["metrics.json"] == \
+        read_json(Path(record_dir) / MANIFEST)["files"]["metrics.json"]
+
+
+def add_evaluations(run_dir: Path, record_dir: Path, keep: tuple[str, ...] = ALWAYS_RECORDED) -> list[Path]:
+    """Write into the record in ``record_dir`` the records of the run's re-evaluations that it lacks, where the run
+    is another training of the record's fit (:func:`same_fit`; on another machine): the record stays the run that
+    made it (its times, its finish), and gains re-evaluations of the same posterior bytes. Each is written into a
+    dot-folder and renamed into place; returns those written."""
+    if not same_fit(run_dir, record_dir):
+        raise BnnpredError(f"{run_dir} is not the fit of the record {record_dir} (another key or posterior): export "
+                           "its record with export_record instead")
+    held = {evaluation.folder.name for evaluation in evaluations(record_dir)}
+    written = []
+    for evaluation in evaluations(run_dir):
+        if (name := evaluation.folder.name) in held:
+            continue
+        target, partial = Path(record_dir) / EVALS / name, Path(record_dir) / EVALS / f".{name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        _copy_record(evaluation, partial, keep)
+        shutil.rmtree(target, ignore_errors=True)  # a broken re-evaluation of that key
+        os.rename(partial, target)
+        written.append(target)
     return written
 
 
@@ -149,26 +195,3 @@ def same_fit(run_dir: Path, record_dir: Path) -> bool:
     return (run.document["run"]["key"] == record.document["run"]["key"]
             and read_json(run.folder / MANIFEST)["files"][POSTERIOR]
             == read_json(record.folder / MANIFEST)["files"].get(POSTERIOR))
-
-
-def seed_evaluations(record_dir: Path, run_dir: Path) -> list[Path]:
-    """Copy into the finished run in ``run_dir`` the records of the re-evaluations that its record in
-    ``record_dir`` holds and it lacks, where the record is of the same fit (:func:`same_fit`; none otherwise: they
-    evaluated another network); returns the folders written. The run's next export (:func:`export_record`) keeps
-    them, where it would otherwise drop them with the record it replaces. Each is copied into a dot-folder and
-    renamed into place, under the run's lock."""
-    if not same_fit(run_dir, record_dir):
-        return []
-    written = []
-    with locked(run_dir):
-        held = {evaluation.folder.name for evaluation in evaluations(run_dir)}
-        for evaluation in evaluations(record_dir):
-            if (name := evaluation.folder.name) in held:
-                continue
-            target, partial = Path(run_dir) / EVALS / name, Path(run_dir) / EVALS / f".{name}.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            shutil.copytree(evaluation.folder, partial)
-            shutil.rmtree(target, ignore_errors=True)  # a broken re-evaluation of that key
-            os.rename(partial, target)
-            written.append(target)
-    return written

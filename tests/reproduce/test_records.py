@@ -17,7 +17,7 @@ import torch
 
 import bnnpred.reproduce as reproduce_module
 from bnnpred import cli
-from bnnpred.app.records import export_record, same_fit, seed_evaluations, seed_from_record, verify_record
+from bnnpred.app.records import export_record, export_records, same_fit, same_run, seed_from_record, verify_record
 from bnnpred.app.report.tables import collect, find_runs
 from bnnpred.app.run_evaluation import predictors
 from bnnpred.app.run_files import MANIFEST, PACKED, RECORD, locked, staged, stored, write_manifest
@@ -468,29 +468,34 @@ def test_a_record_never_replaces_a_run_that_holds_its_large_files(tmp_path, made
     assert (run_dir / "posterior.pt").read_bytes() == posterior and not (run_dir / RECORD).exists()
 
 
-def test_a_run_trained_again_to_its_records_bytes_takes_the_records_re_evaluations_and_exports_them(
-        tmp_path, made):
-    """The single run trained again on another machine (here: its folder without its re-evaluation, its posterior
-    unchanged) is the record's fit: the record's re-evaluation is copied in, read as the run's own, and its export
-    keeps it, where it would otherwise drop it with the record it replaces. One byte of the posterior otherwise,
-    and the record's re-evaluation is of another network: nothing is copied."""
+def test_a_run_trained_again_to_its_records_bytes_adds_its_re_evaluations_to_the_record(tmp_path, made):
+    """The single run trained again on another machine (here: its folder with other times in its metrics, its
+    posterior unchanged, its re-evaluation not made there) is the record's fit by another training: its export keeps
+    the record (the run that made it, its times) and adds the re-evaluation the record lacks, of the same posterior
+    bytes. One byte of the posterior otherwise, and the record is replaced by the run's, as any other export."""
     run_dir, record = tmp_path / "runs" / "tiny" / "single", records(tmp_path) / "single"
-    held = sorted(p.name for p in (record / "evals").iterdir())
-    assert len(held) == 1 and sorted(p.name for p in (run_dir / "evals").iterdir()) == held
+    document = read_json(run_dir / "metrics.json")
+    write_json(run_dir / "metrics.json", {**document, "run": {**document["run"], "seconds": 1e6}})
+    write_manifest(run_dir)
     shutil.rmtree(run_dir / "evals")
-    assert same_fit(run_dir, record)
-    assert seed_evaluations(record, run_dir) == [run_dir / "evals" / held[0]]
-    assert seed_evaluations(record, run_dir) == []  # held now
+    assert same_fit(run_dir, record) and not same_run(run_dir, record)
+    out = bnnpred("eval", f"run_dir={run_dir}", "predictive.kinds=[nn]", "predictive.n_samples=6", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    added = next((run_dir / "evals").iterdir()).name
     before = {p.relative_to(record): p.read_bytes() for p in record.rglob("*") if p.is_file()}
-    export_record(run_dir, record)
-    assert {p.relative_to(record): p.read_bytes() for p in record.rglob("*") if p.is_file()} == before
+    assert export_records(tmp_path / "runs" / "tiny", records(tmp_path), "cpu") == [
+        records(tmp_path) / name for name in ("single", "sweep/delta1.0", "sweep/delta3.0")]
+    after = {p.relative_to(record): p.read_bytes() for p in record.rglob("*") if p.is_file()}
+    assert {name: data for name, data in after.items() if name.parts[:2] != ("evals", added)} == before
+    assert verify_record(record) and read_json(record / "evals" / added / "metrics.json")["metrics"]["test"]["nn"]
     assert build(tmp_path, "runs", report_only=True) == made
-    shutil.rmtree(run_dir / "evals")
-    fit = torch.load(run_dir / "posterior.pt")  # the same run trained to other bytes: a finished run of its own
+    fit = torch.load(run_dir / "posterior.pt")  # trained to other bytes: the record is replaced by the run's
     torch.save({**fit, "other": torch.zeros(1)}, run_dir / "posterior.pt")
     write_manifest(run_dir)
-    assert not same_fit(run_dir, record) and seed_evaluations(record, run_dir) == []
-    assert not (run_dir / "evals").exists()
+    assert not same_fit(run_dir, record)
+    export_records(tmp_path / "runs" / "tiny", records(tmp_path), "cpu")
+    assert read_json(record / "metrics.json")["run"]["seconds"] == 1e6
+    assert sorted(p.name for p in (record / "evals").iterdir()) == [added]
 
 
 def test_a_rebuild_lists_a_re_evaluation_its_records_lack_and_a_run_here_makes_it(tmp_path, made):
