@@ -300,7 +300,7 @@ def gp_at_largest_m(chosen: pd.DataFrame, by_m: pd.DataFrame, name: str) -> tupl
     (None: the run's own GP stays)."""
     at = (chosen["set"] == name) & (chosen["row"] == "gp predictive") & (chosen["split"] == "test")
     network = by_m[by_m["run_dir"].isin(chosen.loc[at, "run_dir"])]
-    if network.empty or (largest := network.loc[network["M"].idxmax()])["folder"] == largest["run_dir"]:
+    if network.empty or (largest := network.loc[network["M"].idxmax()])["folder"] == str(largest["run_dir"]):
         return chosen, None
     replaced = chosen.copy()
     replaced.loc[at, [*METRICS, "run_dir"]] = [*(largest[m] for m in METRICS), largest["folder"]]
