@@ -92,8 +92,10 @@ def test_chunked_features_concatenate_to_the_whole_set():
     chunks = list(kernel.iter_features(model, model.theta(), X, s, max_elems=1000))
     assert len(chunks) > 2
     assert [(rows.start, rows.stop) for rows, _, _ in chunks][:2] == [(0, 1), (1, 2)]
-    whole = kernel.concat([u for _, _, u in chunks])
+    parts = [u for _, _, u in chunks]
+    whole = kernel.concat(parts)
     torch.testing.assert_close(kernel.cross_kernel(whole, whole), explicit(model, X, X, s))
+    assert all(part is None for u in parts for part in u)  # each chunk's part released as it was joined
 
 
 def test_gp_on_all_points_of_a_cnn_equals_the_glm_latent():

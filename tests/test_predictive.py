@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from bnnpred import metrics, predictive
+from bnnpred.curvature.chunks import DEFAULT_CHUNK_ELEMS
 from bnnpred.curvature.ggn import Curvature, Structure
 from bnnpred.errors import BnnpredError
 from bnnpred.inference import Fit
@@ -172,7 +173,8 @@ def test_a_gp_subset_outside_the_training_set_is_an_error_not_all_points():
 
 
 def test_a_gp_that_would_not_fit_in_free_memory_is_refused_with_the_largest_size_that_would(monkeypatch):
-    """The need counts the features of the M points, four MC x MC matrices and the validation cross-kernels; with
+    """The need counts the features of the M points, a chunk of predicted inputs and one of training points three
+    times each (the default chunk at this size), four MC x MC matrices and the validation cross-kernels; with
     exactly the need of M = 7 free, M = 20 is refused and 7 is named."""
     ctx, _ = laplace_context("categorical", n=20)
     x = ctx.X_train[:1]
@@ -181,6 +183,7 @@ def test_a_gp_that_would_not_fit_in_free_memory_is_refused_with_the_largest_size
     # float64; the 2-5-5-3 MLP's factored features per point: inputs a and output gradients g [C, out] per layer
     per_point = (2 + C * 5) + (5 + C * 5) + (5 + C * 3)
     assert need[1] - need[0] == 8 * (per_point + 4 * C * C * (7**2 - 6**2) + 5 * C * C)
+    assert need[0] == 8 * (6 * per_point + 3 * 2 * DEFAULT_CHUNK_ELEMS + 4 * (6 * C) ** 2 + 5 * C * 6 * C)
     monkeypatch.setattr(predictive, "available_bytes", lambda device: need[1])
     predictive.check_gp_memory(ctx.model, ctx.theta, x, 7, n_valid=5)
     with pytest.raises(BnnpredError, match=r"gp_subset_size=20 needs about .* GB for the GP, .* use at most 7$"):
