@@ -343,17 +343,28 @@ def notes003_section(r: Reproduction, notes003: Notes003) -> list[str]:
     ]
 
 
+# Fig 5.10's M tried on the campaign's network and not made at its commit, with what happened: the page says it
+TRIED = {1600: "tried on 2026-12-03 on δ = 100's network, trained again to the record's posterior bytes: at the "
+               "campaign's commit 1a82357 the GP held its training points' kernel features twice while joining them "
+               "and copied them again for the kernel products, and the kernel killed it at 24.1 GB of the 23.5 GB "
+               "machine, where its memory check had counted 18 GB. Later code holds them once and counts 22 GB "
+               "(bench/README.md, the GP's peak memory), but a re-evaluation runs at its run's commit: M = 1600 waits "
+               "for a campaign at such a commit, or a machine with more memory"}
+
+
 def not_run_note(not_run: list[int], chosen: pd.DataFrame) -> list[str]:
-    """Why the M of Fig 5.10's grid without a re-evaluation in the records were not run, and how they are made:
-    on a machine that holds the posterior of MAP's chosen network (``chosen``: :func:`~bnnpred.reproduce.
-    notes003_images.choose`'s rows)."""
-    if not not_run:
-        return []
+    """Why the M of Fig 5.10's grid without a re-evaluation in the records were not run (:data:`TRIED`), and how
+    the others are made: on a machine that holds the posterior of MAP's chosen network (``chosen``:
+    :func:`~bnnpred.reproduce.notes003_images.choose`'s rows)."""
+    untried = [M for M in not_run if M not in TRIED]
     deltas = " ".join(f"{d:g}" for d in sorted(set(chosen.loc[chosen["row"] == "MAP", "delta"])))
-    return [f"M = {', '.join(map(str, not_run))}: no re-evaluation in the records. Only a machine that holds the "
-            f"posterior of MAP's chosen network (δ = {deltas}) can make it: `bench/cpu/notes004_campaign.py "
-            f"{NOTES003_SET} --deltas {deltas}` there, or after that run is trained again to the same bytes at the "
-            "campaign's commit.", ""]
+    lines = [f"M = {M}: {TRIED[M]}." for M in not_run if M in TRIED]
+    if untried:
+        lines.append(f"M = {', '.join(map(str, untried))}: no re-evaluation in the records. Only a machine that "
+                     f"holds the posterior of MAP's chosen network (δ = {deltas}) can make it: "
+                     f"`bench/cpu/notes004_campaign.py {NOTES003_SET} --deltas {deltas}` there, or after that run is "
+                     "trained again to the same bytes at the campaign's commit.")
+    return [line for text in lines for line in (text, "")]
 
 
 def seed_cost(runs: pd.DataFrame, by_m: pd.DataFrame) -> str:

@@ -383,3 +383,14 @@ def test_table2s_gp_row_takes_the_largest_m_fig5_10_re_evaluated_maps_network_on
     for without in (by_m[by_m["M"] <= 800], by_m.assign(run_dir="fashion_mnist/diag")):
         same, m = notes004_table2.gp_at_largest_m(chosen, without, "fashion_mnist")
         assert m is None and same.equals(chosen)
+
+
+def test_an_m_of_fig5_10_not_run_says_what_happened_where_it_was_tried_and_how_it_is_made_otherwise():
+    chosen = pd.DataFrame({"row": ["MAP", "MAP", "gp predictive"], "delta": [100.0, 100.0, 10.0]})
+    assert notes004_table2.not_run_note([], chosen) == []
+    tried = next(iter(notes004_table2.TRIED))
+    lines = notes004_table2.not_run_note([3200, tried], chosen)
+    assert lines == [f"M = {tried}: {notes004_table2.TRIED[tried]}.", "",
+                     "M = 3200: no re-evaluation in the records. Only a machine that holds the posterior of MAP's "
+                     "chosen network (δ = 100) can make it: `bench/cpu/notes004_campaign.py fashion_mnist --deltas "
+                     "100` there, or after that run is trained again to the same bytes at the campaign's commit.", ""]
