@@ -9,10 +9,9 @@ run with ``bnnpred train -m`` as those presets describe). ``cpu`` (issue 17; abo
 on all 60,000 training images for 30 epochs of the paper's schedule (Adam 1e-3 x 1/(⌊epoch/10⌋ + 1), batch 512)
 at δ ∈ {0.1, 1, 10, 100, 1000}, validates and tests on the paper's 5k / 5k halves of the official test set with
 the 10k OOD test images, 100 predictive samples, one seed, and the GP on M = 800 training points; notes-003 Fig
-5.10 re-evaluates MAP's network with the GP on M = 50 to 1600 (:data:`GP_M`): M = 1600 needs 18 GB for its
-features and M·C x M·C matrices (bench/README.md), which the 23 GB machine holds with no second study beside it.
-``quick`` is a smoke run. The page states the scale its runs were made at (read from their
-configs)."""
+5.10 re-evaluates MAP's network with the GP on M = 50 to 1600 (:data:`GP_M`; M = 1600 was killed for memory at
+the campaign's commit: :data:`TRIED`). ``quick`` is a smoke run. The page states the scale its runs were made at
+(read from their configs)."""
 
 from __future__ import annotations
 
@@ -247,9 +246,9 @@ def fig6(r: Reproduction, chosen: pd.DataFrame, name: str) -> str:
 
 
 # Fig 5.10's M on this page's 3c3d networks: notes003_images's grid and M = 1600, the largest of the notes' grid that
-# fits the CPU machines (18 GB of their 23 GB, bench/README.md) with nothing beside it
+# the GP's memory check lets the CPU machines start alone (22 GB of their 23.5 GB, bench/README.md)
 GP_M = (*notes003_images.GP_M, 1600)
-GP_MEMORY = ("the paper's M = 3200 needs 44 GB for the kernel's features and matrices, bench/README.md: more than "
+GP_MEMORY = ("the paper's M = 3200 needs 53 GB for the kernel's features and matrices, bench/README.md: more than "
              "the CPU machines' 23 GB, and more than an 80 GB GPU holds beside three other runs")
 
 
