@@ -107,10 +107,16 @@ def outdone(run: Path, records: Path) -> str | None:
     return f"its MAP's validation NLL {own:.4f} is above δ={float(lower[1].removeprefix('delta')):g}'s {lower[0]:.4f}"
 
 
-def evaluations(tier: str, own: int | None) -> list[int]:
+def evaluations(tier: str, own: int | None, commit: str) -> list[int]:
     """The M of Fig 5.10's re-evaluations of a run whose own GP is on ``own`` points (:func:`~bnnpred.reproduce.
-    notes003_images.own_gp`): each M of the tier's grid but that one."""
-    return [M for M in GP_M[tier] if M != own]
+    notes003_images.own_gp`): each M of the tier's grid but that one and those tried at ``commit`` and not made
+    there (:data:`~bnnpred.reproduce.notes004_table2.TRIED`, which the page states)."""
+    return [M for M in GP_M[tier] if M != own and not (M in study.TRIED and same_commit(study.TRIED[M].commit, commit))]
+
+
+def same_commit(a: str, b: str) -> bool:
+    """Whether two spellings of commit hashes (of any length) name the same commit."""
+    return a.startswith(b) or b.startswith(a)
 
 
 def lacking(run: Path, wanted: list[int]) -> list[int]:
@@ -144,7 +150,7 @@ def estimate(records: Path, commit: str, posterior: str, map_here: bool, since: 
     where there are any; :data:`GUESS` where there are none (records of other code time other code)."""
     def longest(posteriors: str, seconds: Callable[[dict], float | None]) -> float | None:
         timed = [(run, value) for folder in sorted(records.glob(f"*/{posteriors}")) for run in recorded_runs(folder)
-                 if (commit.startswith(run["commit"]) | run["commit"].startswith(commit))  # hashes of any length
+                 if same_commit(commit, run["commit"])
                  and training(run) is not None and (value := seconds(run))]
         recent = [value for run, value in timed if since and datetime.fromisoformat(run.get("finished", MIN)) >= since]
         return max(recent or [value for _, value in timed], default=None)
@@ -321,18 +327,18 @@ def campaign(args: argparse.Namespace) -> int:
             continue
         # Fig 5.10's re-evaluations, where the run's posterior is, each started only if it ends inside the budget
         if (delta, posterior) in planned:
-            todo = evaluations(args.tier, own_m)
+            todo = evaluations(args.tier, own_m, commit)
         elif (why := outdone(workdir / run if here else to / subdir(delta), to) if here or recorded else None):
             print(f"notes004_campaign: {posterior} δ={delta:g} not re-evaluated: {why} (Fig 5.10 re-evaluates the "
                   "network of MAP's chosen δ)", flush=True)
             continue
         elif here:
-            todo = lacking(workdir / run, evaluations(args.tier, notes003_images.own_gp(workdir / run)))
+            todo = lacking(workdir / run, evaluations(args.tier, notes003_images.own_gp(workdir / run), commit))
             if recorded and same_fit(workdir / run, to / subdir(delta)):  # its record's are of this posterior's bytes
                 todo = lacking(to / subdir(delta), todo)
         else:
             if recorded and (missing := lacking(to / subdir(delta), evaluations(args.tier, notes003_images.own_gp(
-                    to / subdir(delta))))):
+                    to / subdir(delta)), commit))):
                 print(f"notes004_campaign: {posterior} δ={delta:g}'s record lacks {len(missing)} of its "
                       f"re-evaluations (M = {', '.join(map(str, missing))}); only a machine with its posterior can "
                       "make them: train the run again here at the campaign's commit (a posterior byte for byte the "

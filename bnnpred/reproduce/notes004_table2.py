@@ -342,13 +342,21 @@ def notes003_section(r: Reproduction, notes003: Notes003) -> list[str]:
     ]
 
 
-# Fig 5.10's M tried on the campaign's network and not made at its commit, with what happened: the page says it
-TRIED = {1600: "tried on 2026-12-03 on δ = 100's network, trained again to the record's posterior bytes: at the "
-               "campaign's commit 1a82357 the GP held its training points' kernel features twice while joining them "
-               "and copied them again for the kernel products, and the kernel killed it at 24.1 GB of the 23.5 GB "
-               "machine, where its memory check had counted 18 GB. Later code holds them once and counts 22 GB "
-               "(bench/README.md, the GP's peak memory), but a re-evaluation runs at its run's commit: M = 1600 waits "
-               "for a campaign at such a commit, or a machine with more memory"}
+class Tried(NamedTuple):
+    """A re-evaluation of Fig 5.10 tried at ``commit`` and not made there, and what happened (``what``)."""
+    commit: str
+    what: str
+
+
+# Fig 5.10's M tried on the campaign's network and not made at its commit: the page says what happened, and the
+# campaign (bench/cpu/notes004_campaign.py) does not try it again at that commit
+TRIED = {1600: Tried("1a82357", "tried on 2026-12-03 on δ = 100's network, trained again to the record's posterior "
+                     "bytes: at the campaign's commit 1a82357 the GP held its training points' kernel features twice "
+                     "while joining them and copied them again for the kernel products, and the kernel killed it at "
+                     "24.1 GB of the 23.5 GB machine, where its memory check had counted 18 GB. Later code holds them "
+                     "once: its GP on M = 1600 peaks at 20.8 GB (its check counts 22.3 GB; bench/README.md, the GP's "
+                     "peak memory), but a re-evaluation runs at its run's commit: M = 1600 waits for a campaign at "
+                     "such a commit, or a machine with more memory")}
 
 
 def not_run_note(not_run: list[int], chosen: pd.DataFrame) -> list[str]:
@@ -357,7 +365,7 @@ def not_run_note(not_run: list[int], chosen: pd.DataFrame) -> list[str]:
     :func:`~bnnpred.reproduce.notes003_images.choose`'s rows)."""
     untried = [M for M in not_run if M not in TRIED]
     deltas = " ".join(f"{d:g}" for d in sorted(set(chosen.loc[chosen["row"] == "MAP", "delta"])))
-    lines = [f"M = {M}: {TRIED[M]}." for M in not_run if M in TRIED]
+    lines = [f"M = {M}: {TRIED[M].what}." for M in not_run if M in TRIED]
     if untried:
         lines.append(f"M = {', '.join(map(str, untried))}: no re-evaluation in the records. Only a machine that "
                      f"holds the posterior of MAP's chosen network (δ = {deltas}) can make it: "

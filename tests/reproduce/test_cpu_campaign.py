@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from bnnpred.reproduce import notes004_table2
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "cpu" / "notes004_campaign.py"
 
@@ -112,9 +114,11 @@ def test_a_step_that_does_not_fit_is_passed_over_and_re_evaluations_come_after_a
     assert "kron_dampened δ=10 passed over: about 1200 s, 100 s of the budget left" in out.stdout
 
 
-def test_a_re_evaluation_on_more_points_than_any_recorded_is_timed_in_proportion_to_m(tmp_path, planned):
+def test_a_re_evaluation_on_more_points_than_any_recorded_is_timed_in_proportion_to_m(tmp_path, planned,
+                                                                                       monkeypatch):
     """Recorded re-evaluations of Fashion-MNIST's kron runs at M = 200 (300 s) and 400 (500 s) time every M up to 400
-    by the longest (500 s) and M = 1600 at 1600 / 400 x 500 s: the GP's cost per test point grows with M."""
+    by the longest (500 s) and M = 1600 at 1600 / 400 x 500 s: the GP's cost per test point grows with M. An M that
+    notes004_table2.TRIED names at the campaign's commit is left out, at another commit it is not."""
     records, head = tmp_path / "records", commit()
     fake_record(records, "kron", 100.0, 100.0, {"seconds": 60.0}, name="fashion_mnist")
     for M, seconds in ((200, 300.0), (400, 500.0)):
@@ -131,6 +135,16 @@ def test_a_re_evaluation_on_more_points_than_any_recorded_is_timed_in_proportion
     assert [line for line in plan_lines(out.stdout) if "re-evaluation" in line] == [
         f"fashion_mnist kron δ=1 re-evaluation predictive.kinds=[gp] predictive.gp_subset_size={M} (about {s} s) at "
         f"{head}" for M, s in ((50, 500), (100, 500), (200, 500), (400, 500), (1600, 2000))]
+    # an M tried at this commit and not made there (the page states what happened) is not tried again
+    monkeypatch.setattr(notes004_table2, "TRIED", {1600: notes004_table2.Tried(commit("HEAD")[:7], "killed")})
+    out = planned("fashion_mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
+                  "--hours", "10")
+    assert [line.split("gp_subset_size=")[1].split(" ")[0] for line in plan_lines(out.stdout)
+            if "re-evaluation" in line] == ["50", "100", "200", "400"]
+    monkeypatch.setattr(notes004_table2, "TRIED", {1600: notes004_table2.Tried("0000000", "killed elsewhere")})
+    out = planned("fashion_mnist", "--dry", "--records", str(records), "--workdir", str(tmp_path), "--deltas", "1",
+                  "--hours", "10")
+    assert "predictive.gp_subset_size=1600" in out.stdout
 
 
 def test_a_later_delta_that_fits_is_begun_after_a_run_passed_over(tmp_path, planned):

@@ -390,7 +390,7 @@ def test_an_m_of_fig5_10_not_run_says_what_happened_where_it_was_tried_and_how_i
     assert notes004_table2.not_run_note([], chosen) == []
     tried = next(iter(notes004_table2.TRIED))
     lines = notes004_table2.not_run_note([3200, tried], chosen)
-    assert lines == [f"M = {tried}: {notes004_table2.TRIED[tried]}.", "",
+    assert lines == [f"M = {tried}: {notes004_table2.TRIED[tried].what}.", "",
                      "M = 3200: no re-evaluation in the records. Only a machine that holds the posterior of MAP's "
                      "chosen network (δ = 100) can make it: `bench/cpu/notes004_campaign.py fashion_mnist --deltas "
                      "100` there, or after that run is trained again to the same bytes at the campaign's commit.", ""]
