@@ -403,10 +403,9 @@ def gp_bytes(model: FlatModel, theta: Tensor, x: Tensor, M: int, n_valid: int) -
     """Memory the GP predictive holds at once on M training points like ``x`` ``[1, ...]``: their kernel features,
     a chunk of predicted inputs' (:func:`query_chunk_elems`) and one of training points' (the default) three times
     each (as a chunk is made, a convolution's Jacobian columns come out of a product and are joined to its bias
-    columns: bench/README.md, the GP's peak memory), four
-    ``MC x MC`` matrices (K, L K, L K Lᵀ and its Cholesky factor; or K, L K Lᵀ, its eigenvectors and eigh's
-    workspace) and, when a prior factor is tuned, the ``n_valid`` validation points' projected cross-kernels
-    ``[n_valid, C, MC]``."""
+    columns: bench/README.md, the GP's peak memory), four ``MC x MC`` matrices (K, L K, L K Lᵀ and its Cholesky
+    factor; or K, L K Lᵀ, its eigenvectors and eigh's workspace) and, when a prior factor is tuned, the ``n_valid``
+    validation points' projected cross-kernels ``[n_valid, C, MC]``."""
     _, f, feats = next(kernel.iter_features(model, theta, x, torch.ones_like(theta)))
     per_point = kernel.n_numbers(feats)
     C, item = f.shape[1], f.element_size()

@@ -131,8 +131,9 @@ def cross_kernel(f1: Features, f2: Features, per_class: bool = False) -> Tensor:
 def _dense_products(u: Dense, v: Dense, per_class: bool) -> Tensor:
     """One layer's ``J₁ S₀ J₂ᵀ`` from Jacobian columns ``[B1, C, Q]`` and ``[B2, C, Q]``: ``[B1, C, B2]`` per class,
     else ``[B1, C, B2, C]``, as matrix products on views of the features; only a class's (per class) or a row
-    block's columns of ``J₁`` are scaled into a copy. An ``einsum`` scaled all of ``J₁`` and, per class, made
-    contiguous copies of both sides: three times the layer's features at once (3c3d's M = 1600: 21 GB)."""
+    block's columns of ``J₁`` are scaled into a copy. An ``einsum`` scaled all of ``J₁`` into a copy and, per class,
+    made contiguous copies of both sides: up to three copies of the layer's columns at once (bench/README.md, the
+    GP's peak memory)."""
     B1, C, Q = u.J.shape
     if per_class:
         out = torch.empty(C, B1, v.J.shape[0], dtype=u.J.dtype, device=u.J.device)
