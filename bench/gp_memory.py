@@ -26,18 +26,12 @@ import resource
 import subprocess
 import sys
 
-import numpy as np
 import torch
+from gp_tuning import FACTORS, SAMPLES, SEED, context  # its untrained 3c3d on random images
 
 from bnnpred import predictive
 from bnnpred.curvature import kernel
-from bnnpred.curvature.functional import FlatModel
-from bnnpred.likelihoods import Categorical
-from bnnpred.models.deepobs import C3D3Config, build_3c3d
-from bnnpred.predictive import Context
 
-DELTA, SAMPLES, SEED = 10.0, 100, 0
-FACTORS = list(np.logspace(-1, 3, 13))
 ROUTES = ("before", "now")
 
 
@@ -65,18 +59,14 @@ def peak_kib() -> int:
 
 def measure(route: str, M: int, n_valid: int) -> dict[str, float]:
     """One route in this process: the GP's peak above the resident memory before it, and the check's count."""
-    gen = torch.Generator().manual_seed(0)
-    X = torch.rand(max(M, n_valid), 1, 28, 28, generator=gen)
-    y = torch.randint(0, 10, (n_valid,), generator=gen)
-    torch.manual_seed(0)
-    model = FlatModel(build_3c3d(C3D3Config(), (1, 28, 28), 10), channels_last=True)  # as the runner builds it
-    theta = model.theta().detach()
-    ctx = Context(model, Categorical(), theta, None, torch.full_like(theta, DELTA), X)
+    ctx = context(max(M, n_valid))
+    y = torch.randint(0, 10, (n_valid,), generator=torch.Generator().manual_seed(1))
     if route == "before":
         kernel.concat, kernel._dense_products = joined_at_once, products_in_one_einsum
-    counted = predictive.gp_bytes(model, theta, X[:1], M, n_valid)
+    counted = predictive.gp_bytes(ctx.model, ctx.theta, ctx.X_train[:1], M, n_valid)
     baseline = peak_kib()
-    predictive.tuned_gp_condition(ctx, torch.arange(M), FACTORS, (X[:n_valid], y), SAMPLES, SEED, per_class=True)
+    predictive.tuned_gp_condition(ctx, torch.arange(M), FACTORS, (ctx.X_train[:n_valid], y), SAMPLES, SEED,
+                                  per_class=True)
     return {"route": route, "M": M, "n_valid": n_valid, "peak_gb": (peak_kib() - baseline) * 1024 / 1e9,
             "counted_gb": counted / 1e9}
 

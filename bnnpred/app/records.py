@@ -87,7 +87,7 @@ def export_records(runs: Path, records: Path, device: str, keep: tuple[str, ...]
     """The records (keeping ``keep``: :func:`export_record`) of every finished run of ``device`` under ``runs``,
     written to the same paths under ``records`` (a campaign stopped at its budget keeps what it finished this way);
     where a record there is another training of the run's fit (:func:`same_fit`, not :func:`same_run`), it is kept
-    and gains the run's re-evaluations it lacks (:func:`add_evaluations`). Runs of another device, and folders that
+    and gains the run's re-evaluations it lacks (:func:`_add_evaluations`). Runs of another device, and folders that
     hold no finished run, are left out with a warning. Returns the records written."""
     written = []
     for run_dir in find_runs([runs]) if runs.is_dir() else []:
@@ -101,7 +101,7 @@ def export_records(runs: Path, records: Path, device: str, keep: tuple[str, ...]
             continue
         record_dir = records / run_dir.relative_to(runs)
         if another_training(run_dir, record_dir):
-            add_evaluations(run_dir, record_dir, keep)
+            _add_evaluations(run_dir, record_dir, keep)
         else:
             export_record(run_dir, record_dir, keep)
         written.append(record_dir)
@@ -119,6 +119,16 @@ def another_training(run_dir: Path, record_dir: Path) -> bool:
         return False
 
 
+def same_fit(run_dir: Path, record_dir: Path) -> bool:
+    """Whether the record in ``record_dir`` is of the very fit in the finished run in ``run_dir``: the same run key
+    and the same checksum of its posterior, all that a re-evaluation reads (the run the record was exported from,
+    or the same run trained again to the same bytes on another machine)."""
+    run, record = read_finished(run_dir), verify_record(record_dir)
+    return (run.document["run"]["key"] == record.document["run"]["key"]
+            and read_json(run.folder / MANIFEST)["files"][POSTERIOR]
+            == read_json(record.folder / MANIFEST)["files"].get(POSTERIOR))
+
+
 def same_run(run_dir: Path, record_dir: Path) -> bool:
     """Whether the record in ``record_dir`` was exported from the run in ``run_dir`` (or a copy of it): the same
     checksum of its ``metrics.json``, whose times and finish differ between two trainings of the same fit."""
@@ -126,14 +136,11 @@ def same_run(run_dir: Path, record_dir: Path) -> bool:
         read_json(Path(record_dir) / MANIFEST)["files"]["metrics.json"]
 
 
-def add_evaluations(run_dir: Path, record_dir: Path, keep: tuple[str, ...] = ALWAYS_RECORDED) -> list[Path]:
-    """Write into the record in ``record_dir`` the records of the run's re-evaluations that it lacks, where the run
-    is another training of the record's fit (:func:`same_fit`; on another machine): the record stays the run that
-    made it (its times, its finish), and gains re-evaluations of the same posterior bytes. Each is written into a
-    dot-folder and renamed into place; returns those written."""
-    if not same_fit(run_dir, record_dir):
-        raise BnnpredError(f"{run_dir} is not the fit of the record {record_dir} (another key or posterior): export "
-                           "its record with export_record instead")
+def _add_evaluations(run_dir: Path, record_dir: Path, keep: tuple[str, ...]) -> list[Path]:
+    """Write into the record in ``record_dir`` the records of the run's re-evaluations that it lacks, the run being
+    another training of the record's fit (:func:`another_training`; on another machine): the record stays the run
+    that made it (its times, its finish), and gains re-evaluations of the same posterior bytes. Each is written
+    into a dot-folder and renamed into place; returns those written."""
     held = {evaluation.folder.name for evaluation in evaluations(record_dir)}
     written = []
     for evaluation in evaluations(run_dir):
@@ -186,12 +193,3 @@ def seed_from_record(record_dir: Path, run_dir: Path) -> bool:
                     target.with_name(source.name.removesuffix(PACKED)).unlink(missing_ok=True)
     return True
 
-
-def same_fit(run_dir: Path, record_dir: Path) -> bool:
-    """Whether the record in ``record_dir`` is of the very fit in the finished run in ``run_dir``: the same run key
-    and the same checksum of its posterior, all that a re-evaluation reads (the run the record was exported from,
-    or the same run trained again to the same bytes on another machine)."""
-    run, record = read_finished(run_dir), verify_record(record_dir)
-    return (run.document["run"]["key"] == record.document["run"]["key"]
-            and read_json(run.folder / MANIFEST)["files"][POSTERIOR]
-            == read_json(record.folder / MANIFEST)["files"].get(POSTERIOR))

@@ -284,8 +284,7 @@ class Reproduction:
         """:meth:`evaluate`, or None where the re-evaluation can be neither made (only the page is rebuilt, or the
         run's posterior is on another device) nor read from the run's record: a point of a grid that the page lists
         as not run instead of failing."""
-        if ((self.report_only or self.made_elsewhere(run_dir))
-                and not (eval_folder(run_dir, predictive_overrides(list(overrides))) / "metrics.json").is_file()):
+        if (self.report_only or self.made_elsewhere(run_dir)) and not _evaluated(run_dir, overrides):
             return None
         return self.evaluate(run_dir, *overrides)
 
